@@ -1,0 +1,26 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   creates .venv, installs requirements, trains on the embedded demo corpus
+#   make test   creates .venv, installs requirements + test tools, runs the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench-planner clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) train.py
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+bench-planner: $(VENV)/.installed
+	$(PY) scripts/bench_planner.py
+
+clean:
+	rm -rf runs corpora .cache

@@ -1,0 +1,121 @@
+"""Command-line analyser: stats, table1, sweep, calibrate and plot on a lengths file."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .analysis import SWEPT, calibrate, describe, sweep, sweep_grid, table1
+from .config import BatchingConfig
+from .lengths import read_lengths
+from .planner import plan_epoch
+from .split import train_split
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        lengths = read_lengths(args.lengths)
+        lengths = lengths[train_split(lengths.size, args.split, args.split_seed)]
+        config = BatchingConfig.from_hparams(args.hparams)
+        result, text = args.run(args, lengths, dataclasses.replace(config, seed=args.seed))
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else text)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m batching", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    specs = [
+        ("stats", _stats, 1.0, "ZPR, ABL, batch count and randomness of one configuration"),
+        ("table1", _table1, 0.8, "the paper's Table 1 and DBS rows, next to the paper's figures"),
+        ("sweep", _sweep, 0.8, "ZPR and ABL against LRF, bucket size and bins (Fig. 2): PNG and table"),
+        ("calibrate", _calibrate, 0.8, "bucket size and bins whose ZPR is closest to, not above, a target"),
+        ("plot", _plot, 1.0, "the batches of one epoch as bars (Figs. 1 and 3): PNG"),
+    ]
+    for name, run, split, help_text in specs:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(run=run)
+        sub.add_argument("--lengths", required=True, type=Path,
+                         help="filelist (path|text|frames) or TSV with a 'frames' column")
+        sub.add_argument("--hparams", default="", help="batching options, e.g. batching=ssb,lrf=0.1,dbs=true,br=true")
+        sub.add_argument("--split", type=float, default=split,
+                         help=f"train fraction of a seeded random split (default {split}; 1.0 = all)")
+        sub.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
+        sub.add_argument("--seed", type=int, default=0, help="planning seed (default 0)")
+        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        if name in ("sweep", "plot"):
+            sub.add_argument("--out", type=Path, default=Path("."), help="output folder (default .)")
+    sub = commands.choices["stats"]
+    sub.add_argument("--epoch", type=int, default=0)
+    sub = commands.choices["calibrate"]
+    sub.add_argument("--target-zpr", type=float, help="target ZPR in percent (default: SSB's at --hparams lrf)")
+    sub = commands.choices["plot"]
+    sub.add_argument("--epoch", type=int, default=0)
+    sub.add_argument("--strategies", default="rand,sb,ssb", help="one panel each (default rand,sb,ssb)")
+    sub.add_argument("--samples", type=int, default=0, help="plot a random subset of this many samples (0 = all)")
+    return parser
+
+
+def _stats(args, lengths, config):
+    result = dict(config=config.to_dict(), **describe(lengths, config, args.epoch))
+    return result, "\n".join(f"{key}: {value}" for key, value in result.items())
+
+
+def _table1(args, lengths, config):
+    rows = table1(lengths, config.seed)
+    return rows, _markdown(rows, ["name", "n_batches", "zpr", "abl", "paper_n_batches", "paper_zpr", "paper_abl"])
+
+
+def _sweep(args, lengths, config):
+    from .plots import plot_sweep
+
+    curves = sweep(lengths, config, sweep_grid(lengths.size, config.batch_size))
+    args.out.mkdir(parents=True, exist_ok=True)
+    png = args.out / "sweep.png"
+    plot_sweep(curves, png, {p: getattr(config, p) for p in SWEPT})
+    rows = [dict(param=p, value=pt["value"], zpr=round(pt["zpr"], 2), abl=round(pt["abl"], 2))
+            for p, points in curves.items() for pt in points]
+    return dict(png=str(png), curves=curves), _markdown(rows, ["param", "value", "zpr", "abl"]) + f"\n\nwrote {png}"
+
+
+def _calibrate(args, lengths, config):
+    target = args.target_zpr
+    if target is None:
+        target = describe(lengths, dataclasses.replace(config, batching="ssb"))["zpr"]
+    best = calibrate(lengths, config, target)
+    rows = [dict(batching=name, param=k, value=v[k], zpr=v["zpr"] and round(v["zpr"], 2), abl=v["abl"] and round(v["abl"], 2))
+            for name, v in best.items() for k in v if k in SWEPT]
+    return dict(target_zpr=target, **best), f"target ZPR {target:.2f}%\n\n" + _markdown(rows, ["batching", "param", "value", "zpr", "abl"])
+
+
+def _plot(args, lengths, config):
+    from .plots import plot_batches
+
+    if args.samples:
+        lengths = lengths[np.sort(np.random.default_rng(args.seed).permutation(lengths.size)[: args.samples])]
+    panels, summary = {}, {}
+    for name in args.strategies.split(","):
+        panel = BatchingConfig.from_dict(config.to_dict() | {"batching": name.strip()})
+        batches = plan_epoch(lengths, panel, args.epoch)
+        summary[name] = describe(lengths, panel, args.epoch)
+        panels[f"{name.upper()}{'-DBS' if panel.dbs else ''}: {len(batches)} batches, "
+               f"ZPR {summary[name]['zpr']:.2f}%, ABL {summary[name]['abl']:.1f}"] = batches
+    args.out.mkdir(parents=True, exist_ok=True)
+    png = args.out / "batches.png"
+    plot_batches(lengths, panels, png)
+    return dict(png=str(png), panels=summary), "\n".join(panels) + f"\n\nwrote {png}"
+
+
+def _markdown(rows: list[dict], columns: list[str]) -> str:
+    cell = lambda v: "-" if v is None else str(v)  # noqa: E731
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)

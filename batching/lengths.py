@@ -1,0 +1,60 @@
+"""Reading utterance lengths (frames) from a filelist or a TSV, with errors that point at the line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+class LengthsFileError(ValueError):
+    """A lengths file that cannot be read; the message names the file and the line."""
+
+
+def read_lengths(path: str | Path, with_ids: bool = False):
+    """Frame counts from `path`: a filelist (`wav_path|text|frames`, no header) or a TSV whose
+    header has a `frames` column (e.g. LJSpeech's lengths.tsv, ids from its `id` column).
+
+    Returns an int64 array, or (array, ids) with with_ids (ids: the wav path or id column).
+    Only trailing empty lines are skipped; any other bad line is an error.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise LengthsFileError(f"{path}: cannot read: {error}") from error
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise LengthsFileError(f"{path}: the file is empty")
+    if "\t" in lines[0]:
+        header = lines[0].split("\t")
+        if "frames" not in header:
+            raise LengthsFileError(f"{path}:1: TSV header has no 'frames' column (columns: {', '.join(header)})")
+        rows = _fields(path, lines[1:], "\t", len(header), first_line=2)
+        frames_col, id_col = header.index("frames"), header.index("id") if "id" in header else 0
+    else:
+        rows = _fields(path, lines, "|", 3, first_line=1)
+        frames_col, id_col = 2, 0
+    frames = np.array([_frames(path, number, row[frames_col]) for number, row in rows], dtype=np.int64)
+    return (frames, [row[id_col] for _, row in rows]) if with_ids else frames
+
+
+def _fields(path: Path, lines: list[str], sep: str, expected: int, first_line: int):
+    rows = []
+    for number, line in enumerate(lines, start=first_line):
+        row = line.split(sep)
+        if len(row) != expected:
+            raise LengthsFileError(f"{path}:{number}: expected {expected} {sep!r}-separated fields, "
+                                   f"found {len(row)}: {line[:80]!r}")
+        rows.append((number, row))
+    return rows
+
+
+def _frames(path: Path, number: int, text: str) -> int:
+    try:
+        frames = int(text)
+    except ValueError:
+        raise LengthsFileError(f"{path}:{number}: frames {text!r} is not an integer") from None
+    if frames < 1:
+        raise LengthsFileError(f"{path}:{number}: frames {frames} must be a positive integer")
+    return frames

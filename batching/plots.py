@@ -1,0 +1,57 @@
+"""Pictures like the paper's: Fig. 2 (sweeps) and Figs. 1/3 (the batches of one epoch)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+LABELS = {"lrf": "LRF (SSB)", "bucket_size": "bucket size (BKT)", "n_bins": "number of bins (ATS)"}
+
+
+def plot_sweep(curves: dict[str, list[dict]], path: Path, selected: dict[str, float]) -> None:
+    """ZPR (top) and ABL (bottom) against each strategy's parameter; dashed lines mark the selection."""
+    fig, axes = plt.subplots(2, len(curves), figsize=(4 * len(curves), 6), squeeze=False)
+    for column, (param, points) in enumerate(curves.items()):
+        values = [p["value"] for p in points]
+        for row, metric in enumerate(("zpr", "abl")):
+            ax = axes[row, column]
+            ax.plot(values, [p[metric] for p in points], marker=".")
+            if param in selected:
+                ax.axvline(selected[param], color="gray", linestyle="--")
+            if param != "lrf":
+                ax.set_xscale("log")
+            ax.set_xlabel(LABELS[param])
+            ax.set_ylabel("ZPR (%)" if metric == "zpr" else "ABL (frames)")
+            ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_batches(lengths: np.ndarray, panels: dict[str, list[np.ndarray]], path: Path) -> None:
+    """Samples as bars in plan order, batches in alternating colours, padding up to L_j in grey."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 2.6 * len(panels)), squeeze=False)
+    for ax, (title, batches) in zip(axes[:, 0], panels.items()):
+        sizes = np.fromiter(map(len, batches), np.int64, len(batches))
+        real = lengths[np.concatenate(batches)] if batches else np.zeros(0, np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        batch_len = np.repeat(np.maximum.reduceat(real, starts), sizes) if batches else real
+        parity = np.repeat(np.arange(len(batches)) % 2, sizes).astype(bool)
+        x = np.arange(real.size + 1)
+        step = dict(step="post", linewidth=0)
+        ax.fill_between(x, np.append(batch_len, 0), color="0.85", label="zero padding", **step)
+        for odd, colour in ((False, "tab:blue"), (True, "tab:orange")):
+            mask = parity == odd
+            mask = np.append(mask, False) | np.append(False, mask)  # a run's last bar ends at the next point
+            ax.fill_between(x, np.append(real, 0), where=mask, color=colour, **step)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlim(0, max(real.size, 1))
+        ax.set_xlabel("sample (in batch order)")
+        ax.set_ylabel("length (frames)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

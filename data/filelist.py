@@ -1,0 +1,102 @@
+"""Filelists: one utterance per line, `wav_path|text|frames`, no header.
+
+The frame count is stored so that the batch planner can plan a whole epoch without opening any
+audio; relative wav paths are relative to the filelist's own directory so a corpus can be moved.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence, TypeVar
+
+from data.atomic import atomic_open
+from data.audio import MelConfig, check_format, n_frames, wav_info
+
+__all__ = ["FilelistError", "Utterance", "read_filelist", "write_filelist", "wav_info", "wav_frames",
+           "split_train_val", "summarize"]
+
+T = TypeVar("T")
+
+
+class FilelistError(ValueError):
+    """A filelist line that cannot be used; the message names the file and the line number."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    path: Path
+    text: str
+    frames: int
+
+
+def _parse_line(line: str, base_dir: Path) -> Utterance:
+    fields = line.split("|")
+    if len(fields) != 3:
+        raise ValueError(f"expected 3 fields 'wav_path|text|frames', found {len(fields)}")
+    wav, text, frames = (field.strip() for field in fields)
+    if not wav:
+        raise ValueError("empty wav path")
+    if not text:
+        raise ValueError("empty text")
+    try:
+        count = int(frames)
+    except ValueError:
+        raise ValueError(f"frames {frames!r} is not an integer") from None
+    if count <= 0:
+        raise ValueError(f"frames must be positive, found {count}")
+    return Utterance(base_dir / wav, text, count)
+
+
+def read_filelist(path: str | Path) -> list[Utterance]:
+    """Parse a filelist; blank lines are skipped, any other bad line is an error naming path:line."""
+    path = Path(path)
+    utterances = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                utterances.append(_parse_line(line.rstrip("\n"), path.parent))
+            except ValueError as err:
+                raise FilelistError(f"{path}:{number}: {err}: {line.rstrip()!r}") from None
+    return utterances
+
+
+def write_filelist(path: str | Path, utterances: Iterable[Utterance]) -> None:
+    """Write paths as given (relative ones are read back relative to the filelist's directory)."""
+    lines = []
+    for utt in utterances:
+        if "|" in utt.text or "\n" in utt.text or not utt.text.strip():
+            raise ValueError(f"{utt.path}: text cannot be written to a filelist: {utt.text!r}")
+        lines.append(f"{utt.path}|{utt.text}|{utt.frames}\n")
+    with atomic_open(path) as out:
+        out.writelines(lines)
+
+
+def wav_frames(path: str | Path, cfg: MelConfig = MelConfig()) -> int:
+    """Mel frames the loader will produce for this WAV, from its header; checks rate and channels."""
+    sample_rate, channels, n_samples = wav_info(path)
+    check_format(path, sample_rate, channels, cfg.sample_rate)
+    return n_frames(n_samples, cfg.hop_length)
+
+
+def split_train_val(items: Sequence[T], val_fraction: float, seed: int) -> tuple[list[T], list[T]]:
+    """Seeded random split; the validation set gets round(len * val_fraction) items, in input order."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    n_val = round(len(items) * val_fraction)
+    val_indices = set(random.Random(seed).sample(range(len(items)), n_val))
+    train = [item for i, item in enumerate(items) if i not in val_indices]
+    val = [item for i, item in enumerate(items) if i in val_indices]
+    return train, val
+
+
+def summarize(name: str, utterances: Sequence[Utterance], cfg: MelConfig = MelConfig()) -> str:
+    """One line: count, hours (from frames, within one hop per clip) and min/mean/max frames."""
+    frames = [u.frames for u in utterances]
+    if not frames:
+        return f"{name}: 0 utterances"
+    hours = sum(frames) * cfg.hop_length / cfg.sample_rate / 3600
+    return (f"{name}: {len(frames)} utterances, {hours:.2f} h, frames min/mean/max "
+            f"{min(frames)}/{sum(frames) / len(frames):.1f}/{max(frames)}")

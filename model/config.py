@@ -1,0 +1,81 @@
+"""Tacotron2 hyper-parameters: NVIDIA's Tacotron2 dimensions as defaults, checked on creation."""
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+# Fields that must be >= 1, fields that may be 0, dropout probabilities in [0, 1).
+_POSITIVE = (
+    "n_symbols", "symbols_embedding_dim", "encoder_embedding_dim", "encoder_kernel_size",
+    "n_mel_channels", "n_frames_per_step", "attention_rnn_dim", "decoder_rnn_dim", "prenet_dim",
+    "attention_dim", "attention_location_n_filters", "attention_location_kernel_size",
+    "postnet_embedding_dim", "postnet_kernel_size", "postnet_n_convolutions", "max_decoder_steps",
+)
+_NON_NEGATIVE = ("encoder_n_convolutions",)
+_PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout",
+                  "postnet_dropout")
+# "Same" padding of a convolution keeps the length only for odd kernels.
+_ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
+
+
+@dataclass(frozen=True)
+class Tacotron2Config:
+    """Model dimensions. Defaults are NVIDIA's Tacotron2 (the recipe the paper trained)."""
+
+    n_symbols: int
+    symbols_embedding_dim: int = 512
+    encoder_n_convolutions: int = 3
+    encoder_embedding_dim: int = 512
+    encoder_kernel_size: int = 5
+    encoder_dropout: float = 0.5
+    n_mel_channels: int = 80
+    n_frames_per_step: int = 1
+    attention_rnn_dim: int = 1024
+    decoder_rnn_dim: int = 1024
+    prenet_dim: int = 256
+    attention_dim: int = 128
+    attention_location_n_filters: int = 32
+    attention_location_kernel_size: int = 31
+    postnet_embedding_dim: int = 512
+    postnet_kernel_size: int = 5
+    postnet_n_convolutions: int = 5
+    postnet_dropout: float = 0.5
+    p_attention_dropout: float = 0.1
+    p_decoder_dropout: float = 0.1
+    prenet_dropout: float = 0.5
+    max_decoder_steps: int = 1000
+    gate_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"Tacotron2Config.{f.name} must be an int, got {value!r}")
+            if f.type is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TypeError(f"Tacotron2Config.{f.name} must be a number, got {value!r}")
+        for name in _POSITIVE:
+            _require(self, name, getattr(self, name) >= 1, "must be >= 1")
+        for name in _NON_NEGATIVE:
+            _require(self, name, getattr(self, name) >= 0, "must be >= 0")
+        for name in _PROBABILITIES:
+            _require(self, name, 0.0 <= getattr(self, name) < 1.0, "must be in [0, 1)")
+        for name in _ODD:
+            _require(self, name, getattr(self, name) % 2 == 1, "must be odd (same-length convolution)")
+        _require(self, "encoder_embedding_dim", self.encoder_embedding_dim % 2 == 0,
+                 "must be even (the BiLSTM gives half to each direction)")
+        _require(self, "gate_threshold", 0.0 < self.gate_threshold < 1.0, "must be in (0, 1)")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Tacotron2Config":
+        """Build from a mapping (hparams), naming any unknown key and the allowed ones."""
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown Tacotron2Config key(s) {unknown}; allowed: {', '.join(allowed)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _require(cfg: Tacotron2Config, name: str, ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(f"Tacotron2Config.{name}={getattr(cfg, name)!r} {message}")

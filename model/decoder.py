@@ -1,0 +1,157 @@
+"""The autoregressive Tacotron2 decoder: prenet, attention LSTM, attention, decoder LSTM, projections.
+
+With a reduction factor r (n_frames_per_step) each decoder step emits r frames; the prenet sees the
+last frame of the previous group. The gate is predicted per frame (r logits a step), so the gate
+target needs no subsampling and inference can stop at the exact frame inside the last group.
+The Python loop over decoder steps dominates training time, so everything that does not depend
+on the previous step is done once, outside the loop: the prenet over the teacher-forced frames,
+the memory projection, the folded location filter, the dropout masks of all steps, and the mel
+and gate projections of all steps.
+"""
+import warnings
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .attention import LocationSensitiveAttention
+from .config import Tacotron2Config
+from .layers import Prenet, linear
+
+
+class DecoderState(NamedTuple):
+    attention_hidden: torch.Tensor
+    attention_cell: torch.Tensor
+    decoder_hidden: torch.Tensor
+    decoder_cell: torch.Tensor
+    weights: torch.Tensor
+    cumulative_weights: torch.Tensor
+    context: torch.Tensor
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: Tacotron2Config):
+        super().__init__()
+        self.n_mels = cfg.n_mel_channels
+        self.r = cfg.n_frames_per_step
+        self.p_attention_dropout = cfg.p_attention_dropout
+        self.p_decoder_dropout = cfg.p_decoder_dropout
+        memory_dim = cfg.encoder_embedding_dim
+        self.prenet = Prenet(cfg.n_mel_channels, [cfg.prenet_dim, cfg.prenet_dim], cfg.prenet_dropout)
+        self.attention_rnn = nn.LSTMCell(cfg.prenet_dim + memory_dim, cfg.attention_rnn_dim)
+        self.attention = LocationSensitiveAttention(
+            cfg.attention_rnn_dim, memory_dim, cfg.attention_dim,
+            cfg.attention_location_n_filters, cfg.attention_location_kernel_size)
+        self.decoder_rnn = nn.LSTMCell(cfg.attention_rnn_dim + memory_dim, cfg.decoder_rnn_dim)
+        self.projection = linear(cfg.decoder_rnn_dim + memory_dim, cfg.n_mel_channels * self.r)
+        self.gate_layer = linear(cfg.decoder_rnn_dim + memory_dim, self.r, gain="sigmoid")
+
+    def initial_state(self, memory: torch.Tensor) -> DecoderState:
+        b, t_text, memory_dim = memory.shape
+        zeros = memory.new_zeros
+        return DecoderState(
+            zeros(b, self.attention_rnn.hidden_size), zeros(b, self.attention_rnn.hidden_size),
+            zeros(b, self.decoder_rnn.hidden_size), zeros(b, self.decoder_rnn.hidden_size),
+            zeros(b, t_text), zeros(b, t_text), zeros(b, memory_dim))
+
+    def step(self, prenet_out: torch.Tensor, s: DecoderState, memory: torch.Tensor,
+             processed_memory: torch.Tensor, location_matrix: torch.Tensor, mask_bias: torch.Tensor,
+             attention_keep: Optional[torch.Tensor] = None,
+             decoder_keep: Optional[torch.Tensor] = None) -> DecoderState:
+        """Advance one decoder step; its output features are cat(decoder_hidden, context).
+
+        attention_keep / decoder_keep are this step's dropout masks for the LSTM hidden states
+        (None: no dropout), drawn for all steps at once by `_dropout_masks`.
+        """
+        ah, ac = self.attention_rnn(torch.cat((prenet_out, s.context), 1),
+                                    (s.attention_hidden, s.attention_cell))
+        if attention_keep is not None:
+            ah = ah * attention_keep
+        weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
+        context, weights = self.attention(ah, memory, processed_memory, weights_cat, location_matrix,
+                                          mask_bias)
+        dh, dc = self.decoder_rnn(torch.cat((ah, context), 1), (s.decoder_hidden, s.decoder_cell))
+        if decoder_keep is not None:
+            dh = dh * decoder_keep
+        return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
+
+    def _dropout_masks(self, steps: int, like: torch.Tensor, size: int,
+                       p: float) -> List[Optional[torch.Tensor]]:
+        """Inverted-dropout masks for every step, drawn in one RNG call (per-step calls cost more)."""
+        if not self.training or p == 0.0:
+            return [None] * steps
+        keep = like.new_empty(steps, like.size(0), size).bernoulli_(1.0 - p).div_(1.0 - p)
+        return list(keep.unbind(0))
+
+    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor,
+                mel: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher forcing. mel [B, n_mels, T] with T a multiple of r.
+
+        Returns mel [B, n_mels, T], gate logits [B, T], alignments [B, T / r, T_text].
+        """
+        b, n_mels, t = mel.shape
+        steps = t // self.r
+        # Input of step s is the last frame of group s - 1; step 0 gets an all-zero "go" frame.
+        last_frames = mel.transpose(1, 2).reshape(b, steps, self.r * n_mels)[:, :-1, -n_mels:]
+        inputs = torch.cat((mel.new_zeros(b, 1, n_mels), last_frames), 1)
+        prenet_out = self.prenet(inputs.transpose(0, 1))  # [steps, B, prenet_dim]
+        processed_memory = self.attention.memory_layer(memory)
+        location_matrix = self.attention.location_matrix()
+        attention_keep = self._dropout_masks(steps, memory, self.attention_rnn.hidden_size,
+                                             self.p_attention_dropout)
+        decoder_keep = self._dropout_masks(steps, memory, self.decoder_rnn.hidden_size,
+                                           self.p_decoder_dropout)
+        s = self.initial_state(memory)
+        hidden: List[torch.Tensor] = []
+        contexts: List[torch.Tensor] = []
+        alignments: List[torch.Tensor] = []
+        for x, a_keep, d_keep in zip(prenet_out.unbind(0), attention_keep, decoder_keep):
+            s = self.step(x, s, memory, processed_memory, location_matrix, mask_bias, a_keep, d_keep)
+            hidden.append(s.decoder_hidden)
+            contexts.append(s.context)
+            alignments.append(s.weights)
+        # [B, steps, decoder_rnn_dim + memory_dim], projected for all steps at once.
+        feats = torch.cat((torch.stack(hidden, 1), torch.stack(contexts, 1)), 2)
+        mel_out = self.projection(feats).view(b, t, n_mels).transpose(1, 2)
+        gate = self.gate_layer(feats).view(b, t)
+        return mel_out, gate, torch.stack(alignments, 1)
+
+    @torch.no_grad()
+    def inference(self, memory: torch.Tensor, mask_bias: torch.Tensor, max_steps: int,
+                  gate_threshold: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Free-running decoding until every item's gate fires (or max_steps).
+
+        Only the prenet applies dropout here (as at synthesis in eval mode), whatever the mode.
+
+        Returns mel [B, n_mels, T], gate logits [B, T], alignments [B, steps, T_text] and the
+        lengths [B]: one past each item's first frame with sigmoid(gate) > gate_threshold.
+        """
+        b = memory.size(0)
+        logit_threshold = torch.logit(torch.tensor(gate_threshold)).item()
+        processed_memory = self.attention.memory_layer(memory)
+        location_matrix = self.attention.location_matrix()
+        s = self.initial_state(memory)
+        frame = memory.new_zeros(b, self.n_mels)
+        lengths = torch.full((b,), -1, dtype=torch.long, device=memory.device)
+        frames_in_step = torch.arange(1, self.r + 1, device=memory.device)
+        mels, gates, alignments = [], [], []
+        for step in range(max_steps):
+            s = self.step(self.prenet(frame), s, memory, processed_memory, location_matrix, mask_bias)
+            feats = torch.cat((s.decoder_hidden, s.context), 1)
+            out, gate = self.projection(feats), self.gate_layer(feats)
+            mels.append(out)
+            gates.append(gate)
+            alignments.append(s.weights)
+            stop = gate > logit_threshold  # [B, r]
+            first = torch.where(stop, frames_in_step, self.r + 1).min(1).values  # 1-based
+            lengths = torch.where((lengths < 0) & (first <= self.r), step * self.r + first, lengths)
+            if bool((lengths >= 0).all()):
+                break
+            frame = out[:, -self.n_mels:]
+        else:
+            warnings.warn(f"Tacotron2 inference reached max_decoder_steps={max_steps} "
+                          f"({max_steps * self.r} frames) before the gate said stop; the output is "
+                          "truncated (raise max_decoder_steps or check the alignment)", RuntimeWarning)
+            lengths = torch.where(lengths < 0, max_steps * self.r, lengths)
+        mel = torch.stack(mels, 1).view(b, -1, self.n_mels).transpose(1, 2)
+        return mel, torch.stack(gates, 1).view(b, -1), torch.stack(alignments, 1), lengths

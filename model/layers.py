@@ -1,0 +1,102 @@
+"""Building blocks of Tacotron2: Xavier-initialised layers, the encoder, the prenet and the postnet."""
+from typing import List
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+def linear(n_in: int, n_out: int, bias: bool = True, gain: str = "linear") -> nn.Linear:
+    """A Linear with Xavier-uniform weights scaled for the nonlinearity that follows it."""
+    layer = nn.Linear(n_in, n_out, bias=bias)
+    nn.init.xavier_uniform_(layer.weight, gain=nn.init.calculate_gain(gain))
+    return layer
+
+
+def conv1d(n_in: int, n_out: int, kernel_size: int, bias: bool = True, gain: str = "linear") -> nn.Conv1d:
+    """A same-length Conv1d (odd kernel) with Xavier-uniform weights."""
+    layer = nn.Conv1d(n_in, n_out, kernel_size, padding=(kernel_size - 1) // 2, bias=bias)
+    nn.init.xavier_uniform_(layer.weight, gain=nn.init.calculate_gain(gain))
+    return layer
+
+
+class ConvBN(nn.Module):
+    """Conv1d then BatchNorm1d over the real frames: the unit of the encoder and postnet stacks.
+
+    The input's padded positions are zeroed first: BatchNorm's shift makes them nonzero after
+    every layer, and the next kernel would carry that into the real positions near the end, so
+    real outputs would depend on how much padding the batch happens to have.
+    """
+
+    def __init__(self, n_in: int, n_out: int, kernel_size: int, gain: str):
+        super().__init__()
+        self.conv = conv1d(n_in, n_out, kernel_size, gain=gain)
+        self.norm = nn.BatchNorm1d(n_out)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """x [B, C, T]; valid [B, 1, T] with 1 at real positions."""
+        return self.norm(self.conv(x * valid))
+
+
+class Encoder(nn.Module):
+    """Convolutions over the symbol embeddings, then a BiLSTM over the real (unpadded) symbols."""
+
+    def __init__(self, n_in: int, n_convolutions: int, dim: int, kernel_size: int, p: float):
+        super().__init__()
+        self.p = p
+        sizes = [n_in] + [dim] * n_convolutions
+        self.convolutions = nn.ModuleList(
+            ConvBN(a, b, kernel_size, gain="relu") for a, b in zip(sizes[:-1], sizes[1:]))
+        self.lstm = nn.LSTM(sizes[-1], dim // 2, batch_first=True, bidirectional=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """x [B, C, T_text], lengths [B], valid [B, 1, T_text] -> memory [B, T_text, dim]."""
+        for conv in self.convolutions:
+            x = F.dropout(F.relu(conv(x, valid)), self.p, self.training)
+        packed = pack_padded_sequence(x.transpose(1, 2), lengths.cpu(), batch_first=True,
+                                      enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(2))
+        return out
+
+
+class Prenet(nn.Module):
+    """Two ReLU layers whose dropout stays on at inference too.
+
+    Tacotron2 relies on this always-on dropout as its only source of variation at synthesis
+    time; with it off the autoregressive decoder tends to loop or stall.
+    """
+
+    def __init__(self, n_in: int, sizes: List[int], p: float):
+        super().__init__()
+        self.p = p
+        dims = [n_in] + sizes
+        self.layers = nn.ModuleList(
+            linear(a, b, bias=False, gain="relu") for a, b in zip(dims[:-1], dims[1:]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = F.dropout(F.relu(layer(x)), self.p, training=True)
+        return x
+
+
+class Postnet(nn.Module):
+    """Convolutions predicting a residual that refines the decoder's mel (tanh except the last)."""
+
+    def __init__(self, n_mels: int, dim: int, kernel_size: int, n_convolutions: int, p: float):
+        super().__init__()
+        self.p = p
+        sizes = [n_mels] + [dim] * (n_convolutions - 1) + [n_mels]
+        gains = ["tanh"] * (n_convolutions - 1) + ["linear"]
+        self.convolutions = nn.ModuleList(
+            ConvBN(a, b, kernel_size, gain=g) for a, b, g in zip(sizes[:-1], sizes[1:], gains))
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """x [B, n_mels, T]; valid [B, 1, T] with 1 at real frames."""
+        last = len(self.convolutions) - 1
+        for i, conv in enumerate(self.convolutions):
+            x = conv(x, valid)
+            if i < last:
+                x = torch.tanh(x)
+            x = F.dropout(x, self.p, self.training)
+        return x

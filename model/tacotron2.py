@@ -1,0 +1,101 @@
+"""Tacotron2 (Shen et al. 2018) following NVIDIA's recipe: encoder, attention decoder, postnet.
+
+Masking: outputs beyond each mel length are set to 0 (mels) and to a large positive logit
+(gate: "stop"), as NVIDIA does, so they add nothing to the loss numerators. The decoder's mel is
+also masked *before* the postnet, and every encoder and postnet convolution zeroes its padded
+input positions, so no real output depends on what the padding holds nor on how much there is.
+"""
+import math
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .config import Tacotron2Config
+from .decoder import Decoder
+from .layers import Encoder, Postnet
+
+# Gate logit written at padded frames: sigmoid(1e3) == 1, i.e. "stop", with ~0 BCE against 1.
+GATE_PAD_LOGIT = 1e3
+
+
+class Tacotron2Output(NamedTuple):
+    mel: torch.Tensor  # [B, n_mels, T] decoder output
+    mel_postnet: torch.Tensor  # [B, n_mels, T] decoder output + postnet residual
+    gate: torch.Tensor  # [B, T] stop-token logits
+    alignments: torch.Tensor  # [B, T / r, T_text]
+
+
+class Tacotron2Inference(NamedTuple):
+    mel_postnet: torch.Tensor  # [B, n_mels, T]; zero beyond each item's stop frame
+    gate: torch.Tensor  # [B, T] logits; GATE_PAD_LOGIT beyond each item's stop frame
+    alignments: torch.Tensor  # [B, steps, T_text]
+
+
+class Tacotron2(nn.Module):
+    def __init__(self, cfg: Tacotron2Config):
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = nn.Embedding(cfg.n_symbols, cfg.symbols_embedding_dim)
+        # Xavier-uniform bound for an (n_symbols x dim) matrix, as NVIDIA initialises it.
+        bound = math.sqrt(6.0 / (cfg.n_symbols + cfg.symbols_embedding_dim))
+        nn.init.uniform_(self.embedding.weight, -bound, bound)
+        self.encoder = Encoder(cfg.symbols_embedding_dim, cfg.encoder_n_convolutions,
+                               cfg.encoder_embedding_dim, cfg.encoder_kernel_size, cfg.encoder_dropout)
+        self.decoder = Decoder(cfg)
+        self.postnet = Postnet(cfg.n_mel_channels, cfg.postnet_embedding_dim,
+                               cfg.postnet_kernel_size, cfg.postnet_n_convolutions, cfg.postnet_dropout)
+
+    def encode(self, text: torch.Tensor, text_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """text [B, T_text] -> memory [B, T_text, enc_dim] and the attention mask bias [B, T_text]."""
+        valid = _valid_mask(text_lengths, text.size(1))
+        memory = self.encoder(self.embedding(text).transpose(1, 2), text_lengths,
+                              valid.unsqueeze(1).to(self.embedding.weight.dtype))
+        mask_bias = torch.zeros(valid.shape, dtype=memory.dtype, device=memory.device)
+        return memory, mask_bias.masked_fill_(~valid, float("-inf"))
+
+    def forward(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
+                mel_lengths: torch.Tensor) -> Tacotron2Output:
+        """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step."""
+        r = self.cfg.n_frames_per_step
+        if mel.size(2) % r:
+            raise ValueError(f"mel has {mel.size(2)} frames, not a multiple of n_frames_per_step={r}")
+        memory, mask_bias = self.encode(text, text_lengths)
+        mel_out, gate, alignments = self.decoder(memory, mask_bias, mel)
+        valid = _valid_mask(mel_lengths, mel.size(2))
+        mel_out, mel_postnet = self._postnet(mel_out, valid)
+        steps_valid = _valid_mask(torch.div(mel_lengths + r - 1, r, rounding_mode="floor"),
+                                  alignments.size(1))
+        return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT),
+                               alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0))
+
+    @torch.no_grad()
+    def inference(self, text: torch.Tensor,
+                  text_lengths: Optional[torch.Tensor] = None) -> Tacotron2Inference:
+        """Synthesise until the gate says stop. text [B, T_text]; text_lengths defaults to T_text.
+
+        Call .eval() first (the prenet keeps its dropout regardless). An item's length is one past
+        its first frame with sigmoid(gate) > gate_threshold; the outputs end at the longest item.
+        Warns on reaching max_decoder_steps.
+        """
+        if text_lengths is None:
+            text_lengths = torch.full((text.size(0),), text.size(1), dtype=torch.long, device=text.device)
+        memory, mask_bias = self.encode(text, text_lengths)
+        mel, gate, alignments, lengths = self.decoder.inference(
+            memory, mask_bias, self.cfg.max_decoder_steps, self.cfg.gate_threshold)
+        mel, gate = mel[:, :, :int(lengths.max())], gate[:, :int(lengths.max())]
+        valid = _valid_mask(lengths, mel.size(2))
+        _, mel_postnet = self._postnet(mel, valid)
+        return Tacotron2Inference(mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT), alignments)
+
+    def _postnet(self, mel: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Zero the padded frames, then add the postnet residual and zero them again."""
+        pad = ~valid.unsqueeze(1)
+        mel = mel.masked_fill(pad, 0.0)
+        residual = self.postnet(mel, valid.unsqueeze(1).to(mel.dtype))
+        return mel, (mel + residual).masked_fill(pad, 0.0)
+
+
+def _valid_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """[B, max_len] bool, True at positions < length."""
+    return torch.arange(max_len, device=lengths.device) < lengths.unsqueeze(1)

@@ -1,0 +1,263 @@
+"""Shape-faithful epoch-time benchmark of the batching strategies (the paper's Table 3).
+
+Training time depends on tensor shapes, not on what the audio says. This takes real utterance
+lengths (mel frames, and text lengths from the text column), plans an epoch with each strategy,
+builds random text ids and random mels of exactly those lengths, and times training steps
+(forward, loss, backward, gradient clipping, Adam step) with Tacotron2.
+
+    python scripts/bench_epoch.py                          # CPU: small model, 64 utterances
+    python scripts/bench_epoch.py --device cuda            # GPU: full model, all 10,480 clips
+
+With --max-batches K it times K batches of each plan (spread evenly over the plan's batch
+sizes), fits time = a + b * decoder_steps + c * batch_size * decoder_steps over all timed
+batches, and predicts every batch of the epoch from that fit; the output says so. Strategies
+are timed in alternation (a rotating order every round) so that drift (thermals, other
+processes) hits them all alike; the ratios are the result, absolute times are the machine's.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.optimize import nnls
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from batching import BatchingConfig, batch_stats, plan_epoch, train_split  # noqa: E402
+from batching.analysis import calibrate  # noqa: E402
+from data.collate import TextMelCollate  # noqa: E402
+from data.filelist import read_filelist  # noqa: E402
+from data.text import N_SYMBOLS, text_to_sequence  # noqa: E402
+from model import Tacotron2, Tacotron2Config, Tacotron2Loss  # noqa: E402
+from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
+from training.hparams import load_hparams, model_fields  # noqa: E402
+
+DEFAULT_LENGTHS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
+DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
+N_MELS = 80
+
+
+def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(mel frames, text ids) per utterance from a TSV with `frames` and `text` columns, or a filelist."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    if "frames" in header and "text" in header:
+        rows = [line.split("\t") for line in lines[1:] if line.strip()]
+        pairs = [(int(row[header.index("frames")]), row[header.index("text")]) for row in rows]
+    else:
+        pairs = [(u.frames, u.text) for u in read_filelist(path)]
+    frames = np.array([f for f, _ in pairs], dtype=np.int64)
+    text_lengths = np.array([len(text_to_sequence(t)) for _, t in pairs], dtype=np.int64)
+    return frames, text_lengths
+
+
+def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:
+    """k batch positions spread evenly over the plan's batches sorted by cost (all when k is 0)."""
+    if not k or k >= costs.size:
+        return np.arange(costs.size)
+    by_cost = np.argsort(costs, kind="stable")
+    return by_cost[((np.arange(k) + 0.5) * costs.size / k).astype(int)]
+
+
+def fit_times(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Non-negative least squares of seconds on [1, steps, batch * steps]; with fewer timed
+    batches than terms, time proportional to batch * steps alone."""
+    if len(seconds) < features.shape[1]:
+        return np.array([0.0, 0.0, seconds.sum() / features[:, 2].sum()])
+    return nnls(features, seconds)[0]
+
+
+def subset_parameters(frames: np.ndarray, ssb: BatchingConfig) -> dict[str, int]:
+    """BKT's bucket size and ATS's bins re-chosen for a subset the way the paper chose them for
+    LJSpeech (Table 1): the ZPR closest to, not above, SSB's. 1024 and 58 fit 10,480 clips only."""
+    best = calibrate(frames, ssb, batch_stats(frames, plan_epoch(frames, ssb))["zpr"])
+    return {k: v for found in best.values() for k, v in found.items() if k in ("bucket_size", "n_bins") and v}
+
+
+class Bench:
+    """One model and optimiser shared by every strategy, and the training step being timed."""
+
+    def __init__(self, hp: dict, device: torch.device, seed: int):
+        torch.manual_seed(seed)
+        self.device, self.hp = device, hp
+        self.model = Tacotron2(Tacotron2Config(**model_fields(hp, N_SYMBOLS))).to(device).train()
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=hp["learning_rate"],
+                                          weight_decay=hp["weight_decay"])
+        self.criterion = Tacotron2Loss(hp["n_frames_per_step"], loss_norm=hp["loss_norm"])
+        self.collate = TextMelCollate(hp["n_frames_per_step"])
+        self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(hp["amp"])
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == torch.float16)
+
+    def batch(self, frames: np.ndarray, text_lengths: np.ndarray, seed: int):
+        """Random text ids and mels of exactly these lengths, padded as the training collate pads."""
+        gen = torch.Generator().manual_seed(seed)
+        pairs = [(torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(N_MELS, int(f), generator=gen))
+                 for f, t in zip(frames, text_lengths)]
+        return self.collate(pairs).to(self.device)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def step(self, batch) -> float:
+        """Seconds of one training step, from a batch already on the device to the updated weights."""
+        self.sync()
+        tick = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext():
+            out = self.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
+            terms = self.criterion(out, batch.mel, batch.gate, batch.mel_lengths)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(terms.loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.hp["grad_clip"])
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.sync()
+        return time.perf_counter() - tick
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
+        else platform.processor()
+    return f"{model or 'CPU'} ({torch.get_num_threads()} threads)"
+
+
+def run(args: argparse.Namespace) -> dict:
+    device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
+    on_cpu = device.type == "cpu"
+    preset = args.preset or ("small" if on_cpu else "full")
+    subset = args.subset if args.subset is not None else (64 if on_cpu else 0)
+    max_batches = args.max_batches if args.max_batches is not None else (2 if on_cpu else 32)
+    hp = load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},{args.hparams}")
+    if on_cpu:
+        torch.set_flush_denormal(True)  # denormals from random targets would slow the CPU, not the GPU
+
+    frames, text_lengths = read_shapes(args.lengths)
+    keep = train_split(frames.size, args.split, args.seed)
+    if subset:
+        keep = np.sort(np.random.default_rng(args.seed).choice(keep, min(subset, keep.size), replace=False))
+    frames, text_lengths = frames[keep], text_lengths[keep]
+    r = hp["n_frames_per_step"]
+
+    names = [n.strip() for n in args.strategies.split(",") if n.strip()]
+    common = {"batch_size": hp["batch_size"], "seed": args.seed}
+    if subset:
+        common |= subset_parameters(frames, BatchingConfig.from_dict({**EXPERIMENTS["SSB-BR"], **common}))
+    plans = {}
+    for name in names:
+        config = BatchingConfig.from_dict({**EXPERIMENTS[name], **common})
+        batches = plan_epoch(frames, config, epoch=0)
+        steps = np.array([math.ceil(frames[b].max() / r) for b in batches])
+        sizes = np.array([len(b) for b in batches])
+        plans[name] = dict(batches=batches, steps=steps, sizes=sizes, stats=batch_stats(frames, batches),
+                           features=np.stack([np.ones(len(batches)), steps, sizes * steps], 1),
+                           timed=pick_timed(sizes * steps, max_batches), seconds=[])
+
+    bench = Bench(hp, device, args.seed)
+    biggest = max(((name, i) for name, p in plans.items() for i in p["timed"]),
+                  key=lambda ni: plans[ni[0]]["sizes"][ni[1]] * plans[ni[0]]["steps"][ni[1]])
+    for w in range(args.warmup):  # the largest shape first: allocator and kernels settle before timing
+        b = plans[biggest[0]]["batches"][biggest[1]]
+        bench.step(bench.batch(frames[b], text_lengths[b], seed=w))
+    rounds = max(len(p["timed"]) for p in plans.values())
+    for k in range(rounds):
+        for name in names[k % len(names):] + names[: k % len(names)]:
+            p = plans[name]
+            if k < len(p["timed"]):
+                b = p["batches"][p["timed"][k]]
+                p["seconds"].append(bench.step(bench.batch(frames[b], text_lengths[b], seed=1000 + k)))
+                print(f"round {k + 1}/{rounds} {name}: batch of {len(b)} x {p['steps'][p['timed'][k]]} steps "
+                      f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
+
+    extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
+    coef = fit_times(np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
+                     np.concatenate([p["seconds"] for p in plans.values()])) if extrapolated else None
+    rows = {}
+    for name, p in plans.items():
+        seconds = float(p["features"].sum(0) @ coef) if extrapolated else float(sum(p["seconds"]))
+        rows[name] = dict(n_batches=len(p["batches"]), timed_batches=len(p["timed"]), zpr=p["stats"]["zpr"],
+                          abl=p["stats"]["abl"], decoder_steps=int(p["steps"].sum()), seconds_per_epoch=seconds,
+                          frames_per_second=p["stats"]["real_frames"] / seconds,
+                          measured_seconds=float(sum(p["seconds"])))
+    base = rows.get("RAND", {}).get("seconds_per_epoch")
+    for name, row in rows.items():
+        row["reduction_pct"] = None if base is None else 100 * (base - row["seconds_per_epoch"]) / base
+        row["paper_reduction_pct"] = PAPER_TABLE3.get(name, (None, None))[1]
+    return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                device=device_name(device), torch=torch.__version__, lengths=str(args.lengths),
+                utterances=int(frames.size), split=args.split, subset=subset, preset=preset,
+                n_frames_per_step=r, batch_size=hp["batch_size"], amp=hp["amp"], warmup=args.warmup,
+                max_batches=max_batches, extrapolated=extrapolated,
+                bucket_size=common.get("bucket_size", int(EXPERIMENTS["BKT-BR"]["bucket_size"])),
+                n_bins=common.get("n_bins", int(EXPERIMENTS["ATS-BR"]["n_bins"])),
+                fit=None if coef is None else dict(zip(("seconds_per_batch", "seconds_per_step",
+                                                        "seconds_per_sample_step"), map(float, coef))),
+                strategies=rows)
+
+
+def markdown(result: dict) -> str:
+    lines = [f"Shape-faithful epoch time, {result['date']}: {result['device']}, torch {result['torch']}",
+             f"({result['utterances']} utterances of {Path(result['lengths']).name}"
+             f"{', a random subset' if result['subset'] else ''}; model preset {result['preset']}, "
+             f"r = {result['n_frames_per_step']}, B0 = {result['batch_size']}, amp {result['amp']}; "
+             f"BKT bucket size {result['bucket_size']}, ATS {result['n_bins']} bins"
+             f"{', re-calibrated to SSB-BR ZPR on the subset' if result['subset'] else ''})", ""]
+    if result["extrapolated"]:
+        fit = result["fit"]
+        lines += [f"Extrapolated: {result['max_batches']} timed batch(es) per strategy, every batch of the epoch "
+                  f"predicted by time = {fit['seconds_per_batch']:.4g} s + {fit['seconds_per_step']:.4g} s x steps "
+                  f"+ {fit['seconds_per_sample_step']:.4g} s x batch size x steps (fit on all timed batches).", ""]
+    lines += ["| Batching | batches | ZPR % | ABL | decoder steps/epoch | s/epoch | mel frames/s | "
+              "time reduction vs RAND % | paper (Table 3) % |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, row in result["strategies"].items():
+        cells = [name, str(row["n_batches"]), f"{row['zpr']:.2f}", f"{row['abl']:.1f}", str(row["decoder_steps"]),
+                 f"{row['seconds_per_epoch']:.1f}", f"{row['frames_per_second']:.0f}",
+                 "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
+                 "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS,
+                        help="TSV with frames and text columns, or a filelist (default: LJSpeech's lengths.tsv)")
+    parser.add_argument("--split", type=float, default=0.8, help="the paper's seeded training split (default 0.8)")
+    parser.add_argument("--subset", type=int, help="time a random subset of N utterances (default: 64 on CPU, all on GPU)")
+    parser.add_argument("--strategies", default=DEFAULT_STRATEGIES, help=f"experiment names (default {DEFAULT_STRATEGIES})")
+    parser.add_argument("--preset", choices=("small", "full"), help="model preset (default: small on CPU, full on GPU)")
+    parser.add_argument("--hparams", default="", help="extra train.py hparams, e.g. n_frames_per_step=2,model.attention_dim=64")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--amp", choices=("off", "bf16", "fp16"), default="off", help="autocast (CUDA only; the paper: off)")
+    parser.add_argument("--max-batches", type=int, help="timed batches per strategy, 0 = the whole epoch "
+                                                        "(default: 2 on CPU, 32 on GPU); fewer are extrapolated")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps on the largest batch first (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    parser.add_argument("--out", type=Path, help="also write the Markdown table to this file")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.strategies.split(",") if n.strip() and n.strip() not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown strategies {unknown}; known: {', '.join(EXPERIMENTS)}")
+    result = run(args)
+    text = markdown(result)
+    if args.out:
+        args.out.write_text(text)
+    print(json.dumps(result, indent=2) if args.json else text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

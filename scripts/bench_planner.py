@@ -1,0 +1,63 @@
+"""Planner speed: one epoch of 10M lengths (ssb + dbs + br) against numpy.argsort, and LJSpeech's train set.
+
+Targets (issue 2): at most 3x argsort of the same array; the 10,480 LJSpeech lengths well under 10 ms.
+The numba JIT warm-up (compilation, or loading its cache) is done first and not timed.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from batching import BatchingConfig, plan_epoch, read_lengths, train_split  # noqa: E402
+
+LJSPEECH = Path(__file__).resolve().parents[2] / "shared" / "data" / "ljspeech" / "lengths.tsv"
+
+
+def best_of(repeats: int, fn, *args) -> float:
+    """Median wall time of `repeats` calls (the machine is shared; the median resists noise)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lengths", type=Path, default=LJSPEECH, help="LJSpeech lengths.tsv to draw from")
+    parser.add_argument("-n", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    if args.lengths.is_file():
+        real = read_lengths(args.lengths)
+        source = f"resampled from {args.lengths}"
+    else:  # a stand-in with LJSpeech's range and spread
+        real = np.clip(rng.normal(470, 170, 13_100), 24, 807).astype(np.int64)
+        source = "drawn from N(470, 170) clipped to [24, 807] (LJSpeech lengths not found)"
+    big = rng.choice(real, args.n)
+    config = BatchingConfig("ssb", dbs=True, br=True)
+    plan_epoch(big[:1000], config)  # JIT warm-up, not timed
+
+    t_sort = best_of(args.repeats, np.argsort, big)
+    t_plan = best_of(args.repeats, plan_epoch, big, config)
+    print(f"{args.n:,} lengths {source}; median of {args.repeats} runs; numba warm-up excluded")
+    print(f"numpy.argsort:             {t_sort:8.3f} s")
+    print(f"plan_epoch ssb+dbs+br:     {t_plan:8.3f} s")
+    print(f"ratio plan / argsort:      {t_plan / t_sort:8.2f}x  (target <= 3x)")
+
+    if args.lengths.is_file():
+        train = real[train_split(real.size)]
+        t_lj = best_of(50, plan_epoch, train, config)
+        print(f"LJSpeech train ({train.size:,} lengths) ssb+dbs+br: {t_lj * 1e3:.2f} ms  (target well under 10 ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Write filelists/ljspeech_{train,val}.txt from a local LJSpeech-1.1 folder (see data/ljspeech.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data.audio import MelConfig  # noqa: E402
+from data.ljspeech import DataPreparationError, prepare_ljspeech  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ljspeech", required=True, type=Path, help="folder holding metadata.csv and wavs/")
+    parser.add_argument("--out", default=Path("filelists"), type=Path, help="where the filelists go")
+    parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split")
+    parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation")
+    args = parser.parse_args(argv)
+    try:
+        prepared = prepare_ljspeech(args.ljspeech, args.out, args.seed, args.val_fraction, MelConfig())
+    except (DataPreparationError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {prepared.train_path} and {prepared.val_path}")
+    print(prepared.summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""`python -m reproduction plan ...`: what scripts/table2.sh should run, one line per experiment.
+
+Each line is `NAME<TAB>ACTION<TAB>RUN_DIR<TAB>HPARAMS`, ACTION being done (metrics.jsonl has the
+last epoch), resume (a checkpoint exists) or new. The shell script stays a thin loop; the
+decisions live here, next to the experiment table, where they can be tested.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .paper import EXPERIMENTS, FIXED_HPARAMS
+
+def parse_hparams(text: str) -> dict[str, str]:
+    """`a=1,b=2` -> {'a': '1', 'b': '2'}; later keys win, as in train.py."""
+    pairs = (item.split("=", 1) for item in text.split(",") if item.strip())
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def last_epoch(run_dir: Path) -> int:
+    """The last 0-based epoch in run_dir/metrics.jsonl, -1 when there is none."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return -1
+    return max((json.loads(line)["epoch"] for line in path.read_text().splitlines() if line.strip()), default=-1)
+
+
+def plan(names: list[str], root: Path, dataset: str, epochs: int, extra: str) -> list[tuple[str, str, Path, str]]:
+    """(name, action, run dir, hparams) per experiment; extras override the fixed settings but
+    never the experiment's own batching keys, so a typo cannot turn SB-BR into something else."""
+    rows = []
+    for name in names:
+        run_dir = root / name
+        if last_epoch(run_dir) >= epochs - 1:
+            action, hp = "done", {}
+        elif (run_dir / "checkpoint_last.pt").is_file():
+            from train import RESUME_MAY_CHANGE  # the only keys a resumed run accepts (imports torch)
+
+            action = "resume"
+            hp = {k: v for k, v in parse_hparams(extra).items() if k in RESUME_MAY_CHANGE} | {"epochs": str(epochs)}
+        else:
+            action = "new"
+            hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs), **parse_hparams(extra),
+                  **EXPERIMENTS[name], "output_dir": str(run_dir)}
+        rows.append((name, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reproduction", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("names", help="the experiment names, in Table 2's order")
+    p = sub.add_parser("plan", help="one line per experiment: NAME, ACTION, RUN_DIR, HPARAMS")
+    p.add_argument("--root", type=Path, required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--epochs", type=int, required=True)
+    p.add_argument("--only", default="all", help="comma-separated experiment names, or all")
+    p.add_argument("--extra", default="", help="extra key=value hparams for new runs")
+    args = parser.parse_args(argv)
+    if args.command == "names":
+        print("\n".join(EXPERIMENTS))
+        return 0
+    names = list(EXPERIMENTS) if args.only == "all" else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown or args.epochs < 1:
+        print(f"error: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(EXPERIMENTS)}" if unknown
+              else f"error: --epochs {args.epochs} must be >= 1", file=sys.stderr)
+        return 2
+    for name, action, run_dir, hp in plan(names, args.root, args.dataset, args.epochs, args.extra):
+        print(f"{name}\t{action}\t{run_dir}\t{hp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The paper's experiments (Section 6) as train.py hparams, and its published Tables 2-4.
+
+Ge et al., "Speed up training with variable length inputs by efficient batching strategies",
+Interspeech 2021. Numbers are copied from the paper so reports can print them beside ours.
+"""
+from __future__ import annotations
+
+#: The paper's fixed settings: B0 = 16, fp32, seed 0 (+1 per epoch), validation every 2 epochs,
+#: and NVIDIA's loss (the mean over the padded tensor).
+FIXED_HPARAMS = {"batch_size": "16", "amp": "off", "seed": "0", "validate_every": "2", "loss_norm": "padded"}
+
+#: Table 1 parameters: SSB LRF 0.1, BKT bucket size 1024, ATS 58 bins.
+_TABLE1 = {"lrf": "0.1", "bucket_size": "1024", "n_bins": "58"}
+
+
+def _exp(batching: str, dbs: bool = False, br: bool = False) -> dict[str, str]:
+    return {"batching": batching, "dbs": str(dbs).lower(), "br": str(br).lower(), **_TABLE1}
+
+
+#: Experiment name -> batching hparams, in the order of the paper's Table 2.
+EXPERIMENTS: dict[str, dict[str, str]] = {
+    "RAND": _exp("rand"),
+    "SB-BR": _exp("sb", br=True),
+    "SSB-BR": _exp("ssb", br=True),
+    "BKT-BR": _exp("bkt", br=True),
+    "ATS-BR": _exp("ats", br=True),
+    "SB": _exp("sb"),
+    "SSB": _exp("ssb"),
+    "SB-DBS": _exp("sb", dbs=True),
+    "SSB-DBS": _exp("ssb", dbs=True),
+    "SSB-DBS-BR": _exp("ssb", dbs=True, br=True),
+}
+
+#: The epochs (1-based) at which Table 2 reports the smoothed validation loss, and the run length.
+PAPER_EPOCHS = (100, 160, 220)
+PAPER_TOTAL_EPOCHS = 220
+
+#: Table 2: ZPR %, ABL, VL1, VL2, VL3, VLavg as printed.
+PAPER_TABLE2: dict[str, dict[str, float]] = {
+    name: dict(zip(("zpr", "abl", "vl1", "vl2", "vl3", "vl_avg"), row)) for name, row in {
+        "RAND": (32.02, 773.82, 0.340, 0.323, 0.312, 0.325),
+        "SB-BR": (0.16, 526.43, 0.342, 0.327, 0.325, 0.329),
+        "SSB-BR": (6.22, 556.22, 0.356, 0.329, 0.318, 0.332),
+        "BKT-BR": (6.10, 553.40, 0.348, 0.327, 0.322, 0.331),
+        "ATS-BR": (6.08, 552.48, 0.355, 0.328, 0.316, 0.331),
+        "SB": (0.16, 526.43, 0.401, 0.391, 0.385, 0.388),
+        "SSB": (6.22, 556.22, 0.394, 0.373, 0.359, 0.378),
+        "SB-DBS": (0.47, 527.15, 0.367, 0.341, 0.330, 0.347),
+        "SSB-DBS": (6.62, 557.68, 0.346, 0.329, 0.326, 0.330),
+        "SSB-DBS-BR": (6.62, 557.68, 0.339, 0.320, 0.309, 0.322),
+    }.items()
+}
+
+#: RAND's minutes per epoch on a GTX 1080 (Table 2), and Table 3: minutes saved and rate in %.
+PAPER_RAND_MIN_PER_EPOCH = 32.82
+PAPER_TABLE3: dict[str, tuple[float, float]] = {
+    "SSB-BR": (9.84, 29.98),
+    "SB-BR": (12.00, 36.57),
+    "SSB-DBS-BR": (13.54, 41.25),
+}
+
+#: Table 4: (part title, [(from, to, paper's VL3 reduction %)]).
+PAPER_TABLE4: list[tuple[str, list[tuple[str, str, float]]]] = [
+    ("Part 1: SB vs. SSB", [("SB", "SSB", 6.75), ("SB-BR", "SSB-BR", 2.15), ("SB-DBS", "SSB-DBS", 1.21)]),
+    ("Part 2: with or without BR", [("SB", "SB-BR", 15.58), ("SSB", "SSB-BR", 11.42),
+                                    ("SSB-DBS", "SSB-DBS-BR", 5.21)]),
+    ("Part 3: with or without DBS", [("SB", "SB-DBS", 14.29), ("SSB", "SSB-DBS", 9.19),
+                                     ("SSB-BR", "SSB-DBS-BR", 2.83)]),
+]

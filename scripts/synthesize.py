@@ -1,0 +1,71 @@
+"""Text + checkpoint -> mel (.npy), Griffin-Lim WAV and alignment PNG.
+
+    python scripts/synthesize.py --checkpoint runs/demo/checkpoint_best.pt --text "abc def" --out out/
+
+Griffin-Lim is a vocoder-free preview of what the model learned, not production audio quality.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data.audio import MelConfig, griffin_lim, save_wav  # noqa: E402
+from data.text import N_SYMBOLS, UnknownSymbolError, text_to_sequence  # noqa: E402
+from model import Tacotron2, Tacotron2Config  # noqa: E402
+from model.plotting import plot_alignment  # noqa: E402
+from training.checkpoint import load_checkpoint  # noqa: E402
+from training.hparams import model_fields  # noqa: E402
+
+
+def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: int = 60, seed: int = 0) -> dict:
+    """Run inference for one sentence and write mel.npy, audio.wav, alignment.png into out_dir."""
+    ckpt = load_checkpoint(checkpoint)
+    model = Tacotron2(Tacotron2Config(**model_fields(ckpt["hparams"], N_SYMBOLS)))
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    torch.manual_seed(seed)  # the prenet keeps dropout at inference: seed it for repeatable output
+    ids = torch.tensor([text_to_sequence(text)], dtype=torch.long)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mel, gate, alignment = model.inference(ids)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    mel = mel[0].cpu().numpy()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    np.save(out_dir / "mel.npy", mel)
+    cfg = MelConfig()
+    wav = griffin_lim(mel, cfg, n_iter=griffin_lim_iters)
+    save_wav(out_dir / "audio.wav", wav, cfg.sample_rate)
+    fig = plot_alignment(alignment[0].cpu().numpy(), f"{checkpoint.name}: {text[:60]}")
+    fig.savefig(out_dir / "alignment.png", dpi=100, bbox_inches="tight")
+    return {"frames": mel.shape[1], "seconds": len(wav) / cfg.sample_rate, "out_dir": str(out_dir),
+            "stopped_by_gate": not caught}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--text", required=True)
+    parser.add_argument("--out", type=Path, default=Path("synth"))
+    parser.add_argument("--griffin-lim-iters", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        result = synthesize(args.checkpoint, args.text, args.out, args.griffin_lim_iters, args.seed)
+    except (FileNotFoundError, UnknownSymbolError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{result['frames']} frames ({result['seconds']:.2f} s) -> {result['out_dir']}/"
+          f"{{mel.npy,audio.wav,alignment.png}}" + ("" if result["stopped_by_gate"] else " (hit max_decoder_steps)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

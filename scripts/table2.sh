@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The paper's training experiments (Table 2), each in its own run directory under an output
+# root, with the paper's fixed settings (B0 = 16, fp32, seed 0 + 1 per epoch, validation every
+# 2 epochs with RAND batching, the padded-mean loss). Restarting skips finished experiments and
+# resumes unfinished ones from their checkpoint, so a long run can be stopped at any time.
+set -euo pipefail
+
+usage() {
+    cat <<EOF
+usage: scripts/table2.sh [options]
+
+  --dataset demo|ljspeech   corpus (default ljspeech; demo: the generated corpus, CPU-sized)
+  --epochs N                epochs per experiment (default 220, the paper's)
+  --only NAMES              comma-separated experiments, or all (default all):
+                            $(names | paste -sd, -)
+  --out DIR                 output root, one run directory per experiment (default runs/table2)
+  --hparams K=V,...         extra train.py hparams for new runs (e.g. device=cuda:1,num_workers=8);
+                            on resume only the keys train.py lets a resumed run change are passed
+  --gpus N                  train each experiment with torchrun on N GPUs (default 1: plain python)
+  -h, --help                this message
+
+Then: python scripts/make_tables.py DIR   (Tables 2-4 and Fig. 4)
+Environment: PYTHON (default .venv/bin/python when present, else python3).
+EOF
+}
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+export PYTHONPATH="$REPO/scripts${PYTHONPATH:+:$PYTHONPATH}"
+names() { "$PYTHON" -m reproduction names; }
+
+dataset=ljspeech epochs=220 only=all out=runs/table2 extra="" gpus=1
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --dataset) dataset=${2:?--dataset needs a value}; shift 2 ;;
+        --epochs) epochs=${2:?--epochs needs a value}; shift 2 ;;
+        --only) only=${2:?--only needs a value}; shift 2 ;;
+        --out) out=${2:?--out needs a value}; shift 2 ;;
+        --hparams) extra=${2:?--hparams needs a value}; shift 2 ;;
+        --gpus) gpus=${2:?--gpus needs a value}; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+if [[ "$gpus" -gt 1 ]]; then
+    train=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$gpus" train.py)
+else
+    train=("$PYTHON" train.py)
+fi
+
+# Plan first (validates names and epochs before anything starts), then run in Table 2's order.
+plan=$("$PYTHON" -m reproduction plan --root "$out" --dataset "$dataset" --epochs "$epochs" \
+       --only "$only" --extra "$extra")
+# fd 3, so that training never reads the plan from its stdin.
+while IFS=$'\t' read -r -u 3 name action run_dir hparams; do
+    case "$action" in
+        done) echo "== $name: finished ($run_dir), skipped" ;;
+        resume) echo "== $name: resuming $run_dir"
+                "${train[@]}" --resume "$run_dir" --hparams "$hparams" ;;
+        new) echo "== $name: training in $run_dir"
+             "${train[@]}" --hparams "$hparams" ;;
+    esac
+done 3<<< "$plan"
+echo "== all requested experiments are finished under $out; tables: $PYTHON scripts/make_tables.py $out"

@@ -1,0 +1,72 @@
+"""python -m batching: Table 1 on the real LJSpeech lengths, the other commands, and clean errors."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from batching.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+ACCEPTANCE = {  # issue 2: ZPR within 0.6 points, ABL within 1 %
+    "RAND": (32.02, 773.82), "SB": (0.16, 526.43), "SSB": (6.22, 556.22), "BKT": (6.10, 553.40),
+    "ATS": (6.08, 552.48), "SB-DBS": (0.47, 527.15), "SSB-DBS": (6.62, 557.68),
+}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table1_reproduces_the_paper(capsys, ljspeech_lengths_tsv):
+    code, out, _ = run(capsys, "table1", "--lengths", str(ljspeech_lengths_tsv), "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert code == 0 and list(rows) == ["RAND", "SB", "SSB", "BKT", "ATS", "RAND-DBS", "SB-DBS", "SSB-DBS"]
+    for name, (zpr, abl) in ACCEPTANCE.items():
+        assert abs(rows[name]["zpr"] - zpr) <= 0.6, name
+        assert abs(rows[name]["abl"] - abl) <= 0.01 * abl, name
+    assert all(rows[n]["n_batches"] == 655 for n in ("RAND", "SB", "SSB", "BKT", "ATS"))
+    for name, paper in (("RAND-DBS", 606), ("SB-DBS", 419), ("SSB-DBS", 449)):
+        assert abs(rows[name]["n_batches"] - paper) <= 0.07 * paper, name
+
+
+def test_stats_sweep_calibrate_plot(capsys, tmp_path):
+    rows = "".join(f"w{i}.wav|text|{20 + (i * 37) % 700}\n" for i in range(400))
+    lengths = tmp_path / "list.txt"
+    lengths.write_text(rows)
+    code, out, _ = run(capsys, "stats", "--lengths", str(lengths), "--hparams", "batching=ssb,dbs=true,br=true", "--json")
+    stats = json.loads(out)
+    assert code == 0 and stats["config"]["dbs"] and stats["n_samples"] == 400 and 0 <= stats["pair_repeat"] <= 1
+    code, out, _ = run(capsys, "sweep", "--lengths", str(lengths), "--out", str(tmp_path))
+    assert code == 0 and (tmp_path / "sweep.png").stat().st_size > 0 and "| lrf |" in out
+    code, out, _ = run(capsys, "calibrate", "--lengths", str(lengths), "--target-zpr", "15", "--json")
+    best = json.loads(out)
+    assert code == 0 and best["bkt"]["zpr"] <= 15 and best["ats"]["n_bins"] >= 1
+    code, out, _ = run(capsys, "plot", "--lengths", str(lengths), "--samples", "48", "--out", str(tmp_path))
+    assert code == 0 and (tmp_path / "batches.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("text, hparams, message", [
+    ("a|t|10\nb|t|x\n", "", r"^error: .*list\.txt:2: frames 'x' is not an integer\n$"),
+    ("a|t|10\n", "batching=fast", r"^error: BatchingConfig\.batching='fast' is invalid: expected one of .*\n$"),
+    ("a|t|10\n", "capacity=100", r"^error: capacity=100 is a token budget .* add dbs=true.*\n$"),
+])
+def test_errors_are_one_line_and_exit_2(capsys, tmp_path, text, hparams, message):
+    path = tmp_path / "list.txt"
+    path.write_text(text)
+    code, out, err = run(capsys, "stats", "--lengths", str(path), "--hparams", hparams)
+    assert code == 2 and out == ""
+    assert __import__("re").match(message, err), err
+
+
+def test_module_entry_point_and_no_torch_import(tmp_path):
+    path = tmp_path / "list.txt"
+    path.write_text("a|t|10\nb|t|-1\n")
+    proc = subprocess.run([sys.executable, "-m", "batching", "stats", "--lengths", str(path)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    probe = "import sys, batching, batching.cli; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", probe], cwd=REPO).returncode == 0

@@ -1,0 +1,33 @@
+"""BatchingConfig validation: errors name the field, the bad value and what is allowed."""
+import pytest
+
+from batching import BatchingConfig
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batching="random"), r"batching='random' is invalid: expected one of 'rand', 'sb', 'ssb', 'bkt', 'ats'"),
+    (dict(batch_size=0), r"batch_size=0 is invalid: expected an integer >= 1"),
+    (dict(lrf=-0.1), r"lrf=-0.1 is invalid: expected a finite number >= 0"),
+    (dict(n_bins=2.5), r"n_bins=2.5 is invalid"),
+    (dict(dbs="yes"), r"dbs='yes' is invalid: expected true or false"),
+    (dict(capacity=5000), r"capacity=5000 .* add dbs=true"),
+    (dict(dbs=True, capacity=0), r"capacity=0 is invalid"),
+])
+def test_bad_values_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        BatchingConfig(**kwargs)
+
+
+def test_from_hparams_coerces_strings():
+    config = BatchingConfig.from_hparams("batching=ssb, lrf=0.2,dbs=true,br=1,capacity=20000")
+    assert config == BatchingConfig("ssb", lrf=0.2, dbs=True, br=True, capacity=20000)
+    assert BatchingConfig.from_dict(config.to_dict()) == config
+
+
+def test_unknown_keys_are_an_error():
+    with pytest.raises(ValueError, match=r"unknown batching option\(s\) bucket: allowed are batching"):
+        BatchingConfig.from_dict({"bucket": 3})
+    with pytest.raises(ValueError, match=r"batch_size='many' is invalid"):
+        BatchingConfig.from_hparams("batch_size=many")
+    with pytest.raises(ValueError, match=r"'ssb' is not of the form key=value"):
+        BatchingConfig.from_hparams("ssb")

@@ -1,0 +1,133 @@
+"""Invariants of plan_epoch for every strategy, with and without DBS/BR, on 1 to 8 ranks."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batching import STRATEGIES, BatchingConfig, plan_digest, plan_epoch, plan_global
+
+AWKWARD = st.one_of(
+    st.lists(st.integers(1, 1000), min_size=1, max_size=150),  # anything, down to one sample
+    st.builds(lambda n, x: [x] * n, st.integers(1, 60), st.integers(1, 900)),  # all equal
+    st.builds(lambda n, k: [5] * n + [10_000] * k, st.integers(0, 100), st.integers(1, 3)),  # long tail
+)
+
+
+@st.composite
+def configs(draw, lengths):
+    dbs = draw(st.booleans())
+    capacity = None
+    if dbs and draw(st.booleans()):
+        capacity = max(lengths) * draw(st.integers(1, 4)) + draw(st.integers(0, 50))
+    return BatchingConfig(
+        batching=draw(st.sampled_from(STRATEGIES)), batch_size=draw(st.integers(1, 20)),
+        lrf=draw(st.floats(0, 1)), bucket_size=draw(st.integers(1, 50)), n_bins=draw(st.integers(1, 20)),
+        dbs=dbs, br=draw(st.booleans()), capacity=capacity, drop_last=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**32)))
+
+
+def all_ranks(lengths, config, epoch, world_size):
+    return [plan_epoch(lengths, config, epoch, rank, world_size) for rank in range(world_size)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), lengths=AWKWARD, world_size=st.integers(1, 8), epoch=st.integers(0, 5))
+def test_plan_invariants(data, lengths, world_size, epoch):
+    config = data.draw(configs(lengths))
+    lengths = np.array(lengths)
+    ranks = all_ranks(lengths, config, epoch, world_size)
+    per_rank = {len(batches) for batches in ranks}
+    assert len(per_rank) == 1, "every rank gets the same number of batches"
+    batches = [b for rank in ranks for b in rank]
+    assert all(b.dtype == np.int64 and b.size for b in batches)
+    counts = np.bincount(np.concatenate(batches or [np.zeros(0, np.int64)]), minlength=lengths.size)
+    if config.drop_last:
+        assert counts.max(initial=0) <= 1
+    elif counts.max() > 1:  # documented: fewer samples than the batches needed
+        assert lengths.size < len(batches) and all(b.size == 1 for b in batches)
+        assert counts.sum() == len(batches) and counts.min() >= 1
+    else:
+        assert (counts == 1).all()
+    if config.dbs:
+        capacity = config.capacity or config.batch_size * lengths.max()
+        assert all(b.size * lengths[b].max() <= capacity for b in batches)
+    else:
+        sizes = np.array([b.size for b in batches])
+        assert (sizes <= config.batch_size).all()
+        if world_size == 1:
+            assert (sizes != config.batch_size).sum() <= (0 if config.drop_last else 1)
+            assert len(batches) == (lengths.size // config.batch_size if config.drop_last
+                                    else -(-lengths.size // config.batch_size))
+    again = all_ranks(lengths, config, epoch, world_size)
+    assert [plan_digest(r) for r in ranks] == [plan_digest(r) for r in again]
+
+
+@pytest.mark.parametrize("config", [
+    BatchingConfig("rand"), BatchingConfig("ssb"), BatchingConfig("bkt", bucket_size=32),
+    BatchingConfig("ats", n_bins=4), BatchingConfig("sb", br=True), BatchingConfig("ssb", dbs=True, br=True),
+])
+def test_new_epoch_new_plan(config):
+    lengths = np.random.default_rng(1).integers(50, 800, 300)
+    plans = {plan_digest(plan_epoch(lengths, config, epoch)) for epoch in range(3)}
+    assert len(plans) == 3
+
+
+def test_sorting_still_reshuffles_ties_every_epoch():
+    lengths = np.repeat([100, 200], 40)
+    first, second = (plan_epoch(lengths, BatchingConfig("sb", batch_size=8), e) for e in (0, 1))
+    assert [lengths[b].max() for b in first] == [100] * 5 + [200] * 5
+    assert plan_digest(first) != plan_digest(second)
+
+
+def test_multi_rank_tail_splits_largest_batches():
+    lengths = np.arange(1, 51)  # 50 samples, B0 16: batches of 16, 16, 16, 2
+    ranks = all_ranks(lengths, BatchingConfig("sb"), 0, world_size=3)
+    sizes = sorted(b.size for r in ranks for b in r)
+    assert sizes == [2, 8, 8, 8, 8, 16]  # two 16s split in two: 6 batches = 2 steps of 3
+    assert all(len(r) == 2 for r in ranks)
+
+
+def test_fewer_samples_than_ranks_repeats_cyclically():
+    ranks = all_ranks(np.array([30, 10, 20]), BatchingConfig("sb"), 0, world_size=5)
+    flat = sorted(int(b[0]) for r in ranks for b in r)
+    assert all(len(r) == 1 and r[0].size == 1 for r in ranks)
+    assert flat == [0, 1, 1, 2, 2]  # all three once, then the first two of the order (1, 2) again
+
+
+def test_drop_last_drops_smallest_batches_for_ranks():
+    ranks = all_ranks(np.arange(1, 51), BatchingConfig("sb", drop_last=True), 0, world_size=2)
+    assert [[b.size for b in r] for r in ranks] == [[16], [16]]  # 2 of 3 full batches; rest dropped
+
+
+def test_ranks_in_a_step_get_neighbouring_lengths():
+    lengths = np.random.default_rng(0).integers(50, 800, 4000)
+    config = BatchingConfig("sb", br=True)
+    ranks = all_ranks(lengths, config, 0, 4)
+    step_lens = np.array([[lengths[r[s]].max() for r in ranks] for s in range(len(ranks[0]))])
+    # a step holds 4 x 16 neighbours in sorted order: about 64 / 4000 of the 750-frame range
+    assert (step_lens.max(axis=1) - step_lens.min(axis=1)).max() <= 25
+
+
+def test_dbs_grows_batches_to_the_capacity():
+    lengths = np.array([10, 10, 10, 40, 10])
+    batches = plan_epoch(lengths, BatchingConfig("sb", dbs=True, capacity=40))
+    assert [b.size for b in batches] == [4, 1]  # 4 x 10 fits 40; the 40 sample is alone
+
+
+def test_sample_over_capacity_is_named():
+    with pytest.raises(ValueError, match=r"sample 3 has length 40 frames, over the batch capacity of 30"):
+        plan_epoch(np.array([10, 10, 10, 40]), BatchingConfig("sb", dbs=True, capacity=30))
+
+
+def test_global_plan_is_the_ranks_interleaved():
+    lengths = np.random.default_rng(2).integers(1, 500, 333)
+    config = BatchingConfig("bkt", bucket_size=64, dbs=True, br=True)
+    glob = plan_global(lengths, config, 3, world_size=4).batches()
+    ranks = all_ranks(lengths, config, 3, 4)
+    assert plan_digest(glob[1::4]) == plan_digest(ranks[1])
+
+
+def test_lengths_are_validated():
+    with pytest.raises(ValueError, match="sample 1 has length 0"):
+        plan_epoch(np.array([3, 0]), BatchingConfig())
+    assert plan_epoch(np.zeros(0, np.int64), BatchingConfig()) == []

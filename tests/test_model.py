@@ -1,0 +1,204 @@
+"""Tacotron2 model: shapes, masking, padding invariance, gradients, overfitting, inference stop."""
+import warnings
+
+import pytest
+import torch
+
+from model import Tacotron2, Tacotron2Config, Tacotron2Loss, Tacotron2Output
+from model.tacotron2 import GATE_PAD_LOGIT
+
+N_SYMBOLS, N_MELS = 12, 6
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread; on a busy 2-core box, two threads spin ~10x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_config(**overrides) -> Tacotron2Config:
+    dims = dict(n_symbols=N_SYMBOLS, symbols_embedding_dim=8, encoder_embedding_dim=8,
+                encoder_kernel_size=3, n_mel_channels=N_MELS, attention_rnn_dim=16,
+                decoder_rnn_dim=16, prenet_dim=8, attention_dim=8, attention_location_n_filters=4,
+                attention_location_kernel_size=5, postnet_embedding_dim=8, postnet_kernel_size=3)
+    return Tacotron2Config(**{**dims, **overrides})
+
+
+def make_model(seed: int = 0, **overrides) -> Tacotron2:
+    torch.manual_seed(seed)
+    return Tacotron2(tiny_config(**overrides))
+
+
+def make_batch(text_lengths, mel_lengths, r=1, seed=0):
+    """A zero-padded, unsorted batch like data/collate.py builds (T a multiple of r).
+
+    The mels are smooth, learnable sinusoids (plus a little noise), not white noise.
+    """
+    g = torch.Generator().manual_seed(seed)
+    b = len(text_lengths)
+    t_text = max(text_lengths)
+    t = -(-max(mel_lengths) // r) * r
+    text = torch.randint(1, N_SYMBOLS, (b, t_text), generator=g)
+    phase = torch.rand(b, N_MELS, 1, generator=g) * 6.0
+    mel = torch.sin(0.4 * torch.arange(t) + phase) + 0.1 * torch.randn(b, N_MELS, t, generator=g)
+    tl, ml = torch.tensor(text_lengths), torch.tensor(mel_lengths)
+    text[torch.arange(t_text) >= tl[:, None]] = 0
+    mel = mel * (torch.arange(t) < ml[:, None]).unsqueeze(1)
+    gate = (torch.arange(t) >= ml[:, None] - 1).float()
+    return text, tl, mel, ml, gate
+
+
+def real_parts(out: Tacotron2Output, i: int, mel_len: int, text_len: int, r: int):
+    steps = -(-mel_len // r)
+    return (out.mel[i, :, :mel_len], out.mel_postnet[i, :, :mel_len], out.gate[i, :mel_len],
+            out.alignments[i, :steps, :text_len])
+
+
+@pytest.mark.parametrize("r", [1, 2, 3])
+def test_forward_shapes_and_masking_unsorted(r):
+    text_lengths, mel_lengths = [4, 7, 2], [5, 9, 7]
+    model = make_model(n_frames_per_step=r)
+    text, tl, mel, ml, _ = make_batch(text_lengths, mel_lengths, r)
+    out = model(text, tl, mel, ml)
+    b, t, t_text = 3, mel.size(2), text.size(1)
+    assert out.mel.shape == out.mel_postnet.shape == (b, N_MELS, t)
+    assert out.gate.shape == (b, t)
+    assert out.alignments.shape == (b, t // r, t_text)
+    for i, (lt, lm) in enumerate(zip(text_lengths, mel_lengths)):
+        assert torch.all(out.mel[i, :, lm:] == 0) and torch.all(out.mel_postnet[i, :, lm:] == 0)
+        assert torch.all(out.gate[i, lm:] == GATE_PAD_LOGIT)
+        steps = -(-lm // r)
+        # Real decoder steps attend only to real symbols, with weights summing to one.
+        assert torch.allclose(out.alignments[i, :steps].sum(1), torch.ones(steps), atol=1e-5)
+        assert torch.all(out.alignments[i, :, lt:] == 0)
+        assert torch.all(out.alignments[i, steps:] == 0)
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_real_outputs_ignore_padding_content_amount_and_batchmates(r):
+    """What padding holds, how much there is, and who shares the batch, change no real output."""
+    text_lengths, mel_lengths = [3, 6, 5], [4, 8, 6]
+    model = make_model(n_frames_per_step=r, prenet_dropout=0.0).eval()
+    text, tl, mel, ml, _ = make_batch(text_lengths, mel_lengths, r)
+    with torch.no_grad():
+        base = model(text, tl, mel, ml)
+        noisy_text, noisy_mel = text.clone(), mel.clone()
+        noisy_text[text == 0] = 5
+        noisy_mel[mel == 0] = 3.0
+        noisy = model(noisy_text, tl, noisy_mel, ml)
+        wider = model(torch.nn.functional.pad(text, (0, 4)), tl,
+                      torch.nn.functional.pad(mel, (0, 2 * r)), ml)
+        alone = model(text[:1, :3], tl[:1], mel[:1, :, :4], ml[:1])
+    for i, (lt, lm) in enumerate(zip(text_lengths, mel_lengths)):
+        for other in (noisy, wider):
+            for x, y in zip(real_parts(base, i, lm, lt, r), real_parts(other, i, lm, lt, r)):
+                torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+    for x, y in zip(real_parts(base, 0, 4, 3, r), real_parts(alone, 0, 4, 3, r)):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+
+
+def test_valid_loss_of_the_model_ignores_extra_padding_padded_loss_shrinks():
+    model = make_model(n_frames_per_step=2, prenet_dropout=0.0).eval()
+    text, tl, mel, ml, gate = make_batch([3, 6], [5, 8], r=2)
+    pad = torch.nn.functional.pad
+    wide_text, wide_mel, wide_gate = pad(text, (0, 3)), pad(mel, (0, 8)), pad(gate, (0, 8), value=1.0)
+    criterion = Tacotron2Loss(2)
+    with torch.no_grad():
+        base = criterion(model(text, tl, mel, ml), mel, gate, ml).to_dict()
+        more = criterion(model(wide_text, tl, wide_mel, ml), wide_mel, wide_gate, ml).to_dict()
+    assert more["valid/total"] == pytest.approx(base["valid/total"], rel=1e-5)
+    assert more["padded/total"] < 0.7 * base["padded/total"]
+
+
+def test_folded_location_features_equal_conv_then_dense():
+    attention = make_model().decoder.attention
+    torch.manual_seed(1)
+    weights_cat, query = torch.rand(3, 2, 9), torch.randn(3, 16)
+    memory = torch.randn(3, 9, 8)
+    processed = attention.memory_layer(memory)
+    location = attention.location_dense(attention.location_conv(weights_cat).transpose(1, 2))
+    expected = torch.softmax(attention.v(torch.tanh(
+        attention.query_layer(query).unsqueeze(1) + location + processed)).squeeze(2), 1)
+    _, weights = attention(query, memory, processed, weights_cat, attention.location_matrix(),
+                           torch.zeros(3, 9))
+    torch.testing.assert_close(weights, expected)
+
+
+def test_mel_frames_must_be_a_multiple_of_r():
+    model = make_model(n_frames_per_step=2)
+    text, tl, mel, ml, _ = make_batch([3], [5], r=1)
+    with pytest.raises(ValueError, match="n_frames_per_step=2"):
+        model(text, tl, mel, ml)
+
+
+def test_gradients_reach_every_parameter():
+    model = make_model(n_frames_per_step=2).train()
+    text, tl, mel, ml, gate = make_batch([4, 6], [7, 5], r=2)
+    Tacotron2Loss(2)(model(text, tl, mel, ml), mel, gate, ml).loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
+
+
+NO_DROPOUT = dict(encoder_dropout=0.0, prenet_dropout=0.0, p_attention_dropout=0.0,
+                  p_decoder_dropout=0.0, postnet_dropout=0.0)
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_tiny_model_overfits_one_batch(r):
+    """Capacity and wiring: without dropout (whose noise dominates at these widths) it memorises."""
+    model = make_model(n_frames_per_step=r, **NO_DROPOUT).train()
+    text, tl, mel, ml, gate = make_batch([5, 7, 4], [10, 12, 8], r)
+    criterion = Tacotron2Loss(r)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        terms = criterion(model(text, tl, mel, ml), mel, gate, ml)
+        terms.loss.backward()
+        opt.step()
+        losses.append(terms.loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def _force_gate_bias(model: Tacotron2, value: float) -> None:
+    with torch.no_grad():
+        model.decoder.gate_layer.weight.zero_()
+        model.decoder.gate_layer.bias.fill_(value)
+
+
+@pytest.mark.parametrize("r", [1, 3])
+def test_inference_stops_on_the_gate(r):
+    model = make_model(n_frames_per_step=r).eval()
+    _force_gate_bias(model, 10.0)  # every frame says stop: the first frame ends the utterance
+    text = torch.randint(1, N_SYMBOLS, (1, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mel, gate, alignments = model.inference(text)
+    assert mel.shape == (1, N_MELS, 1) and gate.shape == (1, 1)
+    assert alignments.shape == (1, 1, 5)
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_inference_warns_at_max_decoder_steps(r):
+    model = make_model(n_frames_per_step=r, max_decoder_steps=6).eval()
+    _force_gate_bias(model, -10.0)  # never stops
+    with pytest.warns(RuntimeWarning, match="max_decoder_steps=6"):
+        mel, gate, alignments = model.inference(torch.randint(1, N_SYMBOLS, (1, 4)))
+    assert mel.shape == (1, N_MELS, 6 * r) and gate.shape == (1, 6 * r)
+    assert alignments.shape == (1, 6, 4)
+
+
+def test_padded_batch_inference_matches_single_items():
+    model = make_model(n_frames_per_step=2, prenet_dropout=0.0, max_decoder_steps=4).eval()
+    _force_gate_bias(model, -10.0)
+    text, tl, *_ = make_batch([3, 5], [1, 1])
+    with pytest.warns(RuntimeWarning):
+        batch = model.inference(text, tl)
+        singles = [model.inference(text[i:i + 1, :n]) for i, n in enumerate([3, 5])]
+    for i, single in enumerate(singles):
+        torch.testing.assert_close(batch.mel_postnet[i], single.mel_postnet[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(batch.alignments[i, :, :tl[i]], single.alignments[0], atol=1e-5, rtol=1e-5)

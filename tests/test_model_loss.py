@@ -1,0 +1,71 @@
+"""Tacotron2Loss: both normalisations by hand, their (in)dependence on padding, the selector."""
+import math
+
+import pytest
+import torch
+
+from model import LossTerms, Tacotron2Loss, Tacotron2Output
+from model.tacotron2 import GATE_PAD_LOGIT
+
+
+def hand_example():
+    """One utterance, 2 mel channels, 2 real frames + 1 padded (outputs masked as the model does)."""
+    target = torch.tensor([[[1.0, 2.0, 0.0], [3.0, 4.0, 0.0]]])
+    mel = torch.tensor([[[0.0, 2.0, 0.0], [3.0, 2.0, 0.0]]])  # squared errors 1 and 4
+    gate = torch.tensor([[0.0, 0.0, GATE_PAD_LOGIT]])  # BCE ln 2 at each real frame, 0 at the pad
+    gate_target = torch.tensor([[0.0, 1.0, 1.0]])
+    out = Tacotron2Output(mel, target.clone(), gate, torch.zeros(1, 3, 2))
+    return out, target, gate_target, torch.tensor([2])
+
+
+def test_hand_checked_values():
+    terms = Tacotron2Loss(loss_norm="valid")(*hand_example())
+    ln2 = math.log(2.0)
+    expected = {
+        "valid/mel": 5 / 4, "valid/mel_postnet": 0.0, "valid/gate": ln2, "valid/total": 5 / 4 + ln2,
+        "padded/mel": 5 / 6, "padded/mel_postnet": 0.0, "padded/gate": 2 * ln2 / 3,
+        "padded/total": 5 / 6 + 2 * ln2 / 3,
+    }
+    got = terms.to_dict()
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, abs=1e-6), key
+
+
+@pytest.mark.parametrize("norm", ["valid", "padded"])
+def test_loss_norm_selects_the_backpropagated_total(norm):
+    out, target, gate_target, lengths = hand_example()
+    mel = out.mel.clone().requires_grad_()
+    terms = Tacotron2Loss(loss_norm=norm)(out._replace(mel=mel), target, gate_target, lengths)
+    assert isinstance(terms, LossTerms)
+    assert terms.loss.item() == pytest.approx(getattr(terms, norm).total.item())
+    terms.loss.backward()
+    assert mel.grad is not None
+    assert not terms.valid.total.requires_grad and not terms.padded.mel.requires_grad
+
+
+def append_padding(out: Tacotron2Output, target, gate_target, frames: int):
+    pad = lambda x, value=0.0: torch.nn.functional.pad(x, (0, frames), value=value)  # noqa: E731
+    return (out._replace(mel=pad(out.mel), mel_postnet=pad(out.mel_postnet),
+                         gate=pad(out.gate, GATE_PAD_LOGIT)), pad(target), pad(gate_target, 1.0))
+
+
+def test_valid_ignores_extra_padding_padded_shrinks():
+    out, target, gate_target, lengths = hand_example()
+    criterion = Tacotron2Loss()
+    before = criterion(out, target, gate_target, lengths).to_dict()
+    after = criterion(*append_padding(out, target, gate_target, 9), lengths).to_dict()
+    for part in ("total", "mel", "gate"):
+        assert after[f"valid/{part}"] == pytest.approx(before[f"valid/{part}"], abs=1e-6)
+    # 3 frames -> 12 frames: every padded mean is a quarter of what it was.
+    assert after["padded/total"] == pytest.approx(before["padded/total"] / 4, abs=1e-6)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="loss_norm='mean'.*valid, padded"):
+        Tacotron2Loss(loss_norm="mean")
+    out, target, gate_target, lengths = hand_example()
+    with pytest.raises(ValueError, match="n_frames_per_step=2"):
+        Tacotron2Loss(n_frames_per_step=2)(out, target, gate_target, lengths)
+    with pytest.raises(ValueError, match="do not match"):
+        Tacotron2Loss()(out, target[:, :, :2], gate_target, lengths)

@@ -1,0 +1,96 @@
+import importlib.util
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from data.filelist import read_filelist, wav_frames
+from data.ljspeech import DataPreparationError, prepare_ljspeech, read_ljspeech
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def corpus(ljspeech_mini_complete, tmp_path) -> Path:
+    """A private copy of the mini corpus; copies, not symlinks, so that no test can write through to ../shared."""
+    root = tmp_path / "LJSpeech-1.1"
+    shutil.copytree(ljspeech_mini_complete, root, symlinks=False)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
+def set_line(root: Path, number: int, line: str) -> None:
+    lines = (root / "metadata.csv").read_text(encoding="utf-8").splitlines()
+    lines[number - 1] = line
+    (root / "metadata.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def replace_wav(root: Path, clip_id: str, samples: np.ndarray, sample_rate: int) -> None:
+    (root / "wavs" / f"{clip_id}.wav").unlink()
+    sf.write(root / "wavs" / f"{clip_id}.wav", samples, sample_rate, subtype="PCM_16")
+
+
+def test_split_filelists_and_frames(corpus, tmp_path):
+    set_line(corpus, 2, "LJ001-0002|in being comparatively modern.|")
+    prepared = prepare_ljspeech(corpus, tmp_path / "filelists", seed=0, progress=False)
+    train, val = read_filelist(prepared.train_path), read_filelist(prepared.val_path)
+    assert prepared.train_path.name == "ljspeech_train.txt" and prepared.val_path.name == "ljspeech_val.txt"
+    assert (len(train), len(val)) == (26, 6) and train == prepared.train
+    assert len({u.path for u in train + val}) == 32
+    for utt in train + val:
+        assert utt.path.is_absolute() and utt.frames == wav_frames(utt.path)
+    by_id = {u.path.stem: u for u in train + val}
+    assert by_id["LJ001-0002"].text == "in being comparatively modern."
+    assert by_id["LJ001-0001"].frames == 772
+    assert "train: 26 utterances" in prepared.summary and "val: 6 utterances" in prepared.summary
+    again = prepare_ljspeech(corpus, tmp_path / "again", seed=0, progress=False)
+    assert again.val_path.read_text() == prepared.val_path.read_text()
+    assert prepare_ljspeech(corpus, tmp_path / "other", seed=1, progress=False).val != prepared.val
+
+
+@pytest.mark.parametrize("breakage, expected", [
+    (lambda root: (root / "wavs" / "LJ001-0004.wav").unlink(), r"metadata\.csv:4: missing wav .*LJ001-0004\.wav"),
+    (lambda root: replace_wav(root, "LJ001-0005", np.zeros(16000), 16000),
+     r"metadata\.csv:5: .*LJ001-0005\.wav: sample rate 16000 Hz, expected 22050"),
+    (lambda root: replace_wav(root, "LJ001-0006", np.zeros((22050, 2)), 22050),
+     r"metadata\.csv:6: .*LJ001-0006\.wav: 2 channels, expected mono"),
+    (lambda root: set_line(root, 7, "LJ001-0007||"), r"metadata\.csv:7: empty text for LJ001-0007"),
+    (lambda root: set_line(root, 8, "LJ001-0008 no separators"), r"metadata\.csv:8: malformed line"),
+    (lambda root: set_line(root, 9, "LJ001-0009|a|b|c"), r"metadata\.csv:9: malformed line"),
+    (lambda root: set_line(root, 10, "LJ001-0001|again|again"), r"metadata\.csv:10: duplicate id LJ001-0001"),
+    (lambda root: (root / "wavs" / "LJ001-0011.wav").write_bytes(b"garbage"), r"metadata\.csv:11: .*LJ001-0011\.wav"),
+])
+def test_bad_inputs_name_file_and_line(corpus, tmp_path, breakage, expected):
+    breakage(corpus)
+    with pytest.raises(DataPreparationError, match=expected):
+        prepare_ljspeech(corpus, tmp_path / "filelists", progress=False)
+    assert not (tmp_path / "filelists").exists(), "no filelist is written from a broken corpus"
+
+
+def test_all_problems_are_reported_at_once(corpus):
+    set_line(corpus, 3, "LJ001-0003|Fish & chips|Fish & chips")
+    set_line(corpus, 12, "LJ001-0012|50% off @ noon|50% off @ noon")
+    (corpus / "wavs" / "LJ001-0020.wav").unlink()
+    with pytest.raises(DataPreparationError) as caught:
+        read_ljspeech(corpus, progress=False)
+    problems = caught.value.problems
+    assert len(problems) == 4
+    assert any(p.endswith("outside the symbol table after cleaning: {'&': 1, '%': 1, '@': 1}") for p in problems)
+    assert any(p.startswith(f"{corpus / 'metadata.csv'}:3: unknown characters ['&']") for p in problems)
+    assert any(":12: unknown characters ['%', '@']" in p for p in problems)
+    assert any(":20: missing wav" in p for p in problems)
+
+
+def test_command_line(corpus, tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("prepare_ljspeech", REPO / "scripts" / "prepare_ljspeech.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl"), "--seed", "2"]) == 0
+    assert "val: 6 utterances" in capsys.readouterr().out
+    assert len(read_filelist(tmp_path / "fl" / "ljspeech_train.txt")) == 26
+    set_line(corpus, 7, "LJ001-0007||")
+    assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl2")]) == 1
+    assert "metadata.csv:7: empty text" in capsys.readouterr().err

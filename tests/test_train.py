@@ -1,0 +1,91 @@
+"""train.py end to end on tiny data: metrics, checkpoints, exact resume, bad input, NaN handling."""
+import dataclasses
+import json
+
+import pytest
+import torch
+
+import train
+from training.checkpoint import LAST, load_checkpoint
+from training.run_logger import read_metrics
+
+TINY_MODEL = ("model.symbols_embedding_dim=32,model.encoder_embedding_dim=32,model.attention_rnn_dim=64,"
+              "model.decoder_rnn_dim=64,model.prenet_dim=32,model.attention_dim=16,"
+              "model.attention_location_n_filters=4,model.postnet_embedding_dim=32,model.postnet_n_convolutions=2")
+
+
+def tiny(tmp_path, extra=""):
+    """hparams for a seconds-long run on a small demo corpus, everything under tmp_path."""
+    base = (f"demo_utterances=40,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
+            f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
+            f"validate_every=1,{TINY_MODEL}")
+    return base + ("," + extra if extra else "")
+
+
+def test_run_writes_metrics_checkpoint_and_figures(tmp_path):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true")]) == 0
+    run = tmp_path / "run"
+    records = read_metrics(run)
+    assert [r["epoch"] for r in records] == [0, 1]
+    for record in records:
+        for key in ("train_seconds", "n_batches", "zpr", "abl", "train_loss", "train_loss_valid",
+                    "train_loss_padded", "val_loss", "val_loss_valid", "val_loss_padded"):
+            assert key in record, key
+        assert record["train_seconds"] > 0 and 0 <= record["zpr"] < 100
+        assert record["train_loss"] == record["train_loss_valid"]  # loss_norm=valid by default
+    assert (run / "alignment.png").stat().st_size > 0 and (run / "mel.png").stat().st_size > 0
+    assert any((run / "tensorboard").iterdir())
+    ckpt = load_checkpoint(run / LAST)
+    assert ckpt["progress"]["epoch"] == 2 and ckpt["hparams"]["batching"] == "ssb"
+    assert json.loads((run / "hparams.json").read_text())["dbs"] is True
+
+
+def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(tmp_path):
+    """Stop inside epoch 1, resume: per-epoch losses equal those of a run that never stopped."""
+    straight = tmp_path / "straight"
+    assert train.main(["--hparams", tiny(tmp_path, f"epochs=3,output_dir={straight}")]) == 0
+    steps_epoch0 = read_metrics(straight)[0]["steps"]
+
+    stopped = tmp_path / "stopped"
+    hp = tiny(tmp_path, f"epochs=3,output_dir={stopped},stop_after_steps={steps_epoch0 + 2}")
+    assert train.main(["--hparams", hp]) == 0
+    assert len(read_metrics(stopped)) == 1  # stopped inside epoch 1
+    assert load_checkpoint(stopped / LAST)["progress"]["step_in_epoch"] == 2
+    assert train.main(["--resume", str(stopped), "--hparams", "stop_after_steps=0"]) == 0
+
+    a, b = read_metrics(straight), read_metrics(stopped)
+    assert [r["epoch"] for r in b] == [0, 1, 2]
+    for ra, rb in zip(a, b):
+        for key in ("train_loss_valid", "train_loss_padded", "val_loss_valid", "val_loss_padded", "n_batches", "zpr"):
+            assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-7), (ra["epoch"], key)
+
+
+def test_resume_refuses_to_change_the_batching(tmp_path, capsys):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+    assert train.main(["--resume", str(tmp_path / "run"), "--hparams", "batching=sb"]) == 2
+    assert "'batching' cannot change in a resumed run" in capsys.readouterr().err
+
+
+def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys):
+    assert train.main(["--hparams", "batching=sorted"]) == 2
+    assert "'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats" in capsys.readouterr().err
+    assert train.main(["--resume", str(tmp_path / "nowhere")]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path, monkeypatch):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+    before = load_checkpoint(tmp_path / "run" / LAST)["model"]
+
+    real_loss = train.Tacotron2Loss
+
+    class NaNLoss(real_loss):
+        def __call__(self, *args, **kwargs):
+            terms = super().__call__(*args, **kwargs)
+            return dataclasses.replace(terms, loss=terms.loss * float("nan"))
+
+    monkeypatch.setattr(train, "Tacotron2Loss", NaNLoss)
+    with pytest.raises(FloatingPointError, match="3 non-finite steps in a row"):
+        train.main(["--resume", str(tmp_path / "run"), "--hparams", "epochs=2,max_bad_steps=3"])
+    after = load_checkpoint(tmp_path / "run" / LAST)["model"]
+    assert all(torch.equal(before[k], after[k]) for k in before)

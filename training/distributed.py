@@ -1,0 +1,96 @@
+"""torch.distributed set-up for torchrun, and the collective helpers the trainer needs.
+
+Works unchanged in a single process (world size 1): every helper then reduces to a no-op.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device_kind: str, timeout_s: int = 600) -> DistInfo:
+    """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return DistInfo()
+    info = DistInfo(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
+    backend = "nccl" if device_kind == "cuda" else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(info.local_rank)
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    return info
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_sum(values: list[float], info: DistInfo, device: torch.device) -> list[float]:
+    """Sum a few floats over all ranks (float64, so sums of many frames stay exact)."""
+    if not info.enabled:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def check_same_plan(digest: str, epoch: int, info: DistInfo) -> None:
+    """Stop with a clear error, on every rank, if the ranks planned different epochs.
+
+    Different plans would give ranks different step counts and hang DDP's gradient all-reduce.
+    """
+    if not info.enabled:
+        return
+    digests: list[str] = [""] * info.world_size
+    dist.all_gather_object(digests, digest)
+    if len(set(digests)) != 1:
+        detail = ", ".join(f"rank {r}: {d[:12]}" for r, d in enumerate(digests))
+        raise RuntimeError(
+            f"epoch {epoch}: the ranks' batch plans differ ({detail}). Every rank must read the same "
+            "filelist and hparams (same seed); check that the data and code are identical on every node."
+        )
+
+
+def gather_objects(value, info: DistInfo) -> list:
+    """The value from every rank, in rank order (a one-element list in a single process)."""
+    if not info.enabled:
+        return [value]
+    out = [None] * info.world_size
+    dist.all_gather_object(out, value)
+    return out
+
+
+def check_same_parameters(model: torch.nn.Module, info: DistInfo) -> str:
+    """Hash the parameters on every rank and fail loudly if DDP let them drift apart.
+
+    Buffers (BatchNorm running statistics) are left out: DDP re-broadcasts them from rank 0 at
+    every forward, so after the last step they legitimately differ.
+    """
+    sha = hashlib.sha1()
+    for tensor in model.parameters():
+        sha.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    digests = gather_objects(sha.hexdigest(), info)
+    if len(set(digests)) != 1:
+        raise RuntimeError(f"parameters differ across ranks after training: {digests}")
+    return digests[0]
