@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             acc["seconds"] += time.perf_counter() - tick
-            bar.set_postfix(loss=f"{float(terms.loss):.4f}")
+            bar.set_postfix(loss=f"{float(terms.loss.detach()):.4f}")
             if state["global_step"] % 10 == 0:
                 logger.scalars({"loss_valid": float(terms.valid.total), "loss_padded": float(terms.padded.total),
                                 "grad_norm": float(grad_norm)}, state["global_step"], "step")

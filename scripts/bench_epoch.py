@@ -5,7 +5,7 @@ lengths (mel frames, and text lengths from the text column), plans an epoch with
 builds random text ids and random mels of exactly those lengths, and times training steps
 (forward, loss, backward, gradient clipping, Adam step) with Tacotron2.
 
-    python scripts/bench_epoch.py                          # CPU: small model, 64 utterances
+    python scripts/bench_epoch.py --threads 1              # CPU: small model, 1,024 utterances
     python scripts/bench_epoch.py --device cuda            # GPU: full model, all 10,480 clips
 
 With --max-batches K it times K batches of each plan (spread evenly over the plan's batch
@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -128,19 +129,54 @@ class Bench:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
-        else platform.processor()
-    return f"{model or 'CPU'} ({torch.get_num_threads()} threads)"
+    cpuinfo = Path("/proc/cpuinfo")
+    cores = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+             if line.startswith("model name")]
+    return (f"{cores[0] if cores else platform.processor() or 'CPU'} ({len(cores) or os.cpu_count()} cores, "
+            f"{torch.get_num_threads()} torch threads)")
+
+
+def make_plans(frames: np.ndarray, names: list[str], common: dict, r: int, max_batches: int) -> dict[str, dict]:
+    """Each strategy's epoch-0 batches, their shapes and padding stats, and which ones to time."""
+    plans = {}
+    for name in names:
+        batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[name], **common}), epoch=0)
+        steps = np.array([math.ceil(frames[b].max() / r) for b in batches])
+        sizes = np.array([len(b) for b in batches])
+        plans[name] = dict(batches=batches, steps=steps, sizes=sizes, stats=batch_stats(frames, batches),
+                           features=np.stack([np.ones(len(batches)), steps, sizes * steps], 1),
+                           timed=pick_timed(sizes * steps, max_batches), seconds=[])
+    return plans
+
+
+def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_lengths: np.ndarray,
+               warmup: int) -> None:
+    """Fill each plan's `seconds`: round k times every plan's k-th chosen batch, in a rotating order."""
+    names = list(plans)
+    biggest = max(((p, i) for p in plans.values() for i in p["timed"]), key=lambda pi: pi[0]["features"][pi[1], 2])
+    for w in range(warmup):  # the largest shape first: allocator and kernels settle before timing
+        b = biggest[0]["batches"][biggest[1]]
+        bench.step(bench.batch(frames[b], text_lengths[b], seed=w))
+    rounds = max(len(p["timed"]) for p in plans.values())
+    for k in range(rounds):
+        for name in names[k % len(names):] + names[: k % len(names)]:
+            p = plans[name]
+            if k < len(p["timed"]):
+                b = p["batches"][p["timed"][k]]
+                p["seconds"].append(bench.step(bench.batch(frames[b], text_lengths[b], seed=1000 + k)))
+                print(f"round {k + 1}/{rounds} {name}: batch of {len(b)} x {p['steps'][p['timed'][k]]} steps "
+                      f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
     on_cpu = device.type == "cpu"
     preset = args.preset or ("small" if on_cpu else "full")
-    subset = args.subset if args.subset is not None else (64 if on_cpu else 0)
-    max_batches = args.max_batches if args.max_batches is not None else (2 if on_cpu else 32)
+    subset = args.subset if args.subset is not None else (1024 if on_cpu else 0)
+    max_batches = args.max_batches if args.max_batches is not None else (3 if on_cpu else 32)
     hp = load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},{args.hparams}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if on_cpu:
         torch.set_flush_denormal(True)  # denormals from random targets would slow the CPU, not the GPU
 
@@ -155,31 +191,8 @@ def run(args: argparse.Namespace) -> dict:
     common = {"batch_size": hp["batch_size"], "seed": args.seed}
     if subset:
         common |= subset_parameters(frames, BatchingConfig.from_dict({**EXPERIMENTS["SSB-BR"], **common}))
-    plans = {}
-    for name in names:
-        config = BatchingConfig.from_dict({**EXPERIMENTS[name], **common})
-        batches = plan_epoch(frames, config, epoch=0)
-        steps = np.array([math.ceil(frames[b].max() / r) for b in batches])
-        sizes = np.array([len(b) for b in batches])
-        plans[name] = dict(batches=batches, steps=steps, sizes=sizes, stats=batch_stats(frames, batches),
-                           features=np.stack([np.ones(len(batches)), steps, sizes * steps], 1),
-                           timed=pick_timed(sizes * steps, max_batches), seconds=[])
-
-    bench = Bench(hp, device, args.seed)
-    biggest = max(((name, i) for name, p in plans.items() for i in p["timed"]),
-                  key=lambda ni: plans[ni[0]]["sizes"][ni[1]] * plans[ni[0]]["steps"][ni[1]])
-    for w in range(args.warmup):  # the largest shape first: allocator and kernels settle before timing
-        b = plans[biggest[0]]["batches"][biggest[1]]
-        bench.step(bench.batch(frames[b], text_lengths[b], seed=w))
-    rounds = max(len(p["timed"]) for p in plans.values())
-    for k in range(rounds):
-        for name in names[k % len(names):] + names[: k % len(names)]:
-            p = plans[name]
-            if k < len(p["timed"]):
-                b = p["batches"][p["timed"][k]]
-                p["seconds"].append(bench.step(bench.batch(frames[b], text_lengths[b], seed=1000 + k)))
-                print(f"round {k + 1}/{rounds} {name}: batch of {len(b)} x {p['steps'][p['timed'][k]]} steps "
-                      f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
+    plans = make_plans(frames, names, common, r, max_batches)
+    time_plans(Bench(hp, device, args.seed), plans, frames, text_lengths, args.warmup)
 
     extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
     coef = fit_times(np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
@@ -235,16 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS,
                         help="TSV with frames and text columns, or a filelist (default: LJSpeech's lengths.tsv)")
     parser.add_argument("--split", type=float, default=0.8, help="the paper's seeded training split (default 0.8)")
-    parser.add_argument("--subset", type=int, help="time a random subset of N utterances (default: 64 on CPU, all on GPU)")
+    parser.add_argument("--subset", type=int, help="time a random subset of N utterances (default: 1024 on CPU, all on GPU)")
     parser.add_argument("--strategies", default=DEFAULT_STRATEGIES, help=f"experiment names (default {DEFAULT_STRATEGIES})")
     parser.add_argument("--preset", choices=("small", "full"), help="model preset (default: small on CPU, full on GPU)")
     parser.add_argument("--hparams", default="", help="extra train.py hparams, e.g. n_frames_per_step=2,model.attention_dim=64")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--amp", choices=("off", "bf16", "fp16"), default="off", help="autocast (CUDA only; the paper: off)")
     parser.add_argument("--max-batches", type=int, help="timed batches per strategy, 0 = the whole epoch "
-                                                        "(default: 2 on CPU, 32 on GPU); fewer are extrapolated")
+                                                        "(default: 3 on CPU, 32 on GPU); fewer are extrapolated")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps on the largest batch first (default 1)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's); 1 is often "
+                                                    "fastest on a shared machine, where threads wait on each other")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split, the subset, the plans and the model")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     parser.add_argument("--out", type=Path, help="also write the Markdown table to this file")
     args = parser.parse_args(argv)

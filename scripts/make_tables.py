@@ -8,14 +8,13 @@ hparams.json); the paper's own figures are printed beside them, always labelled 
 - ZPR, ABL and minutes per epoch are means over the run's epochs (train_seconds: training only).
 - VL1-3 are the validation losses at epochs 100, 160 and 220 (1-based), each averaged with the
   previous and the next validation (only the previous one at the last epoch), as in the paper.
-  Runs shorter than 220 epochs use epochs scaled by total/220, rounded to the validation grid.
+  Runs shorter than 220 epochs use epochs scaled by total/220, moved to the nearest validation.
 - VLavg is the mean of the (unsmoothed) validation losses from the VL1 epoch to the VL3 epoch.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -39,10 +38,10 @@ def read_run(run_dir: Path) -> tuple[list[dict], int] | None:
 
 
 def stage_epochs(total: int, every: int) -> list[int]:
-    """The paper's epochs 100/160/220 scaled to a run of `total` epochs, on the validation grid
-    (multiples of `every`, or the last epoch), rounding halves up."""
-    return [min(max(math.floor(e * total / PAPER_TOTAL_EPOCHS / every + 0.5) * every, every), total)
-            for e in PAPER_EPOCHS]
+    """The paper's epochs 100/160/220 scaled to a run of `total` epochs, each moved to the nearest
+    validated epoch (a multiple of `every`, or the last one; ties go to the later epoch)."""
+    validated = sorted(set(range(every, total + 1, every)) | {total})
+    return [min(validated, key=lambda v: (abs(v - e * total / PAPER_TOTAL_EPOCHS), -v)) for e in PAPER_EPOCHS]
 
 
 def mean(values: list[float]) -> float | None:
@@ -106,7 +105,7 @@ def build(root: Path, val_loss: str) -> dict:
     if total != PAPER_TOTAL_EPOCHS:
         notes.append(f"runs of {total} epochs, not {PAPER_TOTAL_EPOCHS}: VL1-3 are at epochs {stages} "
                      f"(the paper's {list(PAPER_EPOCHS)} scaled by {total}/{PAPER_TOTAL_EPOCHS}, "
-                     f"rounded to the validation grid)")
+                     f"moved to the nearest validated epoch)")
     if missing:
         notes.append(f"missing runs (no metrics.jsonl under {root}): {', '.join(missing)}; their cells are empty")
     unfinished = {name: row["epochs"] for name, row in table2.items() if row["epochs"] < total}
@@ -121,8 +120,9 @@ def build(root: Path, val_loss: str) -> dict:
                       "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
 
 
-def cell(value: float | int | None, digits: int) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
+def cell(value: float | int | None, digits: int, spec: str = "f") -> str:
+    """A number with `digits` decimals (spec f) or significant digits (spec g); empty when missing."""
+    return "" if value is None else f"{value:.{digits}{spec}}"
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -137,7 +137,7 @@ def markdown(result: dict) -> str:
     for name in EXPERIMENTS:
         row = result["table2"].get(name)
         rows.append([name] + ([""] * 8 if row is None else [
-            str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 3),
+            str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 4, "g"),
             cell(row["vl1"], 4), cell(row["vl2"], 4), cell(row["vl3"], 4), cell(row["vl_avg"], 4)]))
     out += markdown_table(["Batching", "epochs", "ZPR %", "ABL", "min./ep.", f"VL1 (ep. {e1})", f"VL2 (ep. {e2})",
                            f"VL3 (ep. {e3})", f"VLavg (ep. {e1}-{e3})"], rows)
@@ -147,7 +147,7 @@ def markdown(result: dict) -> str:
                            for name, r in PAPER_TABLE2.items()])
     out += ["", f"## Table 3: time reduction against RAND (measured; paper beside, RAND {PAPER_RAND_MIN_PER_EPOCH} min./ep.)", ""]
     out += markdown_table(["Batching", "min./ep. saved", "reduction %", "paper min./ep. saved", "paper reduction %"],
-                          [[name, cell(r["min_saved"], 3), cell(r["reduction_pct"], 2), cell(r["paper_min_saved"], 2),
+                          [[name, cell(r["min_saved"], 4, "g"), cell(r["reduction_pct"], 2), cell(r["paper_min_saved"], 2),
                             cell(r["paper_reduction_pct"], 2)] for name, r in result["table3"].items()])
     out += ["", f"## Table 4: A/B comparisons of VL3 (ep. {e3}; measured, paper's reduction beside)", ""]
     rows = []

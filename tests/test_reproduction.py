@@ -1,0 +1,238 @@
+"""The paper-reproduction scripts: table2.sh + make_tables.py end to end on the demo corpus (every
+number checked against the runs' metrics.jsonl, recomputed here), the smoothing and scaling
+maths on hand-written metrics, table1.sh on LJSpeech lengths, bench_epoch.py, and the Docker files.
+"""
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SB", "SSB", "SB-DBS", "SSB-DBS", "SSB-DBS-BR"]
+TABLE4 = [("SB", "SSB"), ("SB-BR", "SSB-BR"), ("SB-DBS", "SSB-DBS"), ("SB", "SB-BR"), ("SSB", "SSB-BR"),
+          ("SSB-DBS", "SSB-DBS-BR"), ("SB", "SB-DBS"), ("SSB", "SSB-DBS"), ("SSB-BR", "SSB-DBS-BR")]
+PAPER_TABLE3 = {"SB-BR": (12.00, 36.57), "SSB-BR": (9.84, 29.98), "SSB-DBS-BR": (13.54, 41.25)}
+TINY = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
+        "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
+        "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
+# One torch thread: on a busy shared CPU, two threads waiting on each other make a step ~100x slower.
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
+
+
+def run(*args: str | Path) -> str:
+    done = subprocess.run([str(a) for a in args], cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def make_tables(root: Path, *extra: str) -> tuple[dict[str, list[list[str]]], dict]:
+    """Run make_tables.py; return its Markdown tables by section title, and its JSON."""
+    run(sys.executable, "scripts/make_tables.py", root, "--out", root / "tables", *extra)
+    sections, title = {}, None
+    for line in (root / "tables" / "tables.md").read_text().splitlines():
+        if line.startswith("## "):
+            title = line[3:].split(":")[0]
+            sections[title] = []
+        elif line.startswith("| ") and title:
+            sections[title].append([c.strip() for c in line.strip("|").split("|")])
+    return {k: rows[1:] for k, rows in sections.items()}, json.loads((root / "tables" / "tables.json").read_text())
+
+
+def same(text: str, expected: float | None) -> bool:
+    """A printed cell equals `expected` to the digits it shows (an empty cell means no value)."""
+    if expected is None or text == "":
+        return expected is None and text == ""
+    if "e" in text:
+        return abs(float(text) - expected) <= 5e-4 * abs(expected)
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(float(text) - expected) <= 0.5 * 10 ** -decimals + 1e-12
+
+
+def mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def expected_row(records: list[dict], stages: list[int], key: str = "val_loss_padded") -> dict:
+    """Table 2 by the paper's definitions: VL at an epoch = mean of that validation and its
+    neighbours; VLavg = mean of the validations in [first stage, last stage]."""
+    vals = {r["epoch"] + 1: r[key] for r in records if r.get(key) is not None}
+    epochs = sorted(vals)
+
+    def smoothed(stage):
+        if stage not in vals:
+            return None
+        i = epochs.index(stage)
+        return mean([vals[e] for e in epochs[max(i - 1, 0): i + 2]])
+
+    vl = [smoothed(s) for s in stages]
+    return {"epochs": len(records), "zpr": mean([r["zpr"] for r in records]), "abl": mean([r["abl"] for r in records]),
+            "min_per_epoch": mean([r["train_seconds"] / 60 for r in records]), "vl1": vl[0], "vl2": vl[1], "vl3": vl[2],
+            "vl_avg": mean([v for e, v in vals.items() if stages[0] <= e <= stages[2]]) if vl[2] is not None else None}
+
+
+def check_tables(tables: dict, result: dict, expected: dict[str, dict]) -> None:
+    """Every measured cell of Tables 2-4, in Markdown and JSON, equals what `expected` implies."""
+    columns = ["epochs", "zpr", "abl", "min_per_epoch", "vl1", "vl2", "vl3", "vl_avg"]
+    table2 = tables["Table 2"]
+    assert [row[0] for row in table2] == NAMES
+    for row in table2:
+        exp = expected.get(row[0], dict.fromkeys(columns))
+        for col, text in zip(columns, row[1:]):
+            assert same(text, exp[col]), (row[0], col, text, exp[col])
+            got = result["table2"].get(row[0], {}).get(col)
+            assert (got is None and exp[col] is None) or abs(got - exp[col]) < 1e-12, (row[0], col)
+    rand = expected.get("RAND", {}).get("min_per_epoch")
+    table3 = tables["Table 3"]
+    assert [row[0] for row in table3] == NAMES[1:]
+    for name, saved, rate, paper_saved, paper_rate in table3:
+        minutes = expected.get(name, {}).get("min_per_epoch")
+        ok = rand is not None and minutes is not None
+        assert same(saved, rand - minutes if ok else None) and same(rate, 100 * (rand - minutes) / rand if ok else None)
+        paper = PAPER_TABLE3.get(name, (None, None))
+        assert same(paper_saved, paper[0]) and same(paper_rate, paper[1])
+    pairs = [row for row in tables["Table 4"] if not row[0].startswith("**")]
+    assert [(row[0], row[2]) for row in pairs] == TABLE4
+    for a, vl_a, b, vl_b, rate, _paper in pairs:
+        va, vb = expected.get(a, {}).get("vl3"), expected.get(b, {}).get("vl3")
+        assert same(vl_a, va) and same(vl_b, vb)
+        assert same(rate, None if va is None or vb is None else 100 * (va - vb) / va)
+
+
+def write_run(root: Path, name: str, records: list[dict], validate_every: int = 2) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (root / name / "hparams.json").write_text(json.dumps({"validate_every": validate_every}))
+
+
+def synthetic(epochs: int, offset: float, every: int = 2) -> list[dict]:
+    """Epoch records shaped like train.py's, with validation losses that differ at every epoch."""
+    records = []
+    for e in range(epochs):
+        r = {"epoch": e, "zpr": 30 - offset + e % 3, "abl": 700 + e % 5 - offset, "train_seconds": 90 + 7 * offset + e % 4}
+        if (e + 1) % every == 0 or e + 1 == epochs:
+            r |= {"val_loss_padded": 1 / (e + 2) + offset / 100 + (e % 3) / 1000,
+                  "val_loss_valid": 2 / (e + 2) + offset / 50}
+        records.append(r)
+    return records
+
+
+def test_make_tables_maths_on_paper_length_runs(tmp_path):
+    """220 epochs: VL1-3 at 100/160/220 exactly as hand-computed; missing runs leave empty cells."""
+    runs = {name: synthetic(220, i) for i, name in enumerate(["RAND", "SB", "SSB", "SSB-BR", "SSB-DBS-BR"])}
+    for name, records in runs.items():
+        write_run(tmp_path, name, records)
+    tables, result = make_tables(tmp_path)
+    assert result["stage_epochs"] == [100, 160, 220] and result["total_epochs"] == 220
+    rand = {r["epoch"] + 1: r["val_loss_padded"] for r in runs["RAND"] if "val_loss_padded" in r}
+    assert result["table2"]["RAND"]["vl1"] == pytest.approx((rand[98] + rand[100] + rand[102]) / 3, abs=1e-15)
+    assert result["table2"]["RAND"]["vl2"] == pytest.approx((rand[158] + rand[160] + rand[162]) / 3, abs=1e-15)
+    assert result["table2"]["RAND"]["vl3"] == pytest.approx((rand[218] + rand[220]) / 2, abs=1e-15)
+    assert result["table2"]["RAND"]["vl_avg"] == pytest.approx(mean([rand[e] for e in range(100, 221, 2)]), abs=1e-15)
+    check_tables(tables, result, {n: expected_row(r, [100, 160, 220]) for n, r in runs.items()})
+    assert set(result["missing"]) == set(NAMES) - set(runs)
+    assert not any("scaled" in note for note in result["notes"])
+    assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 0
+
+
+def test_make_tables_scales_short_runs_and_switches_the_loss(tmp_path):
+    """20 epochs: epochs 100/160/220 become 10/14/20 (x 20/220, nearest validation), and says so."""
+    runs = {"RAND": synthetic(20, 0), "SSB-DBS-BR": synthetic(20, 1), "SB": synthetic(13, 2)}
+    for name, records in runs.items():
+        write_run(tmp_path, name, records)
+    tables, result = make_tables(tmp_path, "--val-loss", "valid")
+    assert result["stage_epochs"] == [10, 14, 20]
+    assert any("20/220" in note for note in result["notes"]) and result["unfinished"] == {"SB": 13}
+    check_tables(tables, result, {n: expected_row(r, [10, 14, 20], "val_loss_valid") for n, r in runs.items()})
+    assert result["table2"]["SB"]["vl2"] is None and result["table2"]["SB"]["vl1"] is not None
+
+
+@pytest.mark.slow
+def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
+    """A demo-sized table2.sh: 3 experiments x 2 epochs, two of them resumed to 3; then Tables 2-4."""
+    root = tmp_path / "runs"
+    extra = (f"demo_utterances=48,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},batch_size=8,"
+             f"val_batch_size=8,progress=false,{TINY}")
+    out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND,SSB-BR,SSB-DBS-BR",
+              "--out", root, "--hparams", extra)
+    assert out.count("training in") == 3
+    hp = json.loads((root / "SSB-BR" / "hparams.json").read_text())
+    assert (hp["batching"], hp["dbs"], hp["br"], hp["loss_norm"], hp["batch_size"], hp["validate_every"]) == \
+        ("ssb", False, True, "padded", 8, 2)
+    out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND,SSB-BR", "--out", root,
+              "--hparams", "progress=false")
+    assert out.count("resuming") == 2
+    assert "skipped" in run("scripts/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND", "--out", root)
+
+    tables, result = make_tables(root)
+    records = {name: [json.loads(line) for line in (root / name / "metrics.jsonl").read_text().splitlines()]
+               for name in ("RAND", "SSB-BR", "SSB-DBS-BR")}
+    assert [len(r) for r in records.values()] == [3, 3, 2]
+    assert result["stage_epochs"] == [2, 2, 3] and result["unfinished"] == {"SSB-DBS-BR": 2}
+    check_tables(tables, result, {name: expected_row(r, [2, 2, 3]) for name, r in records.items()})
+    assert result["table2"]["SSB-BR"]["vl3"] is not None and result["table2"]["SSB-DBS-BR"]["vl3"] is None
+    assert result["table4"][-1]["from_vl3"] is not None and result["table4"][-1]["reduction_pct"] is None
+
+
+def test_table2_rejects_unknown_experiments():
+    done = subprocess.run(["scripts/table2.sh", "--only", "NOPE"], cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown experiment" in done.stderr
+
+
+def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
+    out = run("scripts/table1.sh", ljspeech_lengths_tsv, tmp_path)
+    rows = [line for line in (tmp_path / "table1.md").read_text().splitlines() if line.startswith("| ")][1:]
+    assert [row.split("|")[1].strip() for row in rows] == \
+        ["RAND", "SB", "SSB", "BKT", "ATS", "RAND-DBS", "SB-DBS", "SSB-DBS"]
+    assert "| RAND | 655 |" in out
+    for png in ("fig1_batches", "fig2_sweep", "fig3_batches_dbs"):
+        assert (tmp_path / f"{png}.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_bench_epoch_runs_end_to_end(tmp_path):
+    lengths = tmp_path / "lengths.tsv"
+    lengths.write_text("id\tframes\ttext\n" + "".join(
+        f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
+    out = run(sys.executable, "scripts/bench_epoch.py", "--lengths", lengths, "--split", "1", "--max-batches", "1",
+              "--warmup", "0", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--json",
+              "--out", tmp_path / "bench.md")
+    result = json.loads(out)
+    assert result["torch"] and result["device"] and result["extrapolated"] and result["utterances"] == 40
+    rows = result["strategies"]
+    assert list(rows) == ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SSB-DBS-BR"]
+    for row in rows.values():
+        assert row["seconds_per_epoch"] > 0 and row["frames_per_second"] > 0 and row["decoder_steps"] > 0
+        assert row["timed_batches"] == 1
+    assert rows["RAND"]["reduction_pct"] == 0 and rows["SSB-BR"]["paper_reduction_pct"] == 29.98
+    text = (tmp_path / "bench.md").read_text()
+    assert "Extrapolated" in text and "torch " + result["torch"] in text and "| SSB-DBS-BR |" in text
+
+
+def test_docker_image_keeps_the_base_torch():
+    """requirements-docker.txt is requirements.txt minus torch, and nothing in it depends on torch."""
+    def pins(name):
+        return {line for line in (REPO / name).read_text().splitlines() if line.strip() and not line.startswith("#")}
+
+    assert pins("requirements-docker.txt") == {p for p in pins("requirements.txt") if not p.startswith("torch")}
+    seen, todo = set(), [p.split("==")[0].lower() for p in pins("requirements-docker.txt")]
+    while todo:  # the installed dependency closure (same pins as the image's)
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for req in map(Requirement, importlib.metadata.distribution(name).requires or []):
+            if req.marker is None or req.marker.evaluate({"extra": "", "platform_system": "Linux"}):
+                todo.append(req.name.lower().replace("_", "-"))
+    assert {"numba", "llvmlite", "contourpy"} <= seen and "torch" not in seen
+    dockerfile = (REPO / "Dockerfile").read_text()
+    base = re.search(r"^FROM pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$", dockerfile, re.M)
+    assert base and (int(base[1]), int(base[2])) >= (2, 5)
+    assert "WORKDIR /workspace" in dockerfile and "-r requirements-docker.txt" in dockerfile
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".venv", "runs", "corpora", ".cache"} <= set(ignored)
