@@ -38,7 +38,7 @@ from training.datasets import build_datasets
 from training.hparams import HParamsError, batching_fields, load_hparams, model_fields
 from training.run_logger import RunLogger, write_metrics
 
-RESUME_MAY_CHANGE = {"epochs", "device", "num_workers", "progress", "checkpoint_every_steps",
+RESUME_MAY_CHANGE = {"epochs", "device", "num_workers", "threads", "progress", "checkpoint_every_steps",
                      "stop_after_steps", "validate_every", "max_bad_steps"}
 VAL_SEED = 1234  # validation draws its prenet-dropout masks from this seed, for comparable losses
 
@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # ------------------------------------------------------------------ set-up
     device_kind = "cuda" if hp["device"].startswith("cuda") or (hp["device"] == "auto" and torch.cuda.is_available()) else "cpu"
+    if hp["threads"]:
+        torch.set_num_threads(hp["threads"])
     info = dist_utils.init_distributed(device_kind)
     device = pick_device(hp["device"], info.local_rank)
     run_dir = Path(hp["output_dir"])
@@ -127,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     model_cfg = Tacotron2Config(**model_fields(hp, N_SYMBOLS))
     model = Tacotron2(model_cfg).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=hp["learning_rate"], weight_decay=hp["weight_decay"])
-    criterion = Tacotron2Loss(hp["n_frames_per_step"], loss_norm=hp["loss_norm"])
+    criterion = Tacotron2Loss(hp["n_frames_per_step"], loss_norm=hp["loss_norm"],
+                              guided_attention=hp["guided_attention"],
+                              guided_attention_sigma=hp["guided_attention_sigma"])
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(hp["amp"])
     if amp_dtype is not None and device.type != "cuda":
         raise RuntimeError(f"amp={hp['amp']} needs a CUDA device; this run is on {device}")
@@ -180,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             set_rng_state(ckpt["rng"])
         else:
             torch.manual_seed(hp["seed"] + epoch)
-        acc = state["partial"] or {"loss_valid": 0.0, "loss_padded": 0.0, "steps": 0, "bad": 0,
+        acc = state["partial"] or {"loss_valid": 0.0, "loss_padded": 0.0, "guided": 0.0, "steps": 0, "bad": 0,
                                    "seconds": 0.0, "frames": 0.0}
         model.train()
         n_total = len(train_sampler) + state["step_in_epoch"] if resuming else len(train_sampler)
@@ -191,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             batch = batch.to(device)
             with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext():
                 out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
-                terms = criterion(out, batch.mel, batch.gate, batch.mel_lengths)
+                terms = criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(terms.loss).backward()
             scaler.unscale_(optimizer)
@@ -215,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             if all_finite:
                 acc["loss_valid"] += float(terms.valid.total)
                 acc["loss_padded"] += float(terms.padded.total)
+                acc["guided"] += float(terms.guided_attention)
                 acc["steps"] += 1
             acc["frames"] += float(batch.mel_lengths.sum())
             state["step_in_epoch"] += 1
@@ -235,11 +240,13 @@ def main(argv: list[str] | None = None) -> int:
                     raise StopRequested
             tick = time.perf_counter()
         bar.close()
-        sums = dist_utils.all_sum([acc["loss_valid"], acc["loss_padded"], acc["steps"], acc["frames"]], info, device)
-        steps = max(sums[2], 1)
+        sums = dist_utils.all_sum([acc["loss_valid"], acc["loss_padded"], acc["guided"], acc["steps"], acc["frames"]],
+                                  info, device)
+        steps = max(sums[3], 1)
         return {"train_loss_valid": sums[0] / steps, "train_loss_padded": sums[1] / steps,
+                "train_guided_attention": sums[2] / steps,
                 "train_seconds": acc["seconds"], "steps": int(acc["steps"] + acc["bad"]),
-                "train_frames_per_second": sums[3] / max(acc["seconds"], 1e-9)}
+                "train_frames_per_second": sums[4] / max(acc["seconds"], 1e-9)}
 
     @torch.no_grad()
     def validate(epoch: int) -> dict[str, float]:
@@ -253,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             for batch in val_loader:
                 batch = batch.to(device)
                 out = core(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
-                terms = criterion(out, batch.mel, batch.gate, batch.mel_lengths)
+                terms = criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths)
                 frames = float(batch.mel_lengths.sum())
                 sums += [float(terms.valid.total) * frames, frames, float(terms.padded.total), 1.0, 0.0]
                 for i in range(len(batch.mel_lengths)):

@@ -20,6 +20,29 @@ def conv1d(n_in: int, n_out: int, kernel_size: int, bias: bool = True, gain: str
     return layer
 
 
+class MaskedBatchNorm1d(nn.BatchNorm1d):
+    """BatchNorm1d whose training statistics come from the real positions only.
+
+    NVIDIA's recipe normalises over padded positions too, so the statistics (and the running
+    averages used at validation) shift with how much padding a batch holds, i.e. with the
+    batching strategy under test. Here they do not; eval mode is plain BatchNorm1d.
+    """
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        """x [B, C, T]; valid [B, 1, T] with 1 at real positions."""
+        if not self.training:
+            return super().forward(x)
+        count = valid.sum()
+        mean = (x * valid).sum((0, 2)) / count
+        var = ((x - mean[:, None]).pow(2) * valid).sum((0, 2)) / count
+        with torch.no_grad():
+            self.running_mean.lerp_(mean, self.momentum)
+            self.running_var.lerp_(var * count / (count - 1).clamp(min=1), self.momentum)
+            self.num_batches_tracked += 1
+        scale = self.weight * torch.rsqrt(var + self.eps)
+        return (x - mean[:, None]) * scale[:, None] + self.bias[:, None]
+
+
 class ConvBN(nn.Module):
     """Conv1d then BatchNorm1d over the real frames: the unit of the encoder and postnet stacks.
 
@@ -31,11 +54,11 @@ class ConvBN(nn.Module):
     def __init__(self, n_in: int, n_out: int, kernel_size: int, gain: str):
         super().__init__()
         self.conv = conv1d(n_in, n_out, kernel_size, gain=gain)
-        self.norm = nn.BatchNorm1d(n_out)
+        self.norm = MaskedBatchNorm1d(n_out)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """x [B, C, T]; valid [B, 1, T] with 1 at real positions."""
-        return self.norm(self.conv(x * valid))
+        return self.norm(self.conv(x * valid), valid)
 
 
 class Encoder(nn.Module):

@@ -202,3 +202,22 @@ def test_padded_batch_inference_matches_single_items():
     for i, single in enumerate(singles):
         torch.testing.assert_close(batch.mel_postnet[i], single.mel_postnet[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(batch.alignments[i, :, :tl[i]], single.alignments[0], atol=1e-5, rtol=1e-5)
+
+
+def test_masked_batchnorm_ignores_padding_in_training():
+    """Training statistics (and so outputs and running averages) do not depend on padding."""
+    from model.layers import MaskedBatchNorm1d
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5)
+    valid = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.float32).unsqueeze(1)
+    padded_x = torch.cat([x, torch.randn(2, 3, 4) * 100], dim=2)  # junk padding on both rows
+    padded_valid = torch.nn.functional.pad(valid, (0, 4))
+    a, b = MaskedBatchNorm1d(3), MaskedBatchNorm1d(3)
+    out_a, out_b = a(x, valid), b(padded_x, padded_valid)
+    real = valid.bool().expand_as(x)
+    assert torch.allclose(out_a[real], out_b[:, :, :5][real], atol=1e-5)
+    assert torch.allclose(a.running_mean, b.running_mean) and torch.allclose(a.running_var, b.running_var)
+    reference = torch.cat([x[0], x[1, :, :3]], dim=1)  # the 8 real positions per channel
+    assert torch.allclose(a.running_mean, 0.1 * reference.mean(1), atol=1e-6)
+    assert torch.allclose(a.running_var, 0.9 + 0.1 * reference.var(1, unbiased=True), atol=1e-6)

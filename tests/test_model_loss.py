@@ -24,7 +24,7 @@ def test_hand_checked_values():
     expected = {
         "valid/mel": 5 / 4, "valid/mel_postnet": 0.0, "valid/gate": ln2, "valid/total": 5 / 4 + ln2,
         "padded/mel": 5 / 6, "padded/mel_postnet": 0.0, "padded/gate": 2 * ln2 / 3,
-        "padded/total": 5 / 6 + 2 * ln2 / 3,
+        "padded/total": 5 / 6 + 2 * ln2 / 3, "guided_attention": 0.0,
     }
     got = terms.to_dict()
     assert got.keys() == expected.keys()
@@ -69,3 +69,32 @@ def test_bad_arguments_are_named():
         Tacotron2Loss(n_frames_per_step=2)(out, target, gate_target, lengths)
     with pytest.raises(ValueError, match="do not match"):
         Tacotron2Loss()(out, target[:, :, :2], gate_target, lengths)
+
+
+def test_guided_attention_penalises_off_diagonal_attention_only():
+    from model.loss import guided_attention_penalty
+
+    steps, symbols = 20, 10
+    diagonal = torch.zeros(1, steps, symbols)
+    diagonal[0, torch.arange(steps), torch.arange(steps) * symbols // steps] = 1.0
+    uniform = torch.full((1, steps, symbols), 1.0 / symbols)
+    stuck = torch.zeros(1, steps, symbols)
+    stuck[0, :, 0] = 1.0
+    lengths = (torch.tensor([symbols]), torch.tensor([steps]))
+    pen = {name: float(guided_attention_penalty(a, *lengths, 0.2)) for name, a in
+           [("diagonal", diagonal), ("uniform", uniform), ("stuck", stuck)]}
+    assert pen["diagonal"] < 0.05 < pen["uniform"] < pen["stuck"] < 1.0
+    # padding beyond either length does not count, whatever it holds
+    padded = torch.nn.functional.pad(diagonal, (0, 3, 0, 5), value=1.0)
+    assert float(guided_attention_penalty(padded, *lengths, 0.2)) == pytest.approx(pen["diagonal"])
+
+
+def test_guided_attention_adds_to_the_selected_loss_only_when_on():
+    out, target, gate_target, lengths = hand_example()
+    off = Tacotron2Loss()(out, target, gate_target, lengths)
+    on = Tacotron2Loss(guided_attention=2.0)(out, target, gate_target, lengths, torch.tensor([2]))
+    assert float(off.guided_attention) == 0.0
+    assert float(on.loss) == pytest.approx(float(off.loss) + 2.0 * float(on.guided_attention))
+    assert float(on.valid.total) == pytest.approx(float(off.valid.total))  # the logged totals stay comparable
+    with pytest.raises(ValueError, match="needs text_lengths"):
+        Tacotron2Loss(guided_attention=1.0)(out, target, gate_target, lengths)

@@ -20,9 +20,9 @@ CHOICES = {
     "amp": ("off", "bf16", "fp16"),
 }
 NON_NEGATIVE = ("capacity", "checkpoint_every_steps", "stop_after_steps", "num_workers",
-                "weight_decay", "demo_utterances")
+                "weight_decay", "demo_utterances", "guided_attention", "threads")
 POSITIVE = ("batch_size", "epochs", "n_frames_per_step", "validate_every", "val_batch_size",
-            "learning_rate", "grad_clip", "max_bad_steps", "bucket_size", "n_bins")
+            "learning_rate", "grad_clip", "max_bad_steps", "bucket_size", "n_bins", "guided_attention_sigma")
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
