@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         (run_dir / "hparams.json").write_text(json.dumps(hp, indent=2) + "\n")
     log = print if info.is_main else (lambda *a, **k: None)
 
-    train_set, val_set = build_datasets(hp, progress=hp["progress"] and info.is_main)
+    with dist_utils.main_rank_first(info):
+        train_set, val_set = build_datasets(hp, progress=hp["progress"] and info.is_main)
     collate = TextMelCollate(hp["n_frames_per_step"])
     train_cfg = BatchingConfig(**batching_fields(hp))
     val_cfg = BatchingConfig(batching="rand", batch_size=hp["val_batch_size"], seed=hp["seed"])
@@ -291,8 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         for epoch in range(state["epoch"], hp["epochs"]):
             plan = epoch_plan_stats(train_set.frames, train_cfg, epoch, info.world_size)
             record = {"epoch": epoch, **plan, **train_epoch(epoch)}
-            if info.enabled:
-                record["steps_per_rank"] = dist_utils.gather_objects(record["steps"], info)
+            record["steps_per_rank"] = dist_utils.gather_objects(record["steps"], info)
             if (epoch + 1) % hp["validate_every"] == 0 or epoch + 1 == hp["epochs"]:
                 record.update(validate(epoch))
             record["train_loss"] = record["train_loss_" + hp["loss_norm"]]

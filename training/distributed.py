@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -39,6 +40,17 @@ def init_distributed(device_kind: str, timeout_s: int = 600) -> DistInfo:
         torch.cuda.set_device(info.local_rank)
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     return info
+
+
+@contextmanager
+def main_rank_first(info: DistInfo):
+    """Let rank 0 do shared one-off work (generate the demo corpus, fill the mel cache) before the
+    other ranks start it, so they find it done instead of racing to write the same files."""
+    if info.enabled and not info.is_main:
+        dist.barrier()
+    yield
+    if info.enabled and info.is_main:
+        dist.barrier()
 
 
 def shutdown() -> None:

@@ -1,0 +1,73 @@
+"""Multi-process training with torchrun on the CPU (gloo): equal steps, identical parameters, no hang."""
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from tests.test_train import TINY_MODEL, tiny
+from training.checkpoint import LAST, load_checkpoint
+from training.distributed import DistInfo, check_same_plan
+from training.run_logger import read_metrics
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def torchrun(n_procs: int, hparams: str, *extra: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_procs}",
+           str(REPO / "train.py"), "--hparams", hparams, *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_two_ranks_take_equal_steps_and_end_with_identical_parameters(tmp_path):
+    result = torchrun(2, tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true"))
+    assert "parameters identical on all 2 ranks" in result.stdout
+    records = read_metrics(tmp_path / "run")
+    assert [r["epoch"] for r in records] == [0, 1]
+    for record in records:
+        steps = record["steps_per_rank"]
+        assert len(steps) == 2 and steps[0] == steps[1] > 0
+        assert 2 * steps[0] == record["n_batches"]
+        assert 0 <= record["straggler_fraction"] < 1
+    assert load_checkpoint(tmp_path / "run" / LAST)["world_size"] == 2
+
+
+@pytest.mark.slow
+def test_a_two_rank_run_resumes_in_one_process(tmp_path):
+    """Stopped inside an epoch on 2 ranks, finished on 1: the rest of the epoch is re-dealt."""
+    torchrun(2, tiny(tmp_path, "epochs=2,stop_after_steps=5"))
+    ckpt = load_checkpoint(tmp_path / "run" / LAST)
+    assert ckpt["progress"]["global_step"] == 5 and ckpt["sampler"]["world_size"] == 2
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--resume", str(tmp_path / "run"),
+                             "--hparams", "stop_after_steps=0"], cwd=REPO, capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_metrics(tmp_path / "run")
+    assert [r["epoch"] for r in records] == [0, 1] and records[1]["steps_per_rank"] == [records[1]["steps"]]
+
+
+def _compare_plans(rank: int, init_file: str, digests: list, errors) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))
+    try:
+        check_same_plan(digests[rank], epoch=3, info=DistInfo(rank, 2, rank))
+    except RuntimeError as err:
+        errors.put(str(err))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_with_different_plans_stop_with_a_clear_error(tmp_path):
+    errors = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(_compare_plans, args=(str(tmp_path / "init"), ["aaaa", "bbbb"], errors), nprocs=2,
+                       start_method="spawn", join=True)
+    messages = [errors.get() for _ in range(2)]
+    assert all("epoch 3: the ranks' batch plans differ (rank 0: aaaa, rank 1: bbbb)" in m for m in messages)
