@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from batching import BatchingConfig, batch_stats, plan_epoch
+from batching import BatchingConfig, batch_stats, plan_epoch, plan_global
 from batching.sampler import PlanBatchSampler
 from data.collate import TextMelCollate
 from data.text import N_SYMBOLS
@@ -83,6 +83,10 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 def epoch_plan_stats(frames: np.ndarray, config: BatchingConfig, epoch: int, world_size: int) -> dict[str, float]:
     """ZPR/ABL/number of batches of the whole epoch, all ranks together (the paper's Table 1 figures)."""
+    if config.batching == "bload":  # blocks: ZPR over block frames; every step runs whole blocks (no straggler)
+        from batching.bload import block_stats
+        stats = block_stats(frames, plan_global(frames, config, epoch, world_size), config.n_frames_per_step)
+        return {k: stats[k] for k in ("n_batches", "zpr", "abl", "n_blocks", "decoder_steps")}
     per_rank = [plan_epoch(frames, config, epoch, rank, world_size) for rank in range(world_size)]
     stats = batch_stats(frames, [b for plan in per_rank for b in plan])
     record = {"n_batches": int(stats["n_batches"]), "zpr": float(stats["zpr"]), "abl": float(stats["abl"])}
@@ -123,7 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
     loader_args = dict(collate_fn=collate, num_workers=hp["num_workers"], pin_memory=device.type == "cuda",
                        generator=torch.Generator(), persistent_workers=False)
-    train_loader = DataLoader(train_set, batch_sampler=train_sampler, **loader_args)
+    if train_cfg.batching == "bload":  # BLoad: batches of packed blocks (data/packed.py); validation stays unpacked
+        from data.packed import BlockBatchSampler, PackedCollate, PackedView
+        train_sampler = BlockBatchSampler(train_set.frames, train_cfg, info.rank, info.world_size)
+        train_loader = DataLoader(PackedView(train_set), batch_sampler=train_sampler, **{
+            **loader_args, "collate_fn": PackedCollate(hp["n_frames_per_step"], train_sampler.block_length)})
+    else:
+        train_loader = DataLoader(train_set, batch_sampler=train_sampler, **loader_args)
     val_loader = DataLoader(val_set, batch_sampler=val_sampler, **loader_args)
 
     torch.manual_seed(hp["seed"])
@@ -152,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     logger = RunLogger(run_dir, info.is_main, purge_step=state["global_step"] if ckpt else None)
     n_params = sum(p.numel() for p in core.parameters())
     log(f"{len(train_set)} train / {len(val_set)} val utterances | {n_params / 1e6:.2f}M parameters | "
-        f"{device} x{info.world_size} | batching={hp['batching']} dbs={hp['dbs']} br={hp['br']} | {run_dir}")
+        f"{device} x{info.world_size} | batching={hp['batching']} dbs={train_cfg.dbs} br={hp['br']} | {run_dir}")
 
     def save(path_name: str, sampler_state: dict[str, Any] | None = None) -> None:
         """Everything needed to continue exactly here; the sampler state only inside an epoch."""
@@ -194,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         tick = time.perf_counter()
         for batch in bar:
             batch = batch.to(device)
+            packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
             with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext():
-                out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
-                terms = criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths)
+                out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing)
+                terms = criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(terms.loss).backward()
             scaler.unscale_(optimizer)

@@ -16,7 +16,12 @@ SWEPT = {"lrf": "ssb", "bucket_size": "bkt", "n_bins": "ats"}
 
 def describe(lengths: np.ndarray, config: BatchingConfig, epoch: int = 0) -> dict:
     """Stats of one configuration's epoch plus its randomness (pair repeats into the next epoch)."""
-    stats = batch_stats(lengths, plan_epoch(lengths, config, epoch))
+    if config.batching == "bload":  # blocks: padding over block frames, decoder steps (batching/bload.py)
+        from .bload import block_stats
+        from .planner import plan_global
+        stats = block_stats(lengths, plan_global(lengths, config, epoch), config.n_frames_per_step)
+    else:
+        stats = batch_stats(lengths, plan_epoch(lengths, config, epoch))
     return stats | randomness(lengths, config, (epoch, epoch + 1))
 
 

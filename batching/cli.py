@@ -14,6 +14,7 @@ from .config import BatchingConfig
 from .lengths import read_lengths
 from .planner import plan_epoch
 from .split import train_split
+from .stream import skipped_samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _stats(args, lengths, config):
     result = dict(config=config.to_dict(), **describe(lengths, config, args.epoch))
+    if config.batching == "stream":  # samples over max_length: left out of the plan, counted here
+        result["skipped"] = int(skipped_samples(lengths, config).size)
     return result, "\n".join(f"{key}: {value}" for key, value in result.items())
 
 

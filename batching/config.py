@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-STRATEGIES = ("rand", "sb", "ssb", "bkt", "ats")
+STRATEGIES = ("rand", "sb", "ssb", "bkt", "ats", "stream", "bload")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -19,6 +19,13 @@ class BatchingConfig:
     ats (shuffle, n_bins bins sorted alternately up and down).
     dbs: dynamic batch sizes under a token budget of `capacity` frames (default
     batch_size * max length, the paper's B0 * L_max); br: shuffle the batch order.
+    stream: the blog's streaming length-bucket sampler (batching/stream.py): a seeded stream,
+    buckets of bucket_interval frames, samples over max_length frames (None: no limit) skipped
+    and reported; always token-budget batches, so dbs is implied (set to true).
+    bload: BLoad block packing (batching/bload.py): batches of batch_size blocks of block_length
+    frames (None: the longest utterance) filled with randomly drawn utterances, each starting on
+    a multiple of n_frames_per_step; dbs and br do not apply (dbs is set to false, blocks are
+    always shuffled).
     """
 
     batching: str = "rand"
@@ -31,6 +38,10 @@ class BatchingConfig:
     capacity: int | None = None
     drop_last: bool = False
     seed: int = 0
+    bucket_interval: int = 50
+    max_length: int | None = None
+    block_length: int | None = None
+    n_frames_per_step: int = 1
 
     def __post_init__(self) -> None:
         if self.batching not in STRATEGIES:
@@ -43,6 +54,23 @@ class BatchingConfig:
         for name in ("dbs", "br", "drop_last"):
             if not isinstance(getattr(self, name), bool):
                 _bad(name, getattr(self, name), "true or false")
+        _check_int("bucket_interval", self.bucket_interval, minimum=1)
+        if self.max_length is not None:
+            _check_int("max_length", self.max_length, minimum=1)
+            if self.batching != "stream":
+                raise ValueError(f"max_length={self.max_length} applies only to batching=stream")
+        _check_int("n_frames_per_step", self.n_frames_per_step, minimum=1)
+        if self.block_length is not None:
+            _check_int("block_length", self.block_length, minimum=1)
+            if self.batching != "bload":
+                raise ValueError(f"block_length={self.block_length} applies only to batching=bload")
+        if self.batching == "bload":
+            if self.capacity is not None:
+                raise ValueError(f"capacity={self.capacity} does not apply to batching=bload: its batches are "
+                                 "batch_size blocks of block_length frames")
+            object.__setattr__(self, "dbs", False)  # blocks have a fixed length: no token budget
+        if self.batching == "stream" and not self.dbs:
+            object.__setattr__(self, "dbs", True)  # stream batches are always token-budget batches
         if self.capacity is not None:
             _check_int("capacity", self.capacity, minimum=1)
             if not self.dbs:

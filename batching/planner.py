@@ -58,6 +58,12 @@ def plan_global(lengths, config: BatchingConfig, epoch: int = 0, world_size: int
     if world_size < 1:
         raise ValueError(f"world_size={world_size} must be >= 1")
     lengths = as_lengths(lengths)
+    if config.batching == "stream":  # the blog's streaming length-bucket sampler
+        from .stream import plan_stream
+        return plan_stream(lengths, config, epoch, world_size)
+    if config.batching == "bload":  # BLoad block packing: a BlockPlan
+        from .bload import plan_bload
+        return plan_bload(lengths, config, epoch, world_size)
     capacity = capacity_of(lengths, config)
     rng = np.random.default_rng([config.seed, epoch])
     order = order_samples(lengths, config, rng)

@@ -7,6 +7,12 @@ The Python loop over decoder steps dominates training time, so everything that d
 on the previous step is done once, outside the loop: the prenet over the teacher-forced frames,
 the memory projection, the folded location filter, the dropout masks of all steps, and the mel
 and gate projections of all steps.
+
+Packed blocks (BLoad, model/packing.py): given a StepLayout, the decoder runs whole blocks of
+several utterances and, at each step where an utterance starts, resets its recurrent state (both
+LSTMs, the attention context, the attention weights and cumulative weights) to the zeros it starts
+from alone, and feeds the prenet the zero "go" frame; mask_bias is then per step, so each step
+attends only to its own utterance's symbols. Without a layout nothing of this runs.
 """
 import warnings
 from typing import List, NamedTuple, Optional, Tuple
@@ -17,6 +23,7 @@ from torch import nn
 from .attention import LocationSensitiveAttention
 from .config import Tacotron2Config
 from .layers import Prenet, linear
+from .packing import StepLayout
 
 
 class DecoderState(NamedTuple):
@@ -83,9 +90,12 @@ class Decoder(nn.Module):
         keep = like.new_empty(steps, like.size(0), size).bernoulli_(1.0 - p).div_(1.0 - p)
         return list(keep.unbind(0))
 
-    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor,
-                mel: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
+                layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher forcing. mel [B, n_mels, T] with T a multiple of r.
+
+        Packed blocks: layout says where utterances start, and mask_bias is per step,
+        [T / r, B, T_text] (model/packing.step_mask_bias).
 
         Returns mel [B, n_mels, T], gate logits [B, T], alignments [B, T / r, T_text].
         """
@@ -94,6 +104,8 @@ class Decoder(nn.Module):
         # Input of step s is the last frame of group s - 1; step 0 gets an all-zero "go" frame.
         last_frames = mel.transpose(1, 2).reshape(b, steps, self.r * n_mels)[:, :-1, -n_mels:]
         inputs = torch.cat((mel.new_zeros(b, 1, n_mels), last_frames), 1)
+        if layout is not None:  # every utterance of a block starts from the zero "go" frame
+            inputs = inputs.masked_fill(layout.resets.unsqueeze(2), 0.0)
         prenet_out = self.prenet(inputs.transpose(0, 1))  # [steps, B, prenet_dim]
         processed_memory = self.attention.memory_layer(memory)
         location_matrix = self.attention.location_matrix()
@@ -105,11 +117,21 @@ class Decoder(nn.Module):
         hidden: List[torch.Tensor] = []
         contexts: List[torch.Tensor] = []
         alignments: List[torch.Tensor] = []
-        for x, a_keep, d_keep in zip(prenet_out.unbind(0), attention_keep, decoder_keep):
-            s = self.step(x, s, memory, processed_memory, location_matrix, mask_bias, a_keep, d_keep)
-            hidden.append(s.decoder_hidden)
-            contexts.append(s.context)
-            alignments.append(s.weights)
+        if layout is None:
+            for x, a_keep, d_keep in zip(prenet_out.unbind(0), attention_keep, decoder_keep):
+                s = self.step(x, s, memory, processed_memory, location_matrix, mask_bias, a_keep, d_keep)
+                hidden.append(s.decoder_hidden)
+                contexts.append(s.context)
+                alignments.append(s.weights)
+        else:
+            keep = (~layout.resets).t().unsqueeze(2).to(memory.dtype)  # [steps, B, 1]: 0 where a row restarts
+            for i, (x, a_keep, d_keep) in enumerate(zip(prenet_out.unbind(0), attention_keep, decoder_keep)):
+                if layout.reset_steps[i]:
+                    s = DecoderState(*(v * keep[i] for v in s))
+                s = self.step(x, s, memory, processed_memory, location_matrix, mask_bias[i], a_keep, d_keep)
+                hidden.append(s.decoder_hidden)
+                contexts.append(s.context)
+                alignments.append(s.weights)
         # [B, steps, decoder_rnn_dim + memory_dim], projected for all steps at once.
         feats = torch.cat((torch.stack(hidden, 1), torch.stack(contexts, 1)), 2)
         mel_out = self.projection(feats).view(b, t, n_mels).transpose(1, 2)

@@ -32,15 +32,17 @@ class MaskedBatchNorm1d(nn.BatchNorm1d):
         """x [B, C, T]; valid [B, 1, T] with 1 at real positions."""
         if not self.training:
             return super().forward(x)
+        dtype, x, valid = x.dtype, x.float(), valid.float()  # statistics in fp32, also under autocast
         count = valid.sum()
         mean = (x * valid).sum((0, 2)) / count
         var = ((x - mean[:, None]).pow(2) * valid).sum((0, 2)) / count
         with torch.no_grad():
-            self.running_mean.lerp_(mean, self.momentum)
-            self.running_var.lerp_(var * count / (count - 1).clamp(min=1), self.momentum)
+            self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
+            self.running_var.lerp_((var * count / (count - 1).clamp(min=1)).to(self.running_var.dtype),
+                                   self.momentum)
             self.num_batches_tracked += 1
-        scale = self.weight * torch.rsqrt(var + self.eps)
-        return (x - mean[:, None]) * scale[:, None] + self.bias[:, None]
+        scale = self.weight.float() * torch.rsqrt(var + self.eps)
+        return ((x - mean[:, None]) * scale[:, None] + self.bias.float()[:, None]).to(dtype)
 
 
 class ConvBN(nn.Module):

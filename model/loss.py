@@ -7,6 +7,11 @@ loss. The value therefore depends on how batches were formed, which is why the p
 with random batching only. `valid` divides by the real frames only, so it measures the model
 alone and is comparable across batching strategies. Both are always computed; `loss_norm`
 chooses which one is backpropagated.
+
+Packed blocks (BLoad): given the batch's Packing, the real frames come from the packing table
+(not from zeros, which look like silence), so `valid` ignores every padding frame: the gaps that
+round utterances up to multiples of r and the block ends. The gate target holds 1 at each
+utterance's last frame (data/packed.py), and guided attention is taken per utterance.
 """
 from dataclasses import dataclass
 from typing import Dict
@@ -14,6 +19,7 @@ from typing import Dict
 import torch
 from torch.nn import functional as F
 
+from .packing import Packing, packed_guided_attention
 from .tacotron2 import Tacotron2Output
 
 LOSS_NORMS = ("valid", "padded")
@@ -69,16 +75,21 @@ class Tacotron2Loss:
         self.ga_weight, self.ga_sigma = guided_attention, guided_attention_sigma
 
     def __call__(self, out: Tacotron2Output, mel_target: torch.Tensor, gate_target: torch.Tensor,
-                 mel_lengths: torch.Tensor, text_lengths: torch.Tensor | None = None) -> LossTerms:
+                 mel_lengths: torch.Tensor, text_lengths: torch.Tensor | None = None,
+                 packing: Packing | None = None) -> LossTerms:
         """mel_target [B, n_mels, T] and gate_target [B, T] padded; mel_lengths [B] real frames;
-        text_lengths [B] is needed only when the guided-attention term is on."""
+        text_lengths [B] is needed only when the guided-attention term is on.
+        With packing, B is the blocks and mel_lengths / text_lengths are per utterance."""
         if mel_target.shape != out.mel.shape or gate_target.shape != out.gate.shape:
             raise ValueError(f"target shapes mel {tuple(mel_target.shape)}, gate {tuple(gate_target.shape)} "
                              f"do not match the output's {tuple(out.mel.shape)}, {tuple(out.gate.shape)}")
         if mel_target.size(2) % self.r:
             raise ValueError(f"{mel_target.size(2)} frames is not a multiple of n_frames_per_step={self.r}")
-        real = (torch.arange(gate_target.size(1), device=mel_lengths.device)
-                < mel_lengths.unsqueeze(1)).to(mel_target.dtype)  # [B, T]
+        if packing is None:
+            real = (torch.arange(gate_target.size(1), device=mel_lengths.device)
+                    < mel_lengths.unsqueeze(1)).to(mel_target.dtype)  # [B, T]
+        else:
+            real = packing.frame_mask(mel_lengths, *gate_target.shape).to(mel_target.dtype)
         n_mels = mel_target.size(1)
         # Each part as a per-frame sum [B, T] and the number of values per frame.
         per_frame = {
@@ -95,9 +106,13 @@ class Tacotron2Loss:
         if self.ga_weight > 0:
             if text_lengths is None:
                 raise ValueError("guided_attention > 0 needs text_lengths")
-            guided = guided_attention_penalty(out.alignments, text_lengths,
-                                              torch.div(mel_lengths + self.r - 1, self.r, rounding_mode="floor"),
-                                              self.ga_sigma)
+            if packing is None:
+                guided = guided_attention_penalty(out.alignments, text_lengths,
+                                                  torch.div(mel_lengths + self.r - 1, self.r, rounding_mode="floor"),
+                                                  self.ga_sigma)
+            else:
+                guided = packed_guided_attention(out.alignments, packing, text_lengths, mel_lengths, self.r,
+                                                 self.ga_sigma)
             loss = loss + self.ga_weight * guided
         return LossTerms(loss=loss, padded=_parts(totals["padded"], padded),
                          valid=_parts(totals["valid"], valid), guided_attention=guided.detach())

@@ -4,6 +4,13 @@ Masking: outputs beyond each mel length are set to 0 (mels) and to a large posit
 (gate: "stop"), as NVIDIA does, so they add nothing to the loss numerators. The decoder's mel is
 also masked *before* the postnet, and every encoder and postnet convolution zeroes its padded
 input positions, so no real output depends on what the padding holds nor on how much there is.
+
+Packed blocks (BLoad): forward(..., packing) takes mel [R, n_mels, T] holding R blocks of several
+utterances each, and the texts as an ordinary padded batch of the N utterances. The encoder runs
+on that padded batch (its convolutions and BiLSTM never see a neighbour), its outputs are placed
+on each block's concatenated text axis, the decoder resets at every utterance start and attends
+to that utterance's text only, and the postnet runs per utterance (gathered into a padded batch
+and scattered back), so in eval mode an utterance's outputs in a block equal its outputs alone.
 """
 import math
 from typing import NamedTuple, Optional, Tuple
@@ -14,6 +21,7 @@ from torch import nn
 from .config import Tacotron2Config
 from .decoder import Decoder
 from .layers import Encoder, Postnet
+from .packing import Packing, scatter_text, step_layout, step_mask_bias
 
 # Gate logit written at padded frames: sigmoid(1e3) == 1, i.e. "stop", with ~0 BCE against 1.
 GATE_PAD_LOGIT = 1e3
@@ -55,11 +63,18 @@ class Tacotron2(nn.Module):
         return memory, mask_bias.masked_fill_(~valid, float("-inf"))
 
     def forward(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
-                mel_lengths: torch.Tensor) -> Tacotron2Output:
-        """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step."""
+                mel_lengths: torch.Tensor, packing: Optional[Packing] = None) -> Tacotron2Output:
+        """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step.
+
+        With packing (BLoad blocks): text [N, T_text] and text_lengths, mel_lengths [N] are per
+        utterance, mel [R, n_mels, T] per block; outputs are per block, alignments over the
+        blocks' concatenated text axes [R, T / r, packing.n_text].
+        """
         r = self.cfg.n_frames_per_step
         if mel.size(2) % r:
             raise ValueError(f"mel has {mel.size(2)} frames, not a multiple of n_frames_per_step={r}")
+        if packing is not None:
+            return self._forward_packed(text, text_lengths, mel, mel_lengths, packing)
         memory, mask_bias = self.encode(text, text_lengths)
         mel_out, gate, alignments = self.decoder(memory, mask_bias, mel)
         valid = _valid_mask(mel_lengths, mel.size(2))
@@ -68,6 +83,28 @@ class Tacotron2(nn.Module):
                                   alignments.size(1))
         return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT),
                                alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0))
+
+    def _forward_packed(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
+                        mel_lengths: torch.Tensor, packing: Packing) -> Tacotron2Output:
+        rows, n_mels, frames = mel.shape
+        r = self.cfg.n_frames_per_step
+        memory_utt, _ = self.encode(text, text_lengths)  # per utterance: no neighbour in reach
+        memory = scatter_text(memory_utt, text_lengths, packing, rows)
+        layout = step_layout(packing, mel_lengths, rows, frames // r, r)
+        mask_bias = step_mask_bias(packing, layout, text_lengths, memory.dtype)
+        mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, layout)
+        # Postnet per utterance: gather each one's frames into a padded batch, scatter back.
+        flat, valid_utt = packing.frame_index(mel_lengths, frames)
+        frame_valid = torch.zeros(rows * frames, dtype=torch.bool, device=mel.device).index_fill_(0, flat, True)
+        frame_valid = frame_valid.view(rows, frames)
+        mel_out = mel_out.masked_fill(~frame_valid.unsqueeze(1), 0.0)
+        by_frame = mel_out.transpose(1, 2).reshape(rows * frames, n_mels)
+        utt = by_frame.new_zeros(*valid_utt.shape, n_mels).index_put((valid_utt,), by_frame[flat])
+        _, post_utt = self._postnet(utt.transpose(1, 2), valid_utt)
+        post = post_utt.new_zeros(rows * frames, n_mels).index_put((flat,), post_utt.transpose(1, 2)[valid_utt])
+        mel_postnet = post.view(rows, frames, n_mels).transpose(1, 2)
+        return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~frame_valid, GATE_PAD_LOGIT),
+                               alignments.masked_fill(~layout.real.unsqueeze(2), 0.0))
 
     @torch.no_grad()
     def inference(self, text: torch.Tensor,

@@ -221,3 +221,16 @@ def test_masked_batchnorm_ignores_padding_in_training():
     reference = torch.cat([x[0], x[1, :, :3]], dim=1)  # the 8 real positions per channel
     assert torch.allclose(a.running_mean, 0.1 * reference.mean(1), atol=1e-6)
     assert torch.allclose(a.running_var, 0.9 + 0.1 * reference.var(1, unbiased=True), atol=1e-6)
+
+
+def test_training_step_runs_under_bf16_autocast():
+    """amp=bf16: BatchNorm statistics stay fp32 while activations are bf16 (checked on the CPU)."""
+    from model.layers import MaskedBatchNorm1d
+
+    norm = MaskedBatchNorm1d(4)
+    x = torch.randn(2, 4, 6)
+    valid = torch.ones(2, 1, 6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = norm(torch.nn.functional.conv1d(x, torch.randn(4, 4, 1)), valid)
+    assert out.dtype == torch.bfloat16 and norm.running_mean.dtype == torch.float32
+    assert torch.isfinite(norm.running_var).all()

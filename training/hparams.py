@@ -14,7 +14,7 @@ DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
 
 CHOICES = {
     "dataset": ("demo", "ljspeech", "filelist"),
-    "batching": ("rand", "sb", "ssb", "bkt", "ats"),
+    "batching": ("rand", "sb", "ssb", "bkt", "ats", "stream", "bload"),
     "model_preset": ("full", "small"),
     "loss_norm": ("valid", "padded"),
     "amp": ("off", "bf16", "fp16"),
@@ -23,6 +23,9 @@ NON_NEGATIVE = ("capacity", "checkpoint_every_steps", "stop_after_steps", "num_w
                 "weight_decay", "demo_utterances", "guided_attention", "threads")
 POSITIVE = ("batch_size", "epochs", "n_frames_per_step", "validate_every", "val_batch_size",
             "learning_rate", "grad_clip", "max_bad_steps", "bucket_size", "n_bins", "guided_attention_sigma")
+NON_NEGATIVE += ("max_length",)  # stream: 0 = no length limit
+POSITIVE += ("bucket_interval",)
+NON_NEGATIVE += ("block_length",)  # bload: 0 = the longest utterance
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -120,9 +123,13 @@ def model_fields(hp: dict[str, Any], n_symbols: int) -> dict[str, Any]:
 
 
 def batching_fields(hp: dict[str, Any]) -> dict[str, Any]:
-    """The subset of hparams that `batching.BatchingConfig` takes (capacity 0 means the paper's)."""
+    """The subset of hparams that `batching.BatchingConfig` takes (capacity 0: the paper's; max_length 0: no limit)."""
     return {
         "batching": hp["batching"], "batch_size": hp["batch_size"], "lrf": hp["lrf"],
         "bucket_size": hp["bucket_size"], "n_bins": hp["n_bins"], "dbs": hp["dbs"], "br": hp["br"],
         "capacity": hp["capacity"] or None, "drop_last": hp["drop_last"], "seed": hp["seed"],
+        "bucket_interval": hp["bucket_interval"], "max_length": hp["max_length"] or None,
+        # bload only (left at their defaults otherwise, so other strategies' checkpoints still resume)
+        **({"block_length": hp["block_length"] or None, "n_frames_per_step": hp["n_frames_per_step"]}
+           if hp["batching"] == "bload" else {}),
     }

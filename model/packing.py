@@ -1,0 +1,117 @@
+"""The BLoad table as tensors, and what the model derives from it for a batch of packed blocks.
+
+A packed batch has R rows (blocks) of T frames. Each of its N utterances sits in one row,
+starting at a frame that is a multiple of r (n_frames_per_step) and occupying ceil(len / r) * r
+frames; the frames after its end up to the next utterance, and the end of the block, are
+padding. The row's text axis is the concatenation of its utterances' texts (in the same order),
+so utterance u's symbols are positions text_start[u] .. text_start[u] + text_len[u] - 1.
+
+Decoder steps: step s of a row belongs to the last utterance that started at or before frame
+s * r (its "segment"); block-end padding steps continue the row's last utterance (their outputs
+are masked out and come after every real step of the row, so they change nothing real).
+"""
+from __future__ import annotations
+
+from typing import List, NamedTuple
+
+import torch
+
+
+class Packing(NamedTuple):
+    """Where each utterance of a packed batch sits. Utterances must be listed row by row, and in
+    order of their start frame inside a row (the collate builds them so)."""
+
+    row: torch.Tensor  # long [N]: the block (row of the batch) holding the utterance
+    start: torch.Tensor  # long [N]: its first frame in that block, a multiple of r
+    text_start: torch.Tensor  # long [N]: its first symbol in the block's concatenated text axis
+    n_text: int  # width of the block text axis (the longest row's total text)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Packing":
+        return Packing(self.row.to(device, non_blocking=non_blocking), self.start.to(device, non_blocking=non_blocking),
+                       self.text_start.to(device, non_blocking=non_blocking), self.n_text)
+
+    def frame_mask(self, mel_lengths: torch.Tensor, rows: int, frames: int) -> torch.Tensor:
+        """bool [rows, frames]: True at real frames, False at every padding frame."""
+        flat, _ = self.frame_index(mel_lengths, frames)
+        mask = torch.zeros(rows * frames, dtype=torch.bool, device=mel_lengths.device)
+        return mask.index_fill_(0, flat, True).view(rows, frames)
+
+    def frame_index(self, mel_lengths: torch.Tensor, frames: int,
+                    width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(flat, valid): valid [N, width] marks each utterance's real frames (width: the longest
+        utterance unless given), flat [n_real] their positions in the flattened [rows * frames]
+        block axis, utterance-major (the order of x[valid] for x [N, width, ...])."""
+        width = int(mel_lengths.max()) if width is None else width
+        t = torch.arange(width, device=mel_lengths.device)
+        valid = t < mel_lengths.unsqueeze(1)
+        flat = (self.row * frames + self.start).unsqueeze(1) + t
+        return flat[valid], valid
+
+    def text_index(self, text_lengths: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(flat, valid) as frame_index, for symbols: positions in the flattened [rows * n_text] axis."""
+        t = torch.arange(width, device=text_lengths.device)
+        valid = t < text_lengths.unsqueeze(1)
+        flat = (self.row * self.n_text + self.text_start).unsqueeze(1) + t
+        return flat[valid], valid
+
+
+class StepLayout(NamedTuple):
+    """Per decoder step of every row: which utterance it serves and whether it restarts."""
+
+    segment: torch.Tensor  # long [R, steps]: utterance of each step
+    step_in_segment: torch.Tensor  # long [R, steps]: steps since that utterance started
+    real: torch.Tensor  # bool [R, steps]: the step emits at least one real frame
+    resets: torch.Tensor  # bool [R, steps]: an utterance starts at this step
+    reset_steps: List[bool]  # per step: some row restarts there (step 0 left out: the state starts at zero)
+
+
+def step_layout(packing: Packing, mel_lengths: torch.Tensor, rows: int, steps: int, r: int) -> StepLayout:
+    """Segments, real steps and resets of every row (one host sync, for reset_steps)."""
+    device = mel_lengths.device
+    n = mel_lengths.numel()
+    first_step = torch.div(packing.start, r, rounding_mode="floor")
+    marker = torch.zeros(rows, steps, dtype=torch.long, device=device)
+    marker.index_put_((packing.row, first_step), torch.arange(1, n + 1, device=device))
+    segment = torch.cummax(marker, dim=1).values - 1
+    step_in_segment = torch.arange(steps, device=device) - first_step[segment]
+    n_steps = torch.div(mel_lengths + r - 1, r, rounding_mode="floor")
+    resets = marker > 0
+    reset_steps = resets[:, 1:].any(0).tolist()
+    return StepLayout(segment, step_in_segment, step_in_segment < n_steps[segment], resets, [False] + reset_steps)
+
+
+def step_mask_bias(packing: Packing, layout: StepLayout, text_lengths: torch.Tensor,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """[steps, R, n_text]: 0 at the symbols of the step's own utterance, -inf elsewhere."""
+    lo = packing.text_start[layout.segment]  # [R, steps]
+    hi = lo + text_lengths[layout.segment]
+    pos = torch.arange(packing.n_text, device=lo.device)
+    allowed = (pos >= lo.unsqueeze(2)) & (pos < hi.unsqueeze(2))  # [R, steps, n_text]
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=lo.device).masked_fill_(~allowed, float("-inf"))
+    return bias.transpose(0, 1).contiguous()
+
+
+def scatter_text(memory: torch.Tensor, text_lengths: torch.Tensor, packing: Packing, rows: int) -> torch.Tensor:
+    """Per-utterance encoder outputs [N, T_text, D] -> the blocks' text axes [R, n_text, D] (zeros between)."""
+    flat, valid = packing.text_index(text_lengths, memory.size(1))
+    out = memory.new_zeros(rows * packing.n_text, memory.size(2))
+    return out.index_put((flat,), memory[valid]).view(rows, packing.n_text, memory.size(2))
+
+
+def packed_guided_attention(alignments: torch.Tensor, packing: Packing, text_lengths: torch.Tensor,
+                            mel_lengths: torch.Tensor, r: int, sigma: float) -> torch.Tensor:
+    """loss.guided_attention_penalty for packed blocks: each utterance's steps against its own
+    text, normalised by the total real steps, so it equals the penalty of the same utterances
+    in an ordinary padded batch."""
+    rows, steps, n_text = alignments.shape
+    layout = step_layout(packing, mel_lengths, rows, steps, r)
+    n_steps = torch.div(mel_lengths + r - 1, r, rounding_mode="floor")
+    seg = layout.segment
+    t = layout.step_in_segment / n_steps[seg]  # [R, steps]
+    lo, length = packing.text_start[seg], text_lengths[seg]
+    pos = torch.arange(n_text, device=alignments.device)
+    offset = pos - lo.unsqueeze(2)  # [R, steps, n_text]
+    n = offset / length.unsqueeze(2)
+    guide = 1.0 - torch.exp(-(n - t.unsqueeze(2)).pow(2) / (2 * sigma ** 2))
+    real = layout.real.unsqueeze(2) & (offset >= 0) & (offset < length.unsqueeze(2))
+    return (alignments * guide * real).sum() / n_steps.sum()

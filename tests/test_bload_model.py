@@ -1,0 +1,146 @@
+"""Tacotron2 on BLoad blocks: an utterance inside a block is computed as if it ran alone (resets,
+attention masking, encoder and postnet separation), the loss ignores block padding, and training
+with batching=bload runs end to end and learns."""
+import pytest
+import torch
+
+import train
+from data.packed import PackedCollate
+from model import Tacotron2, Tacotron2Loss
+from model.tacotron2 import GATE_PAD_LOGIT
+from tests.test_model import N_MELS, N_SYMBOLS, tiny_config
+from tests.test_train import tiny
+from training.run_logger import read_metrics
+
+# (row, text length, mel length): rows of several utterances, lengths not multiples of 2
+UTTERANCES = [(0, 5, 9), (0, 3, 7), (0, 1, 1), (1, 6, 13), (1, 2, 4), (1, 4, 5), (2, 7, 20)]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def packed_batch(r, seed=1, extra_frames=3):
+    """Items laid out back to back in their rows (each starting on a multiple of r), block end padded."""
+    g = torch.Generator().manual_seed(seed)
+    items, ends = [], {}
+    for row, n_text, n_mel in UTTERANCES:
+        start = ends.get(row, 0)
+        ends[row] = start + -(-n_mel // r) * r
+        items.append((row, start, torch.randint(1, N_SYMBOLS, (n_text,), generator=g),
+                      torch.sin(0.3 * torch.arange(n_mel) + torch.rand(N_MELS, 1, generator=g) * 6)))
+    block_length = max(ends.values()) + extra_frames * r
+    return items, PackedCollate(r, block_length)(items)
+
+
+def alone(model, ids, spec, r):
+    n = spec.shape[-1]
+    mel = torch.zeros(1, N_MELS, -(-n // r) * r)
+    mel[0, :, :n] = spec
+    return model(ids[None], torch.tensor([len(ids)]), mel, torch.tensor([n]))
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_utterance_in_a_block_equals_the_utterance_alone(r):
+    torch.manual_seed(0)
+    model = Tacotron2(tiny_config(n_frames_per_step=r, prenet_dropout=0.0)).eval()
+    items, batch = packed_batch(r)
+    with torch.no_grad():
+        out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing)
+        assert out.mel.shape == batch.mel.shape and out.alignments.shape[1:] == (batch.mel.size(2) // r,
+                                                                                 batch.packing.n_text)
+        for u, (row, start, ids, spec) in enumerate(items):
+            ref = alone(model, ids, spec, r)
+            n, steps = spec.shape[-1], -(-spec.shape[-1] // r)
+            t0 = int(batch.packing.text_start[u])
+            torch.testing.assert_close(out.mel[row, :, start:start + n], ref.mel[0, :, :n], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.mel_postnet[row, :, start:start + n], ref.mel_postnet[0, :, :n],
+                                       rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.gate[row, start:start + n], ref.gate[0, :n], rtol=1e-5, atol=1e-5)
+            align = out.alignments[row, start // r:start // r + steps]
+            torch.testing.assert_close(align[:, t0:t0 + len(ids)], ref.alignments[0, :steps], rtol=1e-5, atol=1e-6)
+            assert align[:, :t0].abs().sum() == 0 and align[:, t0 + len(ids):].abs().sum() == 0, \
+                "a step attends only to its own utterance's text"
+    mask = batch.frame_mask()
+    assert (out.mel.transpose(1, 2)[~mask] == 0).all() and (out.gate[~mask] == GATE_PAD_LOGIT).all()
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_packed_loss_equals_the_unpacked_loss_and_ignores_block_padding(r):
+    from data.collate import TextMelCollate
+
+    torch.manual_seed(0)
+    model = Tacotron2(tiny_config(n_frames_per_step=r, prenet_dropout=0.0)).eval()
+    criterion = Tacotron2Loss(r, guided_attention=1.0)
+    items, packed = packed_batch(r)
+    plain = TextMelCollate(r)([(ids, spec) for _, _, ids, spec in items])
+    with torch.no_grad():
+        out = model(packed.text, packed.text_lengths, packed.mel, packed.mel_lengths, packed.packing)
+        ref = model(plain.text, plain.text_lengths, plain.mel, plain.mel_lengths)
+    got = criterion(out, packed.mel, packed.gate, packed.mel_lengths, packed.text_lengths, packed.packing)
+    want = criterion(ref, plain.mel, plain.gate, plain.mel_lengths, plain.text_lengths)
+    for key in ("valid/total", "valid/mel", "valid/mel_postnet", "valid/gate", "guided_attention"):
+        assert got.to_dict()[key] == pytest.approx(want.to_dict()[key], rel=1e-5), key
+    # Block padding holds no data: whatever the targets say there, the valid loss stays the same ...
+    mask = packed.frame_mask()
+    noisy = packed.mel.masked_fill(~mask.unsqueeze(1), 7.0)
+    again = criterion(out, noisy, packed.gate, packed.mel_lengths, packed.text_lengths, packed.packing)
+    assert again.valid.total == pytest.approx(float(got.valid.total), rel=1e-6)
+    # ... while silence (zeros) inside an utterance is data: the mask, not the values, decides.
+    silent = packed.mel.clone()
+    silent[0, :, :4] = 0.0
+    changed = criterion(out, silent, packed.gate, packed.mel_lengths, packed.text_lengths, packed.packing)
+    assert changed.valid.mel != pytest.approx(float(got.valid.mel), rel=1e-6)
+
+
+def test_packed_training_step_has_finite_gradients():
+    torch.manual_seed(0)
+    model = Tacotron2(tiny_config(n_frames_per_step=2))
+    _, batch = packed_batch(2)
+    out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing)
+    terms = Tacotron2Loss(2, guided_attention=2.0)(out, batch.mel, batch.gate, batch.mel_lengths,
+                                                   batch.text_lengths, batch.packing)
+    terms.loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert model.embedding.weight.grad.abs().sum() > 0
+
+
+def test_train_with_bload_runs_and_learns(tmp_path):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=4,batching=bload,learning_rate=0.003")]) == 0
+    records = read_metrics(tmp_path / "run")
+    assert [r["epoch"] for r in records] == [0, 1, 2, 3]
+    for record in records:
+        assert 0 <= record["zpr"] < 100 and record["steps"] == record["n_batches"]
+        assert record["decoder_steps"] % record["n_batches"] == 0  # every batch runs whole blocks
+    assert records[-1]["train_loss_valid"] < 0.8 * records[0]["train_loss_valid"]
+    assert records[-1]["val_loss_valid"] < records[0]["val_loss_valid"]
+
+
+@pytest.mark.slow
+def test_demo_learns_with_bload_at_reduced_size(tmp_path):
+    """test_train.test_demo_learns_at_reduced_size with batching=bload: the same learning check."""
+    hp = (f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
+          f"output_dir={tmp_path / 'run'},progress=false,epochs=10,batch_size=8,validate_every=1,batching=bload,"
+          "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
+          "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64")
+    assert train.main(["--hparams", hp]) == 0
+    records = read_metrics(tmp_path / "run")
+    first, last3 = records[0], records[-3:]
+    assert min(r["val_loss_valid"] for r in last3) < 0.6 * first["val_loss_valid"]
+    assert first["val_diagonality"] < 0.6 < 0.9 < max(r["val_diagonality"] for r in last3)
+
+
+@pytest.mark.slow
+def test_two_ranks_with_bload_take_equal_steps(tmp_path):
+    from tests.test_ddp import torchrun
+
+    result = torchrun(2, tiny(tmp_path, "epochs=2,batching=bload"))
+    assert "parameters identical on all 2 ranks" in result.stdout
+    for record in read_metrics(tmp_path / "run"):
+        steps = record["steps_per_rank"]
+        assert steps[0] == steps[1] > 0 and 2 * steps[0] == record["n_batches"]
