@@ -123,7 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     collate = TextMelCollate(hp["n_frames_per_step"])
     train_cfg = BatchingConfig(**batching_fields(hp))
     val_cfg = BatchingConfig(batching="rand", batch_size=hp["val_batch_size"], seed=hp["seed"])
-    train_sampler = PlanBatchSampler(train_set.frames, train_cfg, info.rank, info.world_size)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
     loader_args = dict(collate_fn=collate, num_workers=hp["num_workers"], pin_memory=device.type == "cuda",
                        generator=torch.Generator(), persistent_workers=False)
@@ -133,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         train_loader = DataLoader(PackedView(train_set), batch_sampler=train_sampler, **{
             **loader_args, "collate_fn": PackedCollate(hp["n_frames_per_step"], train_sampler.block_length)})
     else:
+        train_sampler = PlanBatchSampler(train_set.frames, train_cfg, info.rank, info.world_size)
         train_loader = DataLoader(train_set, batch_sampler=train_sampler, **loader_args)
     val_loader = DataLoader(val_set, batch_sampler=val_sampler, **loader_args)
 
