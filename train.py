@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = torch.optim.Adam(model.parameters(), lr=hp["learning_rate"], weight_decay=hp["weight_decay"])
     criterion = Tacotron2Loss(hp["n_frames_per_step"], loss_norm=hp["loss_norm"],
                               guided_attention=hp["guided_attention"],
-                              guided_attention_sigma=hp["guided_attention_sigma"])
+                              guided_attention_sigma=hp["guided_attention_sigma"],
+                              gate_pos_weight=hp["gate_pos_weight"])
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(hp["amp"])
     if amp_dtype is not None and device.type != "cuda":
         raise RuntimeError(f"amp={hp['amp']} needs a CUDA device; this run is on {device}")

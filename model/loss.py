@@ -64,15 +64,18 @@ class Tacotron2Loss:
     """
 
     def __init__(self, n_frames_per_step: int = 1, loss_norm: str = "valid", guided_attention: float = 0.0,
-                 guided_attention_sigma: float = 0.2):
+                 guided_attention_sigma: float = 0.2, gate_pos_weight: float = 1.0):
         if loss_norm not in LOSS_NORMS:
             raise ValueError(f"loss_norm={loss_norm!r}; allowed: {', '.join(LOSS_NORMS)}")
-        if guided_attention < 0 or guided_attention_sigma <= 0:
-            raise ValueError(f"guided_attention={guided_attention} must be >= 0 and "
-                             f"guided_attention_sigma={guided_attention_sigma} > 0")
+        if guided_attention < 0 or guided_attention_sigma <= 0 or gate_pos_weight <= 0:
+            raise ValueError(f"guided_attention={guided_attention} must be >= 0, guided_attention_sigma="
+                             f"{guided_attention_sigma} > 0 and gate_pos_weight={gate_pos_weight} > 0")
         self.r = n_frames_per_step
         self.loss_norm = loss_norm
         self.ga_weight, self.ga_sigma = guided_attention, guided_attention_sigma
+        # Weight of the "stop" frames in the gate BCE: an utterance has one real stop frame against
+        # hundreds of "go on" frames, so a short training run may never learn to stop (1 = NVIDIA's).
+        self.gate_pos_weight = gate_pos_weight
 
     def __call__(self, out: Tacotron2Output, mel_target: torch.Tensor, gate_target: torch.Tensor,
                  mel_lengths: torch.Tensor, text_lengths: torch.Tensor | None = None,
@@ -95,7 +98,9 @@ class Tacotron2Loss:
         per_frame = {
             "mel": ((out.mel - mel_target).pow(2).sum(1), n_mels),
             "mel_postnet": ((out.mel_postnet - mel_target).pow(2).sum(1), n_mels),
-            "gate": (F.binary_cross_entropy_with_logits(out.gate, gate_target, reduction="none"), 1),
+            "gate": (F.binary_cross_entropy_with_logits(
+                out.gate, gate_target, reduction="none",
+                pos_weight=torch.tensor(self.gate_pos_weight, device=out.gate.device, dtype=out.gate.dtype)), 1),
         }
         n_all, n_real = real.numel(), real.sum()
         padded = {k: f.sum() / (n_all * w) for k, (f, w) in per_frame.items()}

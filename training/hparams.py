@@ -22,7 +22,8 @@ CHOICES = {
 NON_NEGATIVE = ("capacity", "checkpoint_every_steps", "stop_after_steps", "num_workers",
                 "weight_decay", "demo_utterances", "guided_attention", "threads")
 POSITIVE = ("batch_size", "epochs", "n_frames_per_step", "validate_every", "val_batch_size",
-            "learning_rate", "grad_clip", "max_bad_steps", "bucket_size", "n_bins", "guided_attention_sigma")
+            "learning_rate", "grad_clip", "max_bad_steps", "bucket_size", "n_bins", "guided_attention_sigma",
+            "gate_pos_weight")
 NON_NEGATIVE += ("max_length",)  # stream: 0 = no length limit
 POSITIVE += ("bucket_interval",)
 NON_NEGATIVE += ("block_length",)  # bload: 0 = the longest utterance
