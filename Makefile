@@ -14,7 +14,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) train.py
+	$(PY) train.py --hparams overwrite=true
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q

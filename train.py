@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     except (HParamsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if ckpt is None and (Path(hp["output_dir"]) / LAST).exists() and not hp["overwrite"]:
+        print(f"error: {hp['output_dir']} already holds a run. Continue it with --resume {hp['output_dir']}, "
+              "or start over with --hparams overwrite=true (or another output_dir)", file=sys.stderr)
+        return 2
 
     # ------------------------------------------------------------------ set-up
     device_kind = "cuda" if hp["device"].startswith("cuda") or (hp["device"] == "auto" and torch.cuda.is_available()) else "cpu"

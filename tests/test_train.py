@@ -66,6 +66,13 @@ def test_resume_refuses_to_change_the_batching(tmp_path, capsys):
     assert "'batching' cannot change in a resumed run" in capsys.readouterr().err
 
 
+def test_a_new_run_never_overwrites_an_old_one_by_accident(tmp_path, capsys):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 2
+    assert "already holds a run. Continue it with --resume" in capsys.readouterr().err
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,overwrite=true")]) == 0
+
+
 def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys):
     assert train.main(["--hparams", "batching=sorted"]) == 2
     assert "'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats" in capsys.readouterr().err
