@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         model.train()
         n_total = len(train_sampler) + state["step_in_epoch"] if resuming else len(train_sampler)
         bar = tqdm(train_loader, total=n_total, initial=state["step_in_epoch"], desc=f"epoch {epoch}",
-                   disable=not (hp["progress"] and info.is_main), leave=False, dynamic_ncols=True)
+                   disable=None if hp["progress"] and info.is_main else True,  # None: off when not a terminal
+                   leave=False, dynamic_ncols=True)
         tick = time.perf_counter()
         for batch in bar:
             batch = batch.to(device)

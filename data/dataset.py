@@ -94,6 +94,6 @@ def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> int:
     if dataset.cache_dir is None:
         raise ValueError("precompute_mels needs a dataset with a cache_dir")
     missing = [i for i in range(len(dataset)) if not dataset.cache_path(i).exists()]
-    for index in tqdm(missing, desc="mels", unit="utt", disable=not progress):
+    for index in tqdm(missing, desc="mels", unit="utt", disable=None if progress else True):
         dataset.mel(index)
     return len(missing)

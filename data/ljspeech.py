@@ -56,7 +56,7 @@ def read_ljspeech(ljspeech_dir: str | Path, cfg: MelConfig = MelConfig(), progre
         raise FileNotFoundError(f"{metadata} not found: point --ljspeech at the LJSpeech-1.1 folder")
     lines = metadata.read_text(encoding="utf-8").splitlines()
     utterances, line_numbers, problems, seen = [], [], [], {}
-    for number, line in enumerate(tqdm(lines, desc="reading wav headers", unit="clip", disable=not progress), 1):
+    for number, line in enumerate(tqdm(lines, desc="reading wav headers", unit="clip", disable=None if progress else True), 1):
         if not line.strip():
             continue
         where = f"{metadata}:{number}"
