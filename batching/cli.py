@@ -107,6 +107,9 @@ def _plot(args, lengths, config):
     panels, summary = {}, {}
     for name in args.strategies.split(","):
         panel = BatchingConfig.from_dict(config.to_dict() | {"batching": name.strip()})
+        if panel.batching == "bload":
+            raise ValueError("plot draws padded batches; bload's packed blocks are not drawn: use `stats` for its "
+                             "padding and steps, or plot another strategy")
         batches = plan_epoch(lengths, panel, args.epoch)
         summary[name] = describe(lengths, panel, args.epoch)
         panels[f"{name.upper()}{'-DBS' if panel.dbs else ''}: {len(batches)} batches, "

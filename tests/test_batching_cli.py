@@ -70,3 +70,10 @@ def test_module_entry_point_and_no_torch_import(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     probe = "import sys, batching, batching.cli; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", probe], cwd=REPO).returncode == 0
+
+
+def test_plot_refuses_bload_with_a_reason(tmp_path, capsys):
+    lengths = tmp_path / "l.txt"
+    lengths.write_text("".join(f"a.wav|t|{n}\n" for n in (10, 20, 30, 40)))
+    assert main(["plot", "--lengths", str(lengths), "--strategies", "bload", "--out", str(tmp_path)]) == 2
+    assert "bload's packed blocks are not drawn" in capsys.readouterr().err
