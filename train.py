@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # ------------------------------------------------------------------ set-up
-    device_kind = "cuda" if hp["device"].startswith("cuda") or (hp["device"] == "auto" and torch.cuda.is_available()) else "cpu"
+    wants_cuda = hp["device"].startswith("cuda") or (hp["device"] == "auto" and torch.cuda.is_available())
+    device_kind = "cuda" if wants_cuda else "cpu"
     if hp["threads"]:
         torch.set_num_threads(hp["threads"])
     info = dist_utils.init_distributed(device_kind)
@@ -170,11 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{device} x{info.world_size} | batching={hp['batching']} dbs={train_cfg.dbs} br={hp['br']} | {run_dir}")
 
     def save(path_name: str, sampler_state: dict[str, Any] | None = None) -> None:
-        """Everything needed to continue exactly here; the sampler state only inside an epoch."""
+        """Everything needed to continue exactly here; the sampler state only inside an epoch.
+        Called on every rank (each rank's random state is gathered); rank 0 writes."""
+        rngs = dist_utils.gather_objects(rng_state(), info)
         if info.is_main:
             atomic_torch_save({"model": core.state_dict(), "optimizer": optimizer.state_dict(),
                                "scaler": scaler.state_dict(), "hparams": hp, "progress": dict(state),
-                               "sampler": sampler_state, "rng": rng_state(), "world_size": info.world_size},
+                               "sampler": sampler_state, "rng": rngs, "world_size": info.world_size},
                               run_dir / path_name)
 
     stop_signal = {"hit": False}
@@ -185,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_signal["hit"] = True
         log("\nstop requested: finishing this step, then writing a checkpoint (press again to abort)")
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    previous_handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     # ------------------------------------------------------------------ one epoch
     def train_epoch(epoch: int) -> dict[str, float]:
@@ -197,9 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         if resuming:
             train_sampler.load_state_dict(ckpt["sampler"])
             consumed_offset = state["step_in_epoch"] - train_sampler.state_dict()["consumed"]
-            set_rng_state(ckpt["rng"])
-        else:
-            torch.manual_seed(hp["seed"] + epoch)
+            set_rng_state(ckpt["rng"][info.rank % len(ckpt["rng"])])
+        else:  # the paper's seed + 1 per epoch (rank 0); other ranks draw other dropout masks
+            torch.manual_seed(hp["seed"] + epoch + 100_003 * info.rank)
         acc = state["partial"] or {"loss_valid": 0.0, "loss_padded": 0.0, "guided": 0.0, "steps": 0, "bad": 0,
                                    "seconds": 0.0, "frames": 0.0}
         model.train()
@@ -340,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         logger.close()
         dist_utils.shutdown()
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
     return exit_code
 
 

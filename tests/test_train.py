@@ -1,6 +1,7 @@
 """train.py end to end on tiny data: metrics, checkpoints, exact resume, bad input, NaN handling."""
 import dataclasses
 import json
+import signal
 
 import pytest
 import torch
@@ -23,7 +24,9 @@ def tiny(tmp_path, extra=""):
 
 
 def test_run_writes_metrics_checkpoint_and_figures(tmp_path):
+    handler_before = signal.getsignal(signal.SIGINT)
     assert train.main(["--hparams", tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true")]) == 0
+    assert signal.getsignal(signal.SIGINT) is handler_before  # the stop handler does not outlive the run
     run = tmp_path / "run"
     records = read_metrics(run)
     assert [r["epoch"] for r in records] == [0, 1]
