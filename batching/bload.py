@@ -41,6 +41,7 @@ import numpy as np
 
 from .config import BatchingConfig
 from .planner import GlobalPlan
+from .sharding import halve_largest
 
 
 @dataclass(frozen=True)
@@ -212,14 +213,7 @@ def deal_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray, block
 def _split_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray,
                   need: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Up to `need` more blocks by halving the blocks with the most utterances (starts re-based)."""
-    while need:
-        sizes = np.diff(blocks)
-        largest = np.argsort(-sizes, kind="stable")[:need]
-        largest = largest[sizes[largest] >= 2]
-        if not largest.size:
-            break
-        blocks = np.sort(np.concatenate([blocks, blocks[largest] + sizes[largest] // 2]))
-        need -= largest.size
+    blocks, _ = halve_largest(blocks, need)
     starts = starts - np.repeat(starts[blocks[:-1]], np.diff(blocks))
     return order, blocks, starts
 

@@ -42,8 +42,11 @@ def arrange(order: np.ndarray, cuts: np.ndarray, lengths: np.ndarray, world_size
     return order, cuts, steps.ravel()
 
 
-def _split_largest(order: np.ndarray, cuts: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
-    """Add `need` batches by halving the largest ones; repeat samples only if all are singletons."""
+def halve_largest(cuts: np.ndarray, need: int) -> tuple[np.ndarray, int]:
+    """Split up to `need` of the largest segments (those of 2+ items) in two.
+
+    Returns the new cuts and how many more segments are still needed (all left are singletons).
+    """
     while need:
         sizes = np.diff(cuts)
         largest = np.argsort(-sizes, kind="stable")[:need]
@@ -52,6 +55,12 @@ def _split_largest(order: np.ndarray, cuts: np.ndarray, need: int) -> tuple[np.n
             break
         cuts = np.sort(np.concatenate([cuts, cuts[largest] + (sizes[largest] + 1) // 2]))
         need -= largest.size
+    return cuts, need
+
+
+def _split_largest(order: np.ndarray, cuts: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
+    """Add `need` batches by halving the largest ones; repeat samples only if all are singletons."""
+    cuts, need = halve_largest(cuts, need)
     if need and order.size:
         order = np.concatenate([order, np.resize(order, need)])
         cuts = np.concatenate([cuts, cuts[-1] + np.arange(1, need + 1)])

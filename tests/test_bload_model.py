@@ -9,7 +9,7 @@ from data.packed import PackedCollate
 from model import Tacotron2, Tacotron2Loss
 from model.tacotron2 import GATE_PAD_LOGIT
 from tests.test_model import N_MELS, N_SYMBOLS, tiny_config
-from tests.test_train import tiny
+from tests.test_train import check_demo_learns, tiny
 from training.run_logger import read_metrics
 
 # (row, text length, mel length): rows of several utterances, lengths not multiples of 2
@@ -124,15 +124,7 @@ def test_train_with_bload_runs_and_learns(tmp_path):
 @pytest.mark.slow
 def test_demo_learns_with_bload_at_reduced_size(tmp_path):
     """test_train.test_demo_learns_at_reduced_size with batching=bload: the same learning check."""
-    hp = (f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
-          f"output_dir={tmp_path / 'run'},progress=false,epochs=10,batch_size=8,validate_every=1,batching=bload,"
-          "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
-          "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64")
-    assert train.main(["--hparams", hp]) == 0
-    records = read_metrics(tmp_path / "run")
-    first, last3 = records[0], records[-3:]
-    assert min(r["val_loss_valid"] for r in last3) < 0.6 * first["val_loss_valid"]
-    assert first["val_diagonality"] < 0.6 < 0.9 < max(r["val_diagonality"] for r in last3)
+    check_demo_learns(tmp_path, ",batching=bload")
 
 
 @pytest.mark.slow
