@@ -191,3 +191,11 @@ def test_plans_10k_lengths_in_milliseconds():
     for epoch in range(5):
         plan_global(lengths, config, epoch, world_size=4)
     assert (time.perf_counter() - start) / 5 < 0.05
+
+
+@pytest.mark.slow
+def test_demo_learns_with_stream_at_reduced_size(tmp_path):
+    """Training with batching=stream passes the same learning check as the demo."""
+    from tests.test_train import check_demo_learns
+
+    check_demo_learns(tmp_path, ",batching=stream,bucket_interval=25")
