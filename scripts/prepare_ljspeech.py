@@ -14,7 +14,8 @@ from data.ljspeech import DataPreparationError, prepare_ljspeech  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ljspeech", required=True, type=Path, help="folder holding metadata.csv and wavs/")
-    parser.add_argument("--out", default=Path("filelists"), type=Path, help="where the filelists go")
+    parser.add_argument("--out", default=Path(__file__).resolve().parents[1] / "filelists", type=Path,
+                        help="where the filelists go (default: the repo's filelists/, where train.py looks)")
     parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split")
     parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation")
     args = parser.parse_args(argv)
