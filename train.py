@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from batching import BatchingConfig, batch_stats, plan_epoch, plan_global
+from batching import BatchingConfig, batch_stats, plan_global
 from batching.sampler import PlanBatchSampler
 from data.collate import TextMelCollate
 from data.text import N_SYMBOLS
@@ -83,16 +83,17 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 def epoch_plan_stats(frames: np.ndarray, config: BatchingConfig, epoch: int, world_size: int) -> dict[str, float]:
     """ZPR/ABL/number of batches of the whole epoch, all ranks together (the paper's Table 1 figures)."""
+    plan = plan_global(frames, config, epoch, world_size)
     if config.batching == "bload":  # blocks: ZPR over block frames; every step runs whole blocks (no straggler)
         from batching.bload import block_stats
-        stats = block_stats(frames, plan_global(frames, config, epoch, world_size), config.n_frames_per_step)
+        stats = block_stats(frames, plan, config.n_frames_per_step)
         return {k: stats[k] for k in ("n_batches", "zpr", "abl", "n_blocks", "decoder_steps")}
-    per_rank = [plan_epoch(frames, config, epoch, rank, world_size) for rank in range(world_size)]
-    stats = batch_stats(frames, [b for plan in per_rank for b in plan])
+    per_rank = [plan.batches(rank) for rank in range(world_size)]
+    stats = batch_stats(frames, [b for batches in per_rank for b in batches])
     record = {"n_batches": int(stats["n_batches"]), "zpr": float(stats["zpr"]), "abl": float(stats["abl"])}
     if world_size > 1:
         # Straggler cost: in each step every rank waits for the longest batch of that step.
-        step_lengths = np.array([[frames[b].max() for b in plan] for plan in per_rank], dtype=np.float64)
+        step_lengths = np.array([[frames[b].max() for b in batches] for batches in per_rank], dtype=np.float64)
         record["straggler_frames"] = float((step_lengths.max(0) - step_lengths.mean(0)).sum())
         record["straggler_fraction"] = record["straggler_frames"] / float(step_lengths.max(0).sum())
     return record

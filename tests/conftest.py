@@ -5,6 +5,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
@@ -64,3 +65,13 @@ def ljspeech_mini_complete(ljspeech_mini) -> Path:
     if missing:
         pytest.skip(f"{missing} clip(s) of {SHARED / 'data/ljspeech/mini/wavs'} are damaged; this test needs all 32")
     return ljspeech_mini
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Every test on one torch thread (train.py's default too): on a busy 2-core machine two
+    threads spin against each other and tiny models run ~10x slower. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

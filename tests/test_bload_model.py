@@ -16,14 +16,6 @@ from training.run_logger import read_metrics
 UTTERANCES = [(0, 5, 9), (0, 3, 7), (0, 1, 1), (1, 6, 13), (1, 2, 4), (1, 4, 5), (2, 7, 20)]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def packed_batch(r, seed=1, extra_frames=3):
     """Items laid out back to back in their rows (each starting on a multiple of r), block end padded."""
     g = torch.Generator().manual_seed(seed)

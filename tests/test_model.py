@@ -10,15 +10,6 @@ from model.tacotron2 import GATE_PAD_LOGIT
 N_SYMBOLS, N_MELS = 12, 6
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread; on a busy 2-core box, two threads spin ~10x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_config(**overrides) -> Tacotron2Config:
     dims = dict(n_symbols=N_SYMBOLS, symbols_embedding_dim=8, encoder_embedding_dim=8,
                 encoder_kernel_size=3, n_mel_channels=N_MELS, attention_rnn_dim=16,

@@ -10,23 +10,23 @@ from typing import Any
 
 import yaml
 
+from batching import STRATEGIES
+
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
 
 CHOICES = {
     "dataset": ("demo", "ljspeech", "filelist"),
-    "batching": ("rand", "sb", "ssb", "bkt", "ats", "stream", "bload"),
+    "batching": STRATEGIES,
     "model_preset": ("full", "small"),
     "loss_norm": ("valid", "padded"),
     "amp": ("off", "bf16", "fp16"),
 }
-NON_NEGATIVE = ("capacity", "checkpoint_every_steps", "stop_after_steps", "num_workers",
-                "weight_decay", "demo_utterances", "guided_attention", "threads")
-POSITIVE = ("batch_size", "epochs", "n_frames_per_step", "validate_every", "val_batch_size",
-            "learning_rate", "grad_clip", "max_bad_steps", "bucket_size", "n_bins", "guided_attention_sigma",
-            "gate_pos_weight")
-NON_NEGATIVE += ("max_length",)  # stream: 0 = no length limit
-POSITIVE += ("bucket_interval",)
-NON_NEGATIVE += ("block_length",)  # bload: 0 = the longest utterance
+# 0 means "the default" for capacity (B0 x L_max), max_length (no limit), block_length (longest utterance)
+NON_NEGATIVE = ("capacity", "checkpoint_every_steps", "stop_after_steps", "num_workers", "weight_decay",
+                "demo_utterances", "guided_attention", "threads", "max_length", "block_length")
+POSITIVE = ("batch_size", "epochs", "n_frames_per_step", "validate_every", "val_batch_size", "learning_rate",
+            "grad_clip", "max_bad_steps", "bucket_size", "n_bins", "guided_attention_sigma", "gate_pos_weight",
+            "bucket_interval")
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
