@@ -1,18 +1,26 @@
 """Batching strategies for variable-length training (Ge et al., "Speed up training with variable
 length inputs by efficient batching strategies"): a torch-free planner, metrics and CLI.
 
-The PyTorch batch sampler lives in batching.sampler (imported on demand, so this package
+Layers, bottom up (no module imports one above it, so there is no import circle):
+plan.py (GlobalPlan, the plan type, and its statistics) and sharding.py / grouping.py; the
+strategies (ordering.py + ordered.py, stream.py, bload.py); planner.py (the strategy table,
+plan_global / plan_epoch); config.py (BatchingConfig, validated against the table); then
+metrics.py, analysis.py, cli.py. How to add a strategy: see planner.py's docstring.
+
+The PyTorch batch samplers live in batching.sampler (imported on demand, so this package
 needs only numpy and numba).
 """
-from .config import STRATEGIES, BatchingConfig
+from .config import BatchingConfig
 from .lengths import LengthsFileError, read_lengths
-from .metrics import batch_stats, pair_repeat, randomness
-from .planner import GlobalPlan, plan_digest, plan_epoch, plan_global
+from .metrics import pair_repeat, randomness
+from .options import OptionError, parse_overrides
+from .plan import GlobalPlan, batch_stats, plan_digest
+from .planner import STRATEGIES, STRATEGY_TABLE, Strategy, plan_epoch, plan_global, strategy_of
 from .split import train_split
 from .stream import StreamBucketer, deal_steps, plan_stream, skipped_samples
 
 __all__ = [
-    "STRATEGIES", "BatchingConfig", "GlobalPlan", "LengthsFileError", "batch_stats", "pair_repeat",
-    "plan_digest", "plan_epoch", "plan_global", "randomness", "read_lengths", "train_split",
+    "STRATEGIES", "STRATEGY_TABLE", "BatchingConfig", "GlobalPlan", "LengthsFileError", "OptionError", "Strategy",
+    "batch_stats", "pair_repeat", "parse_overrides", "plan_digest", "plan_epoch", "plan_global", "randomness",
+    "read_lengths", "strategy_of", "train_split", "StreamBucketer", "deal_steps", "plan_stream", "skipped_samples",
 ]
-__all__ += ["StreamBucketer", "deal_steps", "plan_stream", "skipped_samples"]

@@ -6,22 +6,19 @@ import dataclasses
 import numpy as np
 
 from .config import BatchingConfig
-from .metrics import batch_stats, randomness
+from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
-from .planner import plan_epoch
+from .plan import batch_stats
+from .planner import plan_epoch, plan_global
 
 #: The parameter each Fig. 2 panel varies, for the strategy that has it.
 SWEPT = {"lrf": "ssb", "bucket_size": "bkt", "n_bins": "ats"}
 
 
 def describe(lengths: np.ndarray, config: BatchingConfig, epoch: int = 0) -> dict:
-    """Stats of one configuration's epoch plus its randomness (pair repeats into the next epoch)."""
-    if config.batching == "bload":  # blocks: padding over block frames, decoder steps (batching/bload.py)
-        from .bload import block_stats
-        from .planner import plan_global
-        stats = block_stats(lengths, plan_global(lengths, config, epoch), config.n_frames_per_step)
-    else:
-        stats = batch_stats(lengths, plan_epoch(lengths, config, epoch))
+    """The plan's own stats of one configuration's epoch (padding, decoder steps, skipped samples)
+    plus its randomness (pair repeats into the next epoch)."""
+    stats = plan_global(lengths, config, epoch).stats(lengths, config.n_frames_per_step)
     return stats | randomness(lengths, config, (epoch, epoch + 1))
 
 

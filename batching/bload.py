@@ -12,7 +12,7 @@ wrong are fixed here:
   likely (a Fenwick tree over the samples sorted by length: O(log N) per draw, compiled).
 * the padding: the paper pads with zeros (or repeats the last frame), which a model cannot
   tell from silence. Here the plan says exactly which frames are real (`starts` + lengths);
-  the recipe turns that into a frame mask (data/packed.py) and the loss ignores the rest.
+  the recipe turns that into a frame mask (data/collate.py) and the loss ignores the rest.
 
 Reduction factor: with n_frames_per_step r > 1 a decoder step emits r frames, so every
 utterance occupies ceil(len / r) * r frames (its "slot") and starts on a multiple of r; the
@@ -35,13 +35,16 @@ every other strategy; BlockPlan adds the block boundaries and each utterance's s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
-from .config import BatchingConfig
-from .planner import GlobalPlan
+from .plan import GlobalPlan, plan_digest
 from .sharding import halve_largest
+
+if TYPE_CHECKING:  # annotations only: config.py sits above the strategies
+    from .config import BatchingConfig
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,28 @@ class BlockPlan(GlobalPlan):
         """Rows (blocks) of every batch, in batch-id order."""
         return np.diff(np.searchsorted(self.blocks, self.cuts))
 
-    def remaining_blocks(self, consumed_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(order, blocks, starts) of the blocks in the steps not yet run, in run order."""
+    def triples(self, rank: int | None = None) -> list[np.ndarray]:
+        """For each batch of batches(rank), an [n, 3] int64 array of (row, start frame, sample)."""
+        return [np.stack([rows, starts, batch], 1)
+                for rows, starts, batch in zip(self.rows(rank), self.batch_starts(rank), self.batches(rank))]
+
+    def redeal(self, consumed_steps: int, world_size: int, lengths: np.ndarray, config: BatchingConfig) -> "BlockPlan":
+        """The blocks of the steps not yet run, whole and in run order, dealt to `world_size` ranks."""
         seq = self.seq[consumed_steps * self.world_size:]
         first = np.searchsorted(self.blocks, self.cuts)
         block_ids = np.concatenate([np.arange(first[b], first[b + 1]) for b in seq.tolist()] or
                                    [np.zeros(0, np.int64)])
-        return _take_blocks(self.order, self.blocks, self.starts, block_ids)
+        order, blocks, starts = _take_blocks(self.order, self.blocks, self.starts, block_ids)
+        return deal_blocks(order, blocks, starts, self.block_length, config.batch_size, world_size,
+                           config.drop_last, None)
+
+    def stats(self, lengths: np.ndarray, n_frames_per_step: int = 1) -> dict:
+        """block_stats: padding over whole blocks; no straggler, since every block has one length."""
+        return block_stats(lengths, self, n_frames_per_step) | {"skipped": 0}
+
+    def digest(self) -> str:
+        """A SHA-256 of the plan's utterances, rows and start frames."""
+        return plan_digest([t.ravel() for t in self.triples()])
 
 
 def slot_lengths(lengths: np.ndarray, n_frames_per_step: int) -> np.ndarray:

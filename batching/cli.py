@@ -12,9 +12,8 @@ import numpy as np
 from .analysis import SWEPT, calibrate, describe, sweep, sweep_grid, table1
 from .config import BatchingConfig
 from .lengths import read_lengths
-from .planner import plan_epoch
+from .planner import plan_epoch, strategy_of
 from .split import train_split
-from .stream import skipped_samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,8 +66,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _stats(args, lengths, config):
     result = dict(config=config.to_dict(), **describe(lengths, config, args.epoch))
-    if config.batching == "stream":  # samples over max_length: left out of the plan, counted here
-        result["skipped"] = int(skipped_samples(lengths, config).size)
     return result, "\n".join(f"{key}: {value}" for key, value in result.items())
 
 
@@ -107,9 +104,9 @@ def _plot(args, lengths, config):
     panels, summary = {}, {}
     for name in args.strategies.split(","):
         panel = BatchingConfig.from_dict(config.to_dict() | {"batching": name.strip()})
-        if panel.batching == "bload":
-            raise ValueError("plot draws padded batches; bload's packed blocks are not drawn: use `stats` for its "
-                             "padding and steps, or plot another strategy")
+        if strategy_of(panel).packed:
+            raise ValueError(f"plot draws padded batches; {panel.batching}'s packed blocks are not drawn: use `stats` "
+                             "for its padding and steps, or plot another strategy")
         batches = plan_epoch(lengths, panel, args.epoch)
         summary[name] = describe(lengths, panel, args.epoch)
         panels[f"{name.upper()}{'-DBS' if panel.dbs else ''}: {len(batches)} batches, "

@@ -5,9 +5,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-STRATEGIES = ("rand", "sb", "ssb", "bkt", "ats", "stream", "bload")
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
+from .options import OptionError, coerce, parse_overrides
+from .planner import STRATEGIES, STRATEGY_TABLE
 
 
 @dataclass(frozen=True)
@@ -55,22 +54,21 @@ class BatchingConfig:
             if not isinstance(getattr(self, name), bool):
                 _bad(name, getattr(self, name), "true or false")
         _check_int("bucket_interval", self.bucket_interval, minimum=1)
-        if self.max_length is not None:
-            _check_int("max_length", self.max_length, minimum=1)
-            if self.batching != "stream":
-                raise ValueError(f"max_length={self.max_length} applies only to batching=stream")
         _check_int("n_frames_per_step", self.n_frames_per_step, minimum=1)
-        if self.block_length is not None:
-            _check_int("block_length", self.block_length, minimum=1)
-            if self.batching != "bload":
-                raise ValueError(f"block_length={self.block_length} applies only to batching=bload")
-        if self.batching == "bload":
-            if self.capacity is not None:
-                raise ValueError(f"capacity={self.capacity} does not apply to batching=bload: its batches are "
-                                 "batch_size blocks of block_length frames")
-            object.__setattr__(self, "dbs", False)  # blocks have a fixed length: no token budget
-        if self.batching == "stream" and not self.dbs:
-            object.__setattr__(self, "dbs", True)  # stream batches are always token-budget batches
+        strategy = STRATEGY_TABLE[self.batching]
+        for name in OWNED_OPTIONS:
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(name, value, minimum=1)
+                if name not in strategy.options:
+                    owners = ", ".join(s.name for s in STRATEGY_TABLE.values() if name in s.options)
+                    raise ValueError(f"{name}={value} applies only to batching={owners}")
+        for name in strategy.forbids:
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
+                                 f"({strategy.summary})")
+        if strategy.dbs is not None:  # e.g. stream batches are always token-budget batches, bload blocks never
+            object.__setattr__(self, "dbs", strategy.dbs)
         if self.capacity is not None:
             _check_int("capacity", self.capacity, minimum=1)
             if not self.dbs:
@@ -84,21 +82,23 @@ class BatchingConfig:
         unknown = sorted(set(values) - set(fields))
         if unknown:
             raise ValueError(f"unknown batching option(s) {', '.join(unknown)}: allowed are {', '.join(fields)}")
-        return cls(**{k: _coerce(k, v, cls.__dataclass_fields__[k].type) for k, v in values.items()})
+        return cls(**{k: _coerce(k, v, fields[k].type) for k, v in values.items()})
 
     @classmethod
     def from_hparams(cls, text: str) -> "BatchingConfig":
         """Parse `batching=ssb,lrf=0.1,dbs=true` (the recipe's --hparams style)."""
-        values = {}
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"hparam {item!r} is not of the form key=value")
-            values[key.strip()] = value.strip()
-        return cls.from_dict(values)
+        try:
+            return cls.from_dict(parse_overrides(text))
+        except OptionError as error:
+            raise ValueError(f"hparam {error}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: Options that belong to particular strategies (STRATEGY_TABLE's `options`); None when unset.
+OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for name in s.options))
+_KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str}
 
 
 def _bad(name: str, value: Any, allowed: str) -> None:
@@ -111,21 +111,10 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
 
 
 def _coerce(name: str, value: Any, annotation: str) -> Any:
-    """Turn command-line strings into the field's type; other values pass through to validation."""
-    if not isinstance(value, str) or annotation == "str":
+    """Command-line strings as the field's type; other values pass through to validation."""
+    if not isinstance(value, str):
         return value
-    text = value.strip().lower()
     try:
-        if annotation == "bool":
-            if text in _TRUE | _FALSE:
-                return text in _TRUE
-            return value
-        if annotation == "int | None" and text in {"none", "null", ""}:
-            return None
-        if annotation in ("int", "int | None"):
-            return int(text)
-        if annotation == "float":
-            return float(text)
-    except ValueError:
+        return coerce(name, value, _KINDS[annotation], optional=annotation.endswith("| None"))
+    except OptionError:
         _bad(name, value, f"a value of type {annotation}")
-    return value

@@ -1,38 +1,12 @@
-"""The paper's padding metrics (ZPR, ABL; Sections 2 and 4) and a measure of batch randomness."""
+"""How random a strategy's batches are from one epoch to the next (the padding metrics, ZPR and
+ABL, are the plan's own: batching.plan.batch_stats and GlobalPlan.stats)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .config import BatchingConfig
-from .planner import as_lengths, plan_global
-
-
-def batch_stats(lengths, batches: list[np.ndarray]) -> dict:
-    """Padding statistics of a list of batches.
-
-    zpr: equation (1) per batch, averaged with weights B_j (Section 4: sum B_j ZPR_j / sum B_j;
-    the plain mean when all batches have B0 samples), in percent. abl: sum B_j L_j / sum B_j,
-    L_j the batch's longest sample. capacity_max: max B_j L_j, the largest padded batch.
-    """
-    lengths = as_lengths(lengths)
-    batches = [b for b in batches if len(b)]
-    if not batches:
-        return dict(n_batches=0, n_samples=0, zpr=0.0, abl=0.0, capacity_max=0, padded_frames=0, real_frames=0)
-    sizes = np.fromiter(map(len, batches), np.int64, len(batches))
-    flat = lengths[np.concatenate(batches)]
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    real = np.add.reduceat(flat, starts)
-    padded = sizes * np.maximum.reduceat(flat, starts)
-    weights = sizes / sizes.sum()
-    return dict(
-        n_batches=int(len(batches)),
-        n_samples=int(sizes.sum()),
-        zpr=float(100 * weights @ (1 - real / padded)),
-        abl=float(weights @ (padded / sizes)),
-        capacity_max=int(padded.max()),
-        padded_frames=int(padded.sum()),
-        real_frames=int(real.sum()),
-    )
+from .plan import as_lengths
+from .planner import plan_global
 
 
 def pair_repeat(batches_a: list[np.ndarray], batches_b: list[np.ndarray], n_samples: int) -> float:

@@ -1,79 +1,76 @@
-"""One epoch's batches: order the samples, group them, deal them to ranks (paper Sections 2-5)."""
+"""The strategy table and the planner's entry points: one epoch's plan for any strategy.
+
+Every strategy is one row of STRATEGY_TABLE. A row names the function that plans an epoch
+(lengths, config, epoch, world_size) -> GlobalPlan, and what the rest of the recipe needs to know
+about it, so nothing outside `batching/` compares strategy names:
+
+* packed: its batches are blocks that hold several utterances each (BLoad); the torch side then
+  uses BlockBatchSampler and the packed collate instead of PlanBatchSampler and the padded one;
+* dbs: the value it forces on `dbs` (None: the user's choice);
+* options / forbids: the BatchingConfig fields only it may set, and fields it refuses.
+
+How to add a strategy that plans the whole epoch itself (as stream and bload do):
+1. write `batching/<name>.py` with `plan_<name>(lengths, config, epoch, world_size)` returning a
+   GlobalPlan (or a subclass that overrides `stats`, `redeal` and `digest`, as BlockPlan does);
+2. add its row below (and any new option as a BatchingConfig field with a default);
+3. add the option keys and a comment to hparams.yaml.
+The sampler, the trainer, `python -m batching` and the plan statistics then work unchanged.
+An ordering strategy needs only an `order_<name>` function in ordering.py and its row.
+"""
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .config import BatchingConfig
-from .grouping import dynamic_cuts, fixed_cuts
-from .ordering import order_samples
-from .sharding import arrange
+from .bload import plan_bload
+from .ordered import plan_ordered
+from .ordering import order_alternated, order_bucketed, order_random, order_semi_sorted, order_sorted
+from .plan import GlobalPlan, as_lengths
+from .stream import plan_stream
+
+if TYPE_CHECKING:  # annotations only: config.py validates against this table
+    from .config import BatchingConfig
 
 
 @dataclass(frozen=True)
-class GlobalPlan:
-    """All ranks' batches of one epoch: batch b is order[cuts[b]:cuts[b+1]]; seq is step-major."""
+class Strategy:
+    """One batching strategy: how it plans an epoch and what it implies (module doc)."""
 
-    order: np.ndarray
-    cuts: np.ndarray
-    seq: np.ndarray
-    world_size: int
-
-    def batches(self, rank: int | None = None) -> list[np.ndarray]:
-        """One rank's batches in run order, or with rank=None every batch in step-major order."""
-        seq = self.seq if rank is None else self.seq[rank::self.world_size]
-        starts, stops = self.cuts[seq].tolist(), self.cuts[seq + 1].tolist()
-        return list(map(self.order.__getitem__, map(slice, starts, stops)))
+    name: str
+    plan: Callable[..., GlobalPlan]
+    summary: str
+    packed: bool = False
+    dbs: bool | None = None
+    options: tuple[str, ...] = ()
+    forbids: tuple[str, ...] = ()
 
 
-def as_lengths(lengths) -> np.ndarray:
-    """Validate sample lengths: a 1-D array of positive integers."""
-    array = np.asarray(lengths)
-    if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
-        raise ValueError(f"lengths must be a 1-D array of integers, got shape {array.shape} dtype {array.dtype}")
-    if array.size and array.min() < 1:
-        i = int(np.argmin(array))
-        raise ValueError(f"sample {i} has length {array[i]}: lengths must be >= 1")
-    return array.astype(np.int64, copy=False)
+STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("rand", partial(plan_ordered, order=order_random), "shuffle (the baseline)"),
+    Strategy("sb", partial(plan_ordered, order=order_sorted), "sort by length"),
+    Strategy("ssb", partial(plan_ordered, order=order_semi_sorted), "sort by length + uniform noise (lrf)"),
+    Strategy("bkt", partial(plan_ordered, order=order_bucketed), "sort, shuffle inside buckets (bucket_size)"),
+    Strategy("ats", partial(plan_ordered, order=order_alternated), "alternately sorted bins (n_bins)"),
+    Strategy("stream", plan_stream, "the blog's streaming length buckets (bucket_interval, max_length)",
+             dbs=True, options=("max_length",)),
+    Strategy("bload", plan_bload, "BLoad block packing (block_length)", packed=True, dbs=False,
+             options=("block_length",), forbids=("capacity",)),
+)}
+STRATEGIES = tuple(STRATEGY_TABLE)
 
 
-def capacity_of(lengths: np.ndarray, config: BatchingConfig) -> int | None:
-    """The DBS token budget in frames (None without dbs); every sample must fit in it alone."""
-    if not config.dbs:
-        return None
-    if config.capacity is None:
-        return config.batch_size * int(lengths.max(initial=1))
-    too_long = np.flatnonzero(lengths > config.capacity)
-    if too_long.size:
-        i = int(too_long[0])
-        raise ValueError(f"sample {i} has length {lengths[i]} frames, over the batch capacity of "
-                         f"{config.capacity} frames ({too_long.size} such samples): raise capacity")
-    return config.capacity
+def strategy_of(config: BatchingConfig) -> Strategy:
+    return STRATEGY_TABLE[config.batching]
 
 
 def plan_global(lengths, config: BatchingConfig, epoch: int = 0, world_size: int = 1) -> GlobalPlan:
     """Plan an epoch for all ranks from a generator seeded with (seed, epoch): same inputs, same plan."""
     if world_size < 1:
         raise ValueError(f"world_size={world_size} must be >= 1")
-    lengths = as_lengths(lengths)
-    if config.batching == "stream":  # the blog's streaming length-bucket sampler
-        from .stream import plan_stream
-        return plan_stream(lengths, config, epoch, world_size)
-    if config.batching == "bload":  # BLoad block packing: a BlockPlan
-        from .bload import plan_bload
-        return plan_bload(lengths, config, epoch, world_size)
-    capacity = capacity_of(lengths, config)
-    rng = np.random.default_rng([config.seed, epoch])
-    order = order_samples(lengths, config, rng)
-    if capacity is None:
-        cuts = fixed_cuts(order.size, config.batch_size, config.drop_last)
-        order = order[: cuts[-1]]
-    else:
-        cuts = dynamic_cuts(lengths[order], capacity)
-    order, cuts, seq = arrange(order, cuts, lengths, world_size, config.drop_last, rng if config.br else None)
-    return GlobalPlan(order, cuts, seq, world_size)
+    return strategy_of(config).plan(as_lengths(lengths), config, epoch, world_size)
 
 
 def plan_epoch(lengths, config: BatchingConfig, epoch: int = 0, rank: int = 0,
@@ -90,12 +87,3 @@ def plan_epoch(lengths, config: BatchingConfig, epoch: int = 0, rank: int = 0,
     if not 0 <= rank < world_size:
         raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
     return plan_global(lengths, config, epoch, world_size).batches(rank)
-
-
-def plan_digest(batches: list[np.ndarray]) -> str:
-    """A SHA-256 of the batches' contents and boundaries, for ranks to check they agree."""
-    digest = hashlib.sha256()
-    digest.update(np.fromiter(map(len, batches), np.int64, len(batches)).tobytes())
-    if batches:
-        digest.update(np.concatenate(batches).astype("<i8", copy=False).tobytes())
-    return digest.hexdigest()

@@ -1,20 +1,30 @@
-"""PyTorch batch sampler over the planner: the same plan on every rank, resumable mid-epoch."""
+"""PyTorch batch samplers over the planner: the same plan on every rank, resumable mid-epoch.
+
+PlanBatchSampler serves every strategy; BlockBatchSampler (packed strategies, e.g. BLoad) only
+overrides the `_items` hook. The plan type does the rest: GlobalPlan.redeal / BlockPlan.redeal
+re-deal an epoch's unrun batches after a resume on another world size, and plan.digest() is
+what the ranks compare. Each epoch is planned once (twice after a resume on another world size).
+"""
 from __future__ import annotations
 
 import numpy as np
 from torch.utils.data import Sampler
 
+from .bload import block_length_of
 from .config import BatchingConfig
-from .planner import GlobalPlan, as_lengths, plan_digest, plan_global
-from .sharding import arrange
+from .plan import GlobalPlan, as_lengths
+from .planner import plan_global, strategy_of
 
 
-class PlanBatchSampler(Sampler[list[int]]):
+class PlanBatchSampler(Sampler[list]):
     """Yields this rank's batches (lists of sample indices) of the current epoch's plan.
 
     Use as DataLoader(dataset, batch_sampler=PlanBatchSampler(...)) and call set_epoch(e)
     before each epoch. state_dict() records how many batches this rank has consumed; all
     ranks run in lock-step, so that count is the same on every rank.
+
+    Hook for subclasses: `_items(plan, rank)`, what each batch of a plan yields (None: all
+    ranks, step-major, as the digest needs).
     """
 
     def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
@@ -26,27 +36,45 @@ class PlanBatchSampler(Sampler[list[int]]):
         self._history: list[tuple[int, int]] = []  # (world_size, batches consumed per rank) before a resume
         self._consumed = 0
         self._exhausted = False  # a full pass ended: the next one starts the epoch over
+        self._cache: dict[tuple, GlobalPlan] = {}
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self._history, self._consumed, self._exhausted = epoch, [], 0, False
 
-    def _plan(self) -> GlobalPlan:
-        """The epoch's plan; after resumes, the batches not yet consumed re-dealt to this world size."""
-        world_sizes = [w for w, _ in self._history] + [self.world_size]
-        plan = plan_global(self.lengths, self.config, self.epoch, world_sizes[0])
-        for (_, consumed), world_size in zip(self._history, world_sizes[1:]):
-            rest = plan.batches()[consumed * plan.world_size:]
-            order = np.concatenate(rest or [plan.order[:0]])
-            cuts = np.concatenate([[0], np.cumsum([len(b) for b in rest], dtype=np.int64)])
-            plan = GlobalPlan(*arrange(order, cuts, self.lengths, world_size, self.config.drop_last, None), world_size)
-        return plan
+    @property
+    def plan(self) -> GlobalPlan:
+        """The epoch's plan on this world size, as planned from (seed, epoch): its stats are the
+        epoch's (the batches a resume re-deals are the same samples, cut again)."""
+        return self._planned(self.epoch, ())
+
+    def _current(self) -> GlobalPlan:
+        """The plan this rank runs: after resumes, the batches not yet run re-dealt to this world size."""
+        return self._planned(self.epoch, tuple(self._history))
+
+    def _planned(self, epoch: int, history: tuple) -> GlobalPlan:
+        key = (epoch, history)
+        if key not in self._cache:
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == epoch}  # keep only this epoch's
+            if not history:
+                self._cache[key] = plan_global(self.lengths, self.config, epoch, self.world_size)
+            else:
+                world_sizes = [w for w, _ in history] + [self.world_size]
+                plan = plan_global(self.lengths, self.config, epoch, world_sizes[0])
+                for (_, consumed), world_size in zip(history, world_sizes[1:]):
+                    plan = plan.redeal(consumed, world_size, self.lengths, self.config)
+                self._cache[key] = plan
+        return self._cache[key]
+
+    def _items(self, plan: GlobalPlan, rank: int | None) -> list[np.ndarray]:
+        """What each batch of `plan` yields for `rank`: the sample indices."""
+        return plan.batches(rank)
 
     def _remaining(self) -> list[np.ndarray]:
         """The batches the next iteration yields; after a full pass, a new pass without
         set_epoch replays the whole epoch (as torch's DistributedSampler does)."""
         if self._exhausted:
-            return plan_global(self.lengths, self.config, self.epoch, self.world_size).batches(self.rank)
-        return self._plan().batches(self.rank)[self._consumed:]
+            return self._items(self.plan, self.rank)
+        return self._items(self._current(), self.rank)[self._consumed:]
 
     def __iter__(self):
         batches = self._remaining()
@@ -63,7 +91,7 @@ class PlanBatchSampler(Sampler[list[int]]):
 
     def plan_digest(self) -> str:
         """Digest of the current epoch's global plan: equal on all ranks that agree."""
-        return plan_digest(self._plan().batches())
+        return self._current().digest()
 
     def state_dict(self, consumed: int | None = None) -> dict:
         """Position in the epoch. `consumed` overrides the count of yielded batches, e.g. with
@@ -88,3 +116,27 @@ class PlanBatchSampler(Sampler[list[int]]):
         else:
             self._history.append((state["world_size"], state["consumed"]))
             self._consumed = 0
+
+
+class BlockBatchSampler(PlanBatchSampler):
+    """PlanBatchSampler for packed strategies (BLoad): yields [row, start, index] triples per batch.
+
+    Same epoch/resume contract: the plan of (seed, epoch) on every rank, state_dict() /
+    load_state_dict() to continue mid-epoch, also on another world size (the blocks not yet
+    run are re-dealt, whole, to the new ranks: nothing lost or repeated).
+    """
+
+    def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
+        if not strategy_of(config).packed:
+            raise ValueError(f"BlockBatchSampler needs a packed strategy (batching=bload), got {config.batching!r}")
+        super().__init__(lengths, config, rank, world_size)
+        self.block_length = block_length_of(self.lengths, config)  # every epoch's blocks have this length
+
+    def _items(self, plan, rank: int | None) -> list[np.ndarray]:
+        return plan.triples(rank)
+
+
+def make_batch_sampler(lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> PlanBatchSampler:
+    """The sampler a strategy needs: BlockBatchSampler for packed strategies, else PlanBatchSampler."""
+    kind = BlockBatchSampler if strategy_of(config).packed else PlanBatchSampler
+    return kind(lengths, config, rank, world_size)

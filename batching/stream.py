@@ -37,13 +37,16 @@ plan_stream runs the same algorithm compiled on the planner's arrays (identical 
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numba
 import numpy as np
 
-from .config import BatchingConfig
+from .plan import GlobalPlan, as_lengths
 from .sharding import _split_largest, arrange
+
+if TYPE_CHECKING:  # annotations only: config.py sits above the strategies
+    from .config import BatchingConfig
 
 
 class StreamBucketer:
@@ -141,9 +144,10 @@ def _steps(buffer, world_size, key):
 
 
 def skipped_samples(lengths: np.ndarray, config: BatchingConfig) -> np.ndarray:
-    """Indices of the samples batching=stream leaves out (longer than max_length); empty otherwise."""
+    """Indices of the samples batching=stream leaves out (longer than max_length, an option only
+    stream takes); empty when max_length is unset."""
     lengths = np.asarray(lengths)
-    if config.batching != "stream" or config.max_length is None:
+    if config.max_length is None:
         return np.zeros(0, np.int64)
     return np.flatnonzero(lengths > config.max_length).astype(np.int64)
 
@@ -209,10 +213,8 @@ def _stream_cuts(lengths, budget, interval):  # pragma: no cover - compiled
     return positions, cuts[:n_cuts].copy()
 
 
-def plan_stream(lengths, config: BatchingConfig, epoch: int = 0, world_size: int = 1):
+def plan_stream(lengths, config: BatchingConfig, epoch: int = 0, world_size: int = 1) -> GlobalPlan:
     """The global plan of one epoch of batching=stream (what plan_global returns for it)."""
-    from .planner import GlobalPlan, as_lengths  # planner dispatches here: import late, no cycle
-
     lengths = as_lengths(lengths)
     rng = np.random.default_rng([config.seed, epoch])
     stream = rng.permutation(lengths.size)
@@ -226,4 +228,4 @@ def plan_stream(lengths, config: BatchingConfig, epoch: int = 0, world_size: int
     positions, cuts = stream_cuts(lengths[stream], budget, config.bucket_interval)
     order, cuts, seq = arrange(stream[positions], cuts, lengths, world_size, config.drop_last,
                                rng if config.br else None)
-    return GlobalPlan(order, cuts, seq, world_size)
+    return GlobalPlan(order, cuts, seq, world_size, skipped=skipped)

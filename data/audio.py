@@ -27,6 +27,24 @@ class MelConfig:
     fmax: float = 8000.0
     clamp: float = 1e-5
 
+    @classmethod
+    def from_ms(cls, sample_rate: int, win_ms: float, hop_ms: float, n_fft: int, n_mels: int, fmin: float,
+                fmax: float) -> "MelConfig":
+        """From the hparams' units: window and hop in milliseconds, rounded half up to samples
+        (22,050 Hz: 50 ms -> 1103, 12.5 ms -> 276, the paper's). Errors name the hparam."""
+        win_length, hop_length = (int(sample_rate * ms / 1000 + 0.5) for ms in (win_ms, hop_ms))
+        for name, value in (("sample_rate", sample_rate), ("win_ms", win_length), ("hop_ms", hop_length),
+                            ("n_fft", n_fft), ("n_mels", n_mels)):
+            if value < 1:
+                raise ValueError(f"hparam '{name}' gives {value}, must be >= 1")
+        if win_length > n_fft:
+            raise ValueError(f"hparam 'win_ms': a {win_ms} ms window is {win_length} samples, more than "
+                             f"n_fft={n_fft}: raise n_fft")
+        if not 0 <= fmin < fmax <= sample_rate / 2:
+            raise ValueError(f"hparams 'fmin', 'fmax': need 0 <= fmin < fmax <= sample_rate / 2 = "
+                             f"{sample_rate / 2:g} Hz, got {fmin:g} and {fmax:g}")
+        return cls(sample_rate, win_length, hop_length, n_fft, n_mels, float(fmin), float(fmax))
+
     def fingerprint(self) -> str:
         """A short hash of every setting, so cached features are never reused across configs."""
         return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]

@@ -97,3 +97,18 @@ def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> int:
     for index in tqdm(missing, desc="mels", unit="utt", disable=None if progress else True):
         dataset.mel(index)
     return len(missing)
+
+
+class PackedView(Dataset):
+    """dataset[(row, start, index)] -> (row, start, text ids, mel) of a TextMelDataset-like dataset."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        row, start, index = (int(k) for k in key)
+        text, mel = self.dataset[index]
+        return row, start, text, mel

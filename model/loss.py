@@ -11,7 +11,7 @@ chooses which one is backpropagated.
 Packed blocks (BLoad): given the batch's Packing, the real frames come from the packing table
 (not from zeros, which look like silence), so `valid` ignores every padding frame: the gaps that
 round utterances up to multiples of r and the block ends. The gate target holds 1 at each
-utterance's last frame (data/packed.py), and guided attention is taken per utterance.
+utterance's last frame (data/collate.py), and guided attention is taken per utterance.
 """
 from dataclasses import dataclass
 from typing import Dict

@@ -24,7 +24,6 @@ import os
 import platform
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +37,13 @@ from batching.analysis import calibrate  # noqa: E402
 from data.collate import TextMelCollate  # noqa: E402
 from data.filelist import read_filelist  # noqa: E402
 from data.text import N_SYMBOLS, text_to_sequence  # noqa: E402
-from model import Tacotron2, Tacotron2Config, Tacotron2Loss  # noqa: E402
 from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
-from training.hparams import load_hparams, model_fields  # noqa: E402
+from training.config import RunConfig, resolve_config  # noqa: E402
+from training.hparams import load_hparams  # noqa: E402
+from training.step import build_step_parts, train_step  # noqa: E402
 
 DEFAULT_LENGTHS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
-N_MELS = 80
 
 
 def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -85,23 +84,19 @@ def subset_parameters(frames: np.ndarray, ssb: BatchingConfig) -> dict[str, int]
 
 
 class Bench:
-    """One model and optimiser shared by every strategy, and the training step being timed."""
+    """The training step being timed (training/step.py, what train.py runs), with one model and
+    optimiser shared by every strategy."""
 
-    def __init__(self, hp: dict, device: torch.device, seed: int):
-        torch.manual_seed(seed)
-        self.device, self.hp = device, hp
-        self.model = Tacotron2(Tacotron2Config(**model_fields(hp, N_SYMBOLS))).to(device).train()
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=hp["learning_rate"],
-                                          weight_decay=hp["weight_decay"])
-        self.criterion = Tacotron2Loss(hp["n_frames_per_step"], loss_norm=hp["loss_norm"])
-        self.collate = TextMelCollate(hp["n_frames_per_step"])
-        self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(hp["amp"])
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == torch.float16)
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.device, self.cfg = device, cfg
+        self.parts = build_step_parts(cfg, device)
+        self.collate = TextMelCollate(cfg.train.n_frames_per_step)
 
     def batch(self, frames: np.ndarray, text_lengths: np.ndarray, seed: int):
         """Random text ids and mels of exactly these lengths, padded as the training collate pads."""
         gen = torch.Generator().manual_seed(seed)
-        pairs = [(torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(N_MELS, int(f), generator=gen))
+        n_mels = self.cfg.mel.n_mels
+        pairs = [(torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(n_mels, int(f), generator=gen))
                  for f, t in zip(frames, text_lengths)]
         return self.collate(pairs).to(self.device)
 
@@ -113,15 +108,7 @@ class Bench:
         """Seconds of one training step, from a batch already on the device to the updated weights."""
         self.sync()
         tick = time.perf_counter()
-        with torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext():
-            out = self.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
-            terms = self.criterion(out, batch.mel, batch.gate, batch.mel_lengths)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(terms.loss).backward()
-        self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.hp["grad_clip"])
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        train_step(self.parts, batch)
         self.sync()
         return time.perf_counter() - tick
 
@@ -174,7 +161,8 @@ def run(args: argparse.Namespace) -> dict:
     preset = args.preset or ("small" if on_cpu else "full")
     subset = args.subset if args.subset is not None else (1024 if on_cpu else 0)
     max_batches = args.max_batches if args.max_batches is not None else (3 if on_cpu else 32)
-    hp = load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},{args.hparams}")
+    cfg = resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
+                                      f"seed={args.seed},{args.hparams}"))
     if args.threads:
         torch.set_num_threads(args.threads)
     if on_cpu:
@@ -185,14 +173,14 @@ def run(args: argparse.Namespace) -> dict:
     if subset:
         keep = np.sort(np.random.default_rng(args.seed).choice(keep, min(subset, keep.size), replace=False))
     frames, text_lengths = frames[keep], text_lengths[keep]
-    r = hp["n_frames_per_step"]
+    r = cfg.train.n_frames_per_step
 
     names = [n.strip() for n in args.strategies.split(",") if n.strip()]
-    common = {"batch_size": hp["batch_size"], "seed": args.seed}
+    common = {"batch_size": cfg.batching.batch_size, "seed": args.seed}
     if subset:
         common |= subset_parameters(frames, BatchingConfig.from_dict({**EXPERIMENTS["SSB-BR"], **common}))
     plans = make_plans(frames, names, common, r, max_batches)
-    time_plans(Bench(hp, device, args.seed), plans, frames, text_lengths, args.warmup)
+    time_plans(Bench(cfg, device), plans, frames, text_lengths, args.warmup)
 
     extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
     coef = fit_times(np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
@@ -211,7 +199,7 @@ def run(args: argparse.Namespace) -> dict:
     return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 device=device_name(device), torch=torch.__version__, lengths=str(args.lengths),
                 utterances=int(frames.size), split=args.split, subset=subset, preset=preset,
-                n_frames_per_step=r, batch_size=hp["batch_size"], amp=hp["amp"], warmup=args.warmup,
+                n_frames_per_step=r, batch_size=cfg.batching.batch_size, amp=cfg.train.amp, warmup=args.warmup,
                 max_batches=max_batches, extrapolated=extrapolated,
                 bucket_size=common.get("bucket_size", int(EXPERIMENTS["BKT-BR"]["bucket_size"])),
                 n_bins=common.get("n_bins", int(EXPERIMENTS["ATS-BR"]["n_bins"])),

@@ -18,22 +18,18 @@ import json
 import sys
 from pathlib import Path
 
-from reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,  # noqa: E402
                                 PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
+from training.rundir import read_hparams, read_metrics  # noqa: E402
 
 DEFAULT_VALIDATE_EVERY = 2  # the paper's, used when a run has no hparams.json
 
 
 def read_run(run_dir: Path) -> tuple[list[dict], int] | None:
     """(epoch records sorted by epoch, validate_every), or None when the run has no epoch yet."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    records = sorted((json.loads(line) for line in path.read_text().splitlines() if line.strip()),
-                     key=lambda r: r["epoch"])
-    hparams = run_dir / "hparams.json"
-    every = json.loads(hparams.read_text()).get("validate_every", DEFAULT_VALIDATE_EVERY) if hparams.is_file() \
-        else DEFAULT_VALIDATE_EVERY
+    records = read_metrics(run_dir)
+    every = (read_hparams(run_dir) or {}).get("validate_every", DEFAULT_VALIDATE_EVERY)
     return (records, int(every)) if records else None
 
 

@@ -16,18 +16,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data.audio import MelConfig, griffin_lim, save_wav  # noqa: E402
-from data.text import N_SYMBOLS, UnknownSymbolError, text_to_sequence  # noqa: E402
-from model import Tacotron2, Tacotron2Config  # noqa: E402
+from data.audio import griffin_lim, save_wav  # noqa: E402
+from data.text import UnknownSymbolError, text_to_sequence  # noqa: E402
+from model import Tacotron2  # noqa: E402
 from model.plotting import plot_alignment  # noqa: E402
 from training.checkpoint import load_checkpoint  # noqa: E402
-from training.hparams import model_fields  # noqa: E402
+from training.config import resolve_config  # noqa: E402
+from training.hparams import resume_hparams  # noqa: E402
 
 
 def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: int = 60, seed: int = 0) -> dict:
     """Run inference for one sentence and write mel.npy, audio.wav, alignment.png into out_dir."""
     ckpt = load_checkpoint(checkpoint)
-    model = Tacotron2(Tacotron2Config(**model_fields(ckpt["hparams"], N_SYMBOLS)))
+    cfg = resolve_config(resume_hparams(ckpt["hparams"], ""))  # the run's own model and mel settings
+    model = Tacotron2(cfg.model)
     model.load_state_dict(ckpt["model"])
     model.eval()
     torch.manual_seed(seed)  # the prenet keeps dropout at inference: seed it for repeatable output
@@ -40,12 +42,11 @@ def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: in
     mel = mel[0].cpu().numpy()
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "mel.npy", mel)
-    cfg = MelConfig()
-    wav = griffin_lim(mel, cfg, n_iter=griffin_lim_iters)
-    save_wav(out_dir / "audio.wav", wav, cfg.sample_rate)
+    wav = griffin_lim(mel, cfg.mel, n_iter=griffin_lim_iters)
+    save_wav(out_dir / "audio.wav", wav, cfg.mel.sample_rate)
     fig = plot_alignment(alignment[0].cpu().numpy(), f"{checkpoint.name}: {text[:60]}")
     fig.savefig(out_dir / "alignment.png", dpi=100, bbox_inches="tight")
-    return {"frames": mel.shape[1], "seconds": len(wav) / cfg.sample_rate, "out_dir": str(out_dir),
+    return {"frames": mel.shape[1], "seconds": len(wav) / cfg.mel.sample_rate, "out_dir": str(out_dir),
             "stopped_by_gate": not caught}
 
 

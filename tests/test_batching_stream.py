@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from batching import BatchingConfig, StreamBucketer, deal_steps, plan_digest, plan_epoch, plan_global, skipped_samples
 from batching.cli import main
 from batching.stream import stream_budget
-from training.hparams import batching_fields, load_hparams
+from training.config import batching_config
+from training.hparams import load_hparams
 
 LENGTHS = st.one_of(
     st.lists(st.integers(1, 1000), min_size=1, max_size=150),
@@ -125,9 +126,9 @@ def test_config_dbs_implied_and_validation():
     with pytest.raises(ValueError, match=r"bucket_interval=0 is invalid"):
         BatchingConfig("stream", bucket_interval=0)
     hp = load_hparams("batching=stream,bucket_interval=25,max_length=0")
-    assert BatchingConfig(**batching_fields(hp)) == BatchingConfig(
+    assert batching_config(hp) == BatchingConfig(
         "stream", dbs=True, br=True, bucket_interval=25, max_length=None)
-    assert batching_fields(load_hparams("batching=stream,max_length=700"))["max_length"] == 700
+    assert batching_config(load_hparams("batching=stream,max_length=700")).max_length == 700
 
 
 @settings(max_examples=60, deadline=None)

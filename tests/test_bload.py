@@ -1,4 +1,5 @@
-"""BLoad block packing: the planner (batching/bload.py), its sampler and collate (data/packed.py)."""
+"""BLoad block packing: the planner (batching/bload.py), its sampler (batching/sampler.py) and collate
+(data/collate.py, data/dataset.py)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +10,9 @@ from batching.bload import BlockPlan, block_stats, pack_blocks, slot_lengths
 from tests.test_batching_plan import AWKWARD
 
 torch = pytest.importorskip("torch")
-from data.packed import BlockBatchSampler, PackedCollate, PackedView  # noqa: E402
+from batching.sampler import BlockBatchSampler  # noqa: E402
+from data.collate import PackedCollate  # noqa: E402
+from data.dataset import PackedView  # noqa: E402
 
 LENGTHS = np.random.default_rng(5).integers(20, 800, 403)
 

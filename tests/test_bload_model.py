@@ -5,12 +5,12 @@ import pytest
 import torch
 
 import train
-from data.packed import PackedCollate
+from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Loss
 from model.tacotron2 import GATE_PAD_LOGIT
 from tests.test_model import N_MELS, N_SYMBOLS, tiny_config
 from tests.test_train import check_demo_learns, tiny
-from training.run_logger import read_metrics
+from training.rundir import read_metrics
 
 # (row, text length, mel length): rows of several utterances, lengths not multiples of 2
 UTTERANCES = [(0, 5, 9), (0, 3, 7), (0, 1, 1), (1, 6, 13), (1, 2, 4), (1, 4, 5), (2, 7, 20)]

@@ -10,9 +10,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.test_train import TINY_MODEL, tiny
-from training.checkpoint import LAST, load_checkpoint
+from training.checkpoint import load_checkpoint
 from training.distributed import DistInfo, check_same_plan
-from training.run_logger import read_metrics
+from training.rundir import LAST, read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 

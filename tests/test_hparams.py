@@ -1,7 +1,15 @@
-"""hparams.yaml + dataset presets + --hparams overrides, and their errors."""
+"""hparams.yaml + dataset presets + --hparams overrides -> typed configs, and their errors."""
+import re
+
 import pytest
 
-from training.hparams import HParamsError, batching_fields, load_hparams, model_fields, parse_overrides
+from batching import BatchingConfig, parse_overrides
+from training.config import resolve_config
+from training.hparams import HParamsError, load_hparams, resume_hparams
+
+
+def config(text=""):
+    return resolve_config(load_hparams(text))
 
 
 def test_defaults_resolve_with_the_demo_preset():
@@ -16,7 +24,8 @@ def test_overrides_are_typed_and_beat_the_preset():
     hp = load_hparams("batching=bkt,dbs=false,lrf=0.25,epochs=3,model_preset=full,model.attention_dim=32")
     assert (hp["batching"], hp["dbs"], hp["lrf"], hp["epochs"]) == ("bkt", False, 0.25, 3)
     assert hp["model"] == {"attention_dim": 32}
-    assert model_fields(hp, 40) == {"attention_dim": 32, "n_symbols": 40, "n_frames_per_step": 2}
+    model = resolve_config(hp).model
+    assert (model.attention_dim, model.n_frames_per_step, model.attention_rnn_dim) == (32, 2, 1024)
 
 
 def test_ljspeech_switch_brings_the_full_model():
@@ -25,13 +34,45 @@ def test_ljspeech_switch_brings_the_full_model():
 
 
 def test_capacity_zero_means_the_papers_default():
-    assert batching_fields(load_hparams())["capacity"] is None
-    assert batching_fields(load_hparams("capacity=12000"))["capacity"] == 12000
+    assert config().batching.capacity is None
+    assert config("capacity=12000").batching.capacity == 12000
+
+
+def test_typed_configs_split_the_hparams():
+    cfg = config("batching=bload,block_length=400,epochs=4")
+    assert cfg.batching == BatchingConfig("bload", batch_size=16, br=True, block_length=400, n_frames_per_step=2)
+    assert cfg.train.epochs == 4 and cfg.data.dataset == "demo"
+    assert config().batching.n_frames_per_step == 1  # recorded for packed strategies only
+
+
+def test_mel_settings_are_hparams():
+    mel = config().mel
+    assert (mel.sample_rate, mel.win_length, mel.hop_length, mel.n_mels) == (22050, 1103, 276, 80)
+    cfg = config("dataset=ljspeech,sample_rate=16000,n_mels=64")
+    assert (cfg.mel.win_length, cfg.mel.hop_length, cfg.model.n_mel_channels) == (800, 200, 64)
+    with pytest.raises(HParamsError, match="'win_ms': a 100.0 ms window is 2205 samples, more than n_fft=2048"):
+        config("win_ms=100")
+    with pytest.raises(HParamsError, match="fmax <= sample_rate / 2 = 8000 Hz"):
+        config("dataset=ljspeech,sample_rate=16000,fmax=9000")
+
+
+def test_resume_keeps_the_runs_settings_and_allows_few_changes():
+    stored = load_hparams("batching=sb,epochs=3")
+    stored.pop("n_mels")  # a run from before a setting existed: it takes the default
+    hp = resume_hparams(stored, "epochs=5")
+    assert (hp["batching"], hp["epochs"], hp["n_mels"]) == ("sb", 5, 80)
+    with pytest.raises(HParamsError, match="'batching' cannot change in a resumed run"):
+        resume_hparams(stored, "batching=ssb")
 
 
 @pytest.mark.parametrize("text, message", [
     ("bogus=1", "unknown hparam(s) bogus"),
     ("batching=xyz", "'batching': 'xyz' is not one of rand, sb, ssb, bkt, ats"),
+    ("loss_norm=mean", "'loss_norm': 'mean' is not one of valid, padded"),
+    ("amp=fp8", "'amp': 'fp8' is not one of off, bf16, fp16"),
+    ("model_preset=huge", "'model_preset': 'huge' is not one of full, small"),
+    ("batch_size=0", "batch_size=0 is invalid: expected an integer >= 1"),
+    ("model.atention_dim=3", "unknown Tacotron2Config key(s) ['atention_dim']"),
     ("dbs=maybe", "'dbs': 'maybe' is not a boolean"),
     ("epochs=1.5", "'epochs': '1.5' is not an integer"),
     ("epochs=0", "'epochs': 0 must be > 0"),
@@ -41,8 +82,8 @@ def test_capacity_zero_means_the_papers_default():
     ("batching", "'batching' is not of the form key=value"),
 ])
 def test_bad_values_name_the_key_and_what_is_allowed(text, message):
-    with pytest.raises(HParamsError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        load_hparams(text)
+    with pytest.raises(HParamsError, match=re.escape(message)):
+        config(text)
 
 
 def test_parse_overrides_ignores_empty_items():

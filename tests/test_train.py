@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import train
-from training.checkpoint import LAST, load_checkpoint
-from training.run_logger import read_metrics
+import training.step
+from training.checkpoint import load_checkpoint
+from training.rundir import LAST, read_metrics
 
 TINY_MODEL = ("model.symbols_embedding_dim=32,model.encoder_embedding_dim=32,model.attention_rnn_dim=64,"
               "model.decoder_rnn_dim=64,model.prenet_dim=32,model.attention_dim=16,"
@@ -87,14 +88,14 @@ def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path,
     assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
     before = load_checkpoint(tmp_path / "run" / LAST)["model"]
 
-    real_loss = train.Tacotron2Loss
+    real_loss = training.step.Tacotron2Loss
 
     class NaNLoss(real_loss):
         def __call__(self, *args, **kwargs):
             terms = super().__call__(*args, **kwargs)
             return dataclasses.replace(terms, loss=terms.loss * float("nan"))
 
-    monkeypatch.setattr(train, "Tacotron2Loss", NaNLoss)
+    monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
     with pytest.raises(FloatingPointError, match="3 non-finite steps in a row"):
         train.main(["--resume", str(tmp_path / "run"), "--hparams", "epochs=2,max_bad_steps=3"])
     after = load_checkpoint(tmp_path / "run" / LAST)["model"]

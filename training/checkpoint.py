@@ -1,37 +1,49 @@
-"""Checkpoints that a crash cannot corrupt, and the random state that makes resuming exact.
+"""Checkpoints that a crash cannot corrupt, the run's progress, and the random state that makes
+resuming exact.
 
-A checkpoint is written to a temporary file in the run directory, flushed to disk, and only then
-renamed over the previous one (`os.replace` is atomic on POSIX), so at any instant the run
-directory holds either the old complete checkpoint or the new complete one.
+A checkpoint goes through data.atomic.atomic_open (temporary file, fsync, rename), so at any
+instant the run directory holds either the old complete checkpoint or the new complete one.
 """
 from __future__ import annotations
 
-import os
+import dataclasses
 import random
-import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-LAST = "checkpoint_last.pt"
-BEST = "checkpoint_best.pt"
+from data.atomic import atomic_open
+
+
+@dataclass
+class RunState:
+    """Where the run is: the checkpoint's `progress`. `partial` holds the running epoch's sums
+    (training.loop.EpochSums as a dict) when a checkpoint is written inside an epoch."""
+
+    epoch: int = 0
+    step_in_epoch: int = 0
+    global_step: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    best_val: float = float("inf")
+    partial: dict[str, float] | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "RunState":
+        """From a checkpoint's progress; fields it predates take their defaults, unknown ones are dropped."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    """torch.save through a temporary file + fsync + rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """torch.save through the atomic writer."""
+    with atomic_open(path, "wb") as handle:
+        torch.save(obj, handle)
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,39 +1,63 @@
-"""From the `dataset` hparam to the train and validation datasets (filelists -> TextMelDataset)."""
+"""From the `dataset` hparam to the train and validation datasets (filelists -> TextMelDataset).
+
+DATASET_FILELISTS is the one table of corpora: each entry returns the (train, validation)
+filelists of a DataConfig, generating the corpus first where the project makes it itself.
+Adding a corpus: a function here and its row, and a preset in hparams.yaml's dataset_presets.
+"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from data.audio import MelConfig
 from data.dataset import TextMelDataset, precompute_mels
 from data.demo import make_demo_corpus
 from data.filelist import read_filelist
 
+if TYPE_CHECKING:  # annotations only: training/config.py takes DATASETS from here
+    from training.config import DataConfig
+
 REPO = Path(__file__).resolve().parents[1]
 LJSPEECH_FILELISTS = (REPO / "filelists" / "ljspeech_train.txt", REPO / "filelists" / "ljspeech_val.txt")
 
 
-def resolve_filelists(hp: dict[str, Any]) -> tuple[Path, Path]:
-    """The (train, validation) filelists the hparams point at; the demo corpus is generated if needed."""
-    if hp["dataset"] == "demo":
-        return make_demo_corpus(Path(hp["demo_dir"]), n_utterances=hp["demo_utterances"], seed=0)
-    if hp["train_filelist"] or hp["val_filelist"]:
-        train, val = Path(hp["train_filelist"]), Path(hp["val_filelist"])
-    else:
-        train, val = LJSPEECH_FILELISTS
-    for path in (train, val):
+def demo_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
+    """The embedded demo corpus, generated once (rendered at the paper's mel settings)."""
+    if (mel.sample_rate, mel.hop_length) != (MelConfig().sample_rate, MelConfig().hop_length):
+        raise ValueError(f"dataset=demo is rendered at {MelConfig().sample_rate} Hz with a 12.5 ms hop; "
+                         "leave sample_rate and hop_ms at their defaults for it")
+    return make_demo_corpus(Path(data.demo_dir), n_utterances=data.demo_utterances, seed=0)
+
+
+def ljspeech_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
+    """filelists/ljspeech_{train,val}.txt from scripts/prepare_ljspeech.py (or the ones named)."""
+    if data.train_filelist or data.val_filelist:
+        return user_filelists(data, mel)
+    return _existing(LJSPEECH_FILELISTS, "run `python scripts/prepare_ljspeech.py --ljspeech /path/to/LJSpeech-1.1` "
+                                         "first")
+
+
+def user_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
+    """The user's own `wav|text|frames` filelists."""
+    return _existing((Path(data.train_filelist), Path(data.val_filelist)), "check train_filelist / val_filelist")
+
+
+def _existing(paths: tuple[Path, Path], hint: str) -> tuple[Path, Path]:
+    for path in paths:
         if not path.is_file():
-            hint = ("run `python scripts/prepare_ljspeech.py --ljspeech /path/to/LJSpeech-1.1` first"
-                    if hp["dataset"] == "ljspeech" else "check train_filelist / val_filelist")
             raise FileNotFoundError(f"filelist {path} not found: {hint}")
-    return train, val
+    return paths
 
 
-def build_datasets(hp: dict[str, Any], progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
+DATASET_FILELISTS = {"demo": demo_filelists, "ljspeech": ljspeech_filelists, "filelist": user_filelists}
+DATASETS = tuple(DATASET_FILELISTS)
+
+
+def build_datasets(data: DataConfig, mel: MelConfig, progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
     """Datasets whose `.frames` (from the filelist) are the lengths the batch planner uses."""
-    mel_cfg = MelConfig()
-    cache = Path(hp["mel_cache_dir"]) if hp["mel_cache_dir"] else None
-    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache) for path in resolve_filelists(hp))
+    cache = Path(data.mel_cache_dir) if data.mel_cache_dir else None
+    paths = DATASET_FILELISTS[data.dataset](data, mel)
+    sets = tuple(TextMelDataset(read_filelist(path), mel, cache_dir=cache) for path in paths)
     if cache is not None:
         for dataset in sets:
             precompute_mels(dataset, progress=progress)

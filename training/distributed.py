@@ -4,11 +4,13 @@ Works unchanged in a single process (world size 1): every helper then reduces to
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
@@ -58,13 +60,28 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
-def all_sum(values: list[float], info: DistInfo, device: torch.device) -> list[float]:
-    """Sum a few floats over all ranks (float64, so sums of many frames stay exact)."""
+Sums = TypeVar("Sums")
+
+
+def sum_over_ranks(sums: Sums, info: DistInfo, device: torch.device) -> Sums:
+    """A dataclass of numbers, each field summed over all ranks in one all-reduce (float64, so
+    sums of many frames stay exact); the same object in a single process."""
     if not info.enabled:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        return sums
+    names = [f.name for f in dataclasses.fields(sums)]
+    tensor = torch.tensor([float(getattr(sums, n)) for n in names], dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
-    return tensor.tolist()
+    kinds = {n: type(getattr(sums, n)) for n in names}
+    return dataclasses.replace(sums, **{n: kinds[n](v) for n, v in zip(names, tensor.tolist())})
+
+
+def all_finite(finite: torch.Tensor, info: DistInfo, device: torch.device) -> bool:
+    """True when the step's loss and gradients are finite on every rank (all must skip together)."""
+    if not info.enabled:
+        return bool(finite)
+    bad = (~finite).to(device=device, dtype=torch.float64).reshape(1)
+    dist.all_reduce(bad)
+    return bool(bad.item() == 0)
 
 
 def check_same_plan(digest: str, epoch: int, info: DistInfo) -> None:

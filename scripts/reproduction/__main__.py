@@ -7,24 +7,14 @@ decisions live here, next to the experiment table, where they can be tested.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from batching.options import parse_overrides
+from training.hparams import RESUME_MAY_CHANGE
+from training.rundir import has_checkpoint, last_epoch
+
 from .paper import EXPERIMENTS, FIXED_HPARAMS
-
-def parse_hparams(text: str) -> dict[str, str]:
-    """`a=1,b=2` -> {'a': '1', 'b': '2'}; later keys win, as in train.py."""
-    pairs = (item.split("=", 1) for item in text.split(",") if item.strip())
-    return {key.strip(): value.strip() for key, value in pairs}
-
-
-def last_epoch(run_dir: Path) -> int:
-    """The last 0-based epoch in run_dir/metrics.jsonl, -1 when there is none."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return -1
-    return max((json.loads(line)["epoch"] for line in path.read_text().splitlines() if line.strip()), default=-1)
 
 
 def plan(names: list[str], root: Path, dataset: str, epochs: int, extra: str) -> list[tuple[str, str, Path, str]]:
@@ -35,14 +25,12 @@ def plan(names: list[str], root: Path, dataset: str, epochs: int, extra: str) ->
         run_dir = root / name
         if last_epoch(run_dir) >= epochs - 1:
             action, hp = "done", {}
-        elif (run_dir / "checkpoint_last.pt").is_file():
-            from train import RESUME_MAY_CHANGE  # the only keys a resumed run accepts (imports torch)
-
-            action = "resume"
-            hp = {k: v for k, v in parse_hparams(extra).items() if k in RESUME_MAY_CHANGE} | {"epochs": str(epochs)}
+        elif has_checkpoint(run_dir):
+            action = "resume"  # a resumed run accepts only RESUME_MAY_CHANGE
+            hp = {k: v for k, v in parse_overrides(extra).items() if k in RESUME_MAY_CHANGE} | {"epochs": str(epochs)}
         else:
             action = "new"
-            hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs), **parse_hparams(extra),
+            hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs), **parse_overrides(extra),
                   **EXPERIMENTS[name], "output_dir": str(run_dir)}
         rows.append((name, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
     return rows

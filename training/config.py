@@ -1,0 +1,147 @@
+"""The run's typed configuration: the flat hparams (training/hparams.py) -> frozen, validated
+configs for the training loop, the data, the batching, the model and the mel features.
+
+Each value is checked once, here or in the config class that owns it (BatchingConfig,
+Tacotron2Config, MelConfig), and every error names the hparam and what is allowed. Choice lists
+come from the modules that own them. The checkpoint stores RunConfig.to_dict().
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from batching import STRATEGIES, BatchingConfig, strategy_of
+from data.audio import MelConfig
+from data.text import N_SYMBOLS
+from model import Tacotron2Config
+from model.loss import LOSS_NORMS
+from training.datasets import DATASETS
+from training.hparams import HParamsError
+from training.step import AMP_DTYPES
+
+# 0 means "the default" for capacity (B0 x L_max), max_length (no limit), block_length (longest utterance)
+_ZERO_IS_NONE = ("capacity", "max_length", "block_length")
+_MEL_KEYS = ("sample_rate", "win_ms", "hop_ms", "n_fft", "n_mels", "fmin", "fmax")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training loop: optimisation, loss, precision, validation, checkpoints, where it runs."""
+
+    epochs: int
+    learning_rate: float
+    weight_decay: float
+    grad_clip: float
+    loss_norm: str
+    guided_attention: float
+    guided_attention_sigma: float
+    gate_pos_weight: float
+    amp: str
+    max_bad_steps: int
+    n_frames_per_step: int
+    seed: int
+    validate_every: int
+    val_batch_size: int
+    output_dir: str
+    overwrite: bool
+    checkpoint_every_steps: int
+    stop_after_steps: int
+    device: str
+    num_workers: int
+    threads: int
+    progress: bool
+
+    def __post_init__(self) -> None:
+        _choose("loss_norm", self.loss_norm, LOSS_NORMS)
+        _choose("amp", self.amp, tuple(AMP_DTYPES))
+        _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
+                                "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size"),
+                non_negative=("weight_decay", "guided_attention", "seed", "checkpoint_every_steps",
+                              "stop_after_steps", "num_workers", "threads"))
+        device = self.device
+        if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+            raise HParamsError(f"hparam 'device': '{device}' is not one of auto, cpu, cuda, cuda:N")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which corpus: its filelists, or where the project generates it; the mel cache."""
+
+    dataset: str
+    train_filelist: str
+    val_filelist: str
+    demo_dir: str
+    demo_utterances: int
+    mel_cache_dir: str
+
+    def __post_init__(self) -> None:
+        _choose("dataset", self.dataset, DATASETS)
+        _bounds(self, positive=("demo_utterances",), non_negative=())
+        if self.dataset == "filelist" and not (self.train_filelist and self.val_filelist):
+            raise HParamsError("dataset=filelist needs train_filelist=PATH and val_filelist=PATH")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run is, typed: built once from the hparams by resolve_config()."""
+
+    train: TrainConfig
+    data: DataConfig
+    batching: BatchingConfig
+    model: Tacotron2Config
+    mel: MelConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def resolve_config(hp: dict[str, Any]) -> RunConfig:
+    """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it."""
+    train = TrainConfig(**_fields_of(TrainConfig, hp))
+    data = DataConfig(**_fields_of(DataConfig, hp))
+    try:
+        mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
+        return RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
+    except ValueError as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
+        raise HParamsError(str(err)) from None
+
+
+def batching_config(hp: dict[str, Any]) -> BatchingConfig:
+    """The batching options of the hparams (0 for capacity, max_length, block_length: the default).
+    n_frames_per_step matters to packed strategies only and is recorded for them alone, so other
+    strategies' checkpoints resume whatever the reduction factor's bookkeeping."""
+    _choose("batching", hp["batching"], STRATEGIES)
+    names = {f.name for f in dataclasses.fields(BatchingConfig)} - {"n_frames_per_step"}
+    values = {k: (hp[k] or None) if k in _ZERO_IS_NONE else hp[k] for k in names}
+    config = BatchingConfig(**values)
+    if strategy_of(config).packed:
+        config = dataclasses.replace(config, n_frames_per_step=hp["n_frames_per_step"])
+    return config
+
+
+def model_config(hp: dict[str, Any], mel: MelConfig) -> Tacotron2Config:
+    """The model preset with its `model.*` overrides, sized to the symbol table and the mel bands."""
+    fields = {**hp["model"], "n_symbols": N_SYMBOLS, "n_frames_per_step": hp["n_frames_per_step"]}
+    if fields.setdefault("n_mel_channels", mel.n_mels) != mel.n_mels:
+        raise HParamsError(f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
+                           f"n_mels={mel.n_mels}; set n_mels instead")
+    return Tacotron2Config.from_dict(fields)
+
+
+def _fields_of(cls, hp: dict[str, Any]) -> dict[str, Any]:
+    return {f.name: hp[f.name] for f in dataclasses.fields(cls)}
+
+
+def _choose(key: str, value: Any, allowed: tuple) -> None:
+    if value not in allowed:
+        raise HParamsError(f"hparam '{key}': '{value}' is not one of {', '.join(allowed)}")
+
+
+def _bounds(config: Any, positive: tuple[str, ...], non_negative: tuple[str, ...]) -> None:
+    for key in positive:
+        if getattr(config, key) <= 0:
+            raise HParamsError(f"hparam '{key}': {getattr(config, key)} must be > 0")
+    for key in non_negative:
+        if getattr(config, key) < 0:
+            raise HParamsError(f"hparam '{key}': {getattr(config, key)} must be >= 0")

@@ -1,0 +1,237 @@
+"""One epoch of training, validation, and the checkpoint that lets a run continue exactly.
+
+Module-level functions over a `Run` (training/run.py) and the mutable `RunState`
+(training/checkpoint.py). Per-epoch sums are dataclasses with named fields, summed over ranks
+in one all-reduce each; adding a metric is adding a field.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
+from training import distributed as dist_utils
+from training.checkpoint import RunState, atomic_torch_save, rng_state, set_rng_state
+from training.run import Run
+from training.rundir import BEST, LAST, write_metrics
+from training.step import StepResult, train_step
+
+VAL_SEED = 1234  # validation draws its prenet-dropout masks from this seed, for comparable losses
+STEP_LOG_EVERY = 10  # global steps between TensorBoard step scalars
+
+
+class StopRequested(Exception):
+    """Raised between steps after SIGINT/SIGTERM (or stop_after_steps), once a checkpoint is written."""
+
+
+@dataclass
+class EpochSums:
+    """A training epoch's running sums on one rank (kept in mid-epoch checkpoints)."""
+
+    loss_valid: float = 0.0
+    loss_padded: float = 0.0
+    guided: float = 0.0
+    steps: int = 0  # optimiser steps applied
+    skipped: int = 0  # steps skipped for a non-finite loss or gradient
+    bad_in_row: int = 0  # the current run of skipped steps (max_bad_steps stops the run)
+    frames: float = 0.0  # real mel frames trained on
+    seconds: float = 0.0  # training time, steps only
+
+    @classmethod
+    def from_dict(cls, values: dict[str, float] | None) -> "EpochSums":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (values or {}).items() if k in names})
+
+
+@dataclass
+class ValSums:
+    """Validation sums on one rank."""
+
+    loss_valid_frames: float = 0.0  # `valid` loss x real frames, per batch
+    frames: float = 0.0
+    loss_padded: float = 0.0  # `padded` loss, per batch
+    batches: int = 0
+    diagonality: float = 0.0  # per utterance
+
+
+def save_checkpoint(run: Run, state: RunState, name: str, sampler_state: dict | None = None) -> None:
+    """Everything needed to continue exactly here; the sampler state only inside an epoch.
+    Called on every rank (each rank's random state is gathered); rank 0 writes."""
+    rngs = dist_utils.gather_objects(rng_state(), run.info)
+    if run.info.is_main:
+        parts = run.parts
+        atomic_torch_save({"model": parts.core.state_dict(), "optimizer": parts.optimizer.state_dict(),
+                           "scaler": parts.scaler.state_dict(), "hparams": run.hp, "config": run.cfg.to_dict(),
+                           "progress": state.to_dict(), "sampler": sampler_state, "rng": rngs,
+                           "world_size": run.info.world_size}, run.run_dir / name)
+
+
+def start_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | None) -> tuple[EpochSums, int]:
+    """Plan the epoch (or restore a mid-epoch position) and seed dropout; returns the running sums
+    and how many of the epoch's steps ran before the sampler's own count starts."""
+    sampler = run.train_sampler
+    sampler.set_epoch(epoch)
+    if state.step_in_epoch > 0:  # resuming inside this epoch
+        sampler.load_state_dict(resume["sampler"])
+        set_rng_state(resume["rng"][run.info.rank % len(resume["rng"])])
+        offset = state.step_in_epoch - sampler.state_dict()["consumed"]
+    else:  # the paper's seed + 1 per epoch (rank 0); other ranks draw other dropout masks
+        torch.manual_seed(run.cfg.train.seed + epoch + 100_003 * run.info.rank)
+        offset = 0
+    dist_utils.check_same_plan(sampler.plan_digest(), epoch, run.info)
+    return EpochSums.from_dict(state.partial), offset
+
+
+def account_step(run: Run, state: RunState, sums: EpochSums, result: StepResult, batch, epoch: int) -> None:
+    """Add a step to the sums and the counters; stop after max_bad_steps non-finite steps in a row."""
+    if result.applied:
+        sums.loss_valid += float(result.terms.valid.total)
+        sums.loss_padded += float(result.terms.padded.total)
+        sums.guided += float(result.terms.guided_attention)
+        sums.steps += 1
+        sums.bad_in_row = 0
+    else:
+        sums.skipped += 1
+        sums.bad_in_row += 1
+        run.log(f"\nwarning: non-finite loss or gradient at epoch {epoch} step {state.step_in_epoch}: "
+                f"step skipped ({sums.bad_in_row} in a row)")
+        if sums.bad_in_row >= run.cfg.train.max_bad_steps:
+            raise FloatingPointError(
+                f"{sums.bad_in_row} non-finite steps in a row at epoch {epoch}; stopping. The last good "
+                f"checkpoint is {run.run_dir / LAST}. Try a lower learning_rate or amp=off.")
+    sums.frames += float(batch.mel_lengths.sum())
+    state.step_in_epoch += 1
+    state.global_step += 1
+    if state.global_step % STEP_LOG_EVERY == 0:
+        run.logger.scalars({"loss_valid": float(result.terms.valid.total),
+                            "loss_padded": float(result.terms.padded.total),
+                            "grad_norm": float(result.grad_norm)}, state.global_step, "step")
+
+
+def maybe_checkpoint(run: Run, state: RunState, sums: EpochSums, offset: int) -> None:
+    """A mid-epoch checkpoint every checkpoint_every_steps, and on a stop request (then stop)."""
+    train = run.cfg.train
+    stop_now = run.stop.hit or (train.stop_after_steps and state.global_step >= train.stop_after_steps)
+    if stop_now or (train.checkpoint_every_steps and state.global_step % train.checkpoint_every_steps == 0):
+        state.partial = dataclasses.asdict(sums)
+        save_checkpoint(run, state, LAST, run.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
+        if stop_now:
+            raise StopRequested
+
+
+def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | None) -> dict[str, Any]:
+    """Train one epoch (or its rest, after a mid-epoch resume); returns the epoch's training record."""
+    sums, offset = start_epoch(run, state, epoch, resume)
+    record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.cfg.train.n_frames_per_step)}
+    run.parts.model.train()
+    all_finite = partial(dist_utils.all_finite, info=run.info, device=run.device)
+    bar = tqdm(run.train_loader, total=len(run.train_sampler) + state.step_in_epoch, initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
+               disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
+    tick = time.perf_counter()
+    for batch in bar:
+        batch = batch.to(run.device)
+        result = train_step(run.parts, batch, all_finite)
+        account_step(run, state, sums, result, batch, epoch)
+        if run.device.type == "cuda":
+            torch.cuda.synchronize()
+        sums.seconds += time.perf_counter() - tick
+        bar.set_postfix(loss=f"{float(result.terms.loss.detach()):.4f}")
+        maybe_checkpoint(run, state, sums, offset)
+        tick = time.perf_counter()
+    bar.close()
+    return record | epoch_record(run, sums)
+
+
+def epoch_record(run: Run, sums: EpochSums) -> dict[str, Any]:
+    """Losses and frames summed over ranks; time and step counts are this rank's."""
+    total = dist_utils.sum_over_ranks(sums, run.info, run.device)
+    steps = max(total.steps, 1)
+    return {"train_loss_valid": total.loss_valid / steps, "train_loss_padded": total.loss_padded / steps,
+            "train_guided_attention": total.guided / steps, "train_seconds": sums.seconds,
+            "steps": sums.steps + sums.skipped, "skipped_steps": sums.skipped,
+            "train_frames_per_second": total.frames / max(sums.seconds, 1e-9),
+            "steps_per_rank": dist_utils.gather_objects(sums.steps + sums.skipped, run.info)}
+
+
+@torch.no_grad()
+def validate(run: Run, epoch: int) -> dict[str, float]:
+    """Teacher-forced validation over RAND batches; sums over ranks so every rank agrees."""
+    core, r = run.parts.core, run.cfg.train.n_frames_per_step
+    core.eval()
+    run.val_sampler.set_epoch(0)  # the same validation batches every time
+    sums, first = ValSums(), None
+    with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
+        torch.manual_seed(VAL_SEED)
+        for batch in run.val_loader:
+            batch = batch.to(run.device)
+            out = core(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
+            terms = run.parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths)
+            frames = float(batch.mel_lengths.sum())
+            sums.loss_valid_frames += float(terms.valid.total) * frames
+            sums.frames += frames
+            sums.loss_padded += float(terms.padded.total)
+            sums.batches += 1
+            sums.diagonality += sum(alignment_diagonality(*_alignment(batch, out, i, r))
+                                    for i in range(len(batch.mel_lengths)))
+            first = first or (batch, out)
+    total = dist_utils.sum_over_ranks(sums, run.info, run.device)
+    if first is not None and run.info.is_main:
+        log_figures(run, epoch, *first)
+    run.parts.model.train()
+    return {"val_loss_valid": total.loss_valid_frames / max(total.frames, 1),
+            "val_loss_padded": total.loss_padded / max(total.batches, 1),
+            "val_diagonality": total.diagonality / max(len(run.val_set), 1)}
+
+
+def _alignment(batch, out, i: int, r: int) -> tuple[np.ndarray, int, int]:
+    """Utterance i's alignment [decoder steps, text] without padding, its text and decoder lengths."""
+    dec_len = int(math.ceil(int(batch.mel_lengths[i]) / r))
+    text_len = int(batch.text_lengths[i])
+    return out.alignments[i, :dec_len, :text_len].float().cpu().numpy(), text_len, dec_len
+
+
+def log_figures(run: Run, epoch: int, batch, out) -> None:
+    """The first validation utterance's alignment, mel and gate: TensorBoard, and PNGs in the run dir."""
+    length = int(batch.mel_lengths[0])
+    alignment, _, _ = _alignment(batch, out, 0, run.cfg.train.n_frames_per_step)
+    run.logger.figure("val/alignment", plot_alignment(alignment, f"epoch {epoch}"), epoch, "alignment.png")
+    run.logger.figure("val/mel", plot_mel(batch.mel[0, :, :length].cpu().numpy(),
+                                          out.mel_postnet[0, :, :length].float().cpu().numpy()), epoch, "mel.png")
+    run.logger.figure("val/gate", plot_gate(batch.gate[0, :length].cpu().numpy(),
+                                            torch.sigmoid(out.gate[0, :length]).float().cpu().numpy()), epoch)
+
+
+def finish_epoch(run: Run, state: RunState, record: dict[str, Any]) -> None:
+    """Record the epoch, print its line, write LAST (and BEST when validation improved) and metrics."""
+    norm = run.cfg.train.loss_norm
+    record["train_loss"] = record["train_loss_" + norm]
+    if "val_loss_valid" in record:
+        record["val_loss"] = record["val_loss_" + norm]
+    state.epoch, state.step_in_epoch, state.partial = record["epoch"] + 1, 0, None
+    state.records = state.records + [record]
+    run.logger.scalars({k: v for k, v in record.items() if k != "epoch"}, record["epoch"], "epoch")
+    run.log(epoch_line(record))
+    improved = record.get("val_loss_valid", math.inf) < state.best_val
+    state.best_val = min(state.best_val, record.get("val_loss_valid", math.inf))
+    save_checkpoint(run, state, LAST)
+    if improved:
+        save_checkpoint(run, state, BEST)
+    if run.info.is_main:
+        write_metrics(run.run_dir, state.records)
+
+
+def epoch_line(record: dict[str, Any]) -> str:
+    line = (f"epoch {record['epoch']:4d} | {record['train_seconds']:7.1f}s | {record['n_batches']} batches | "
+            f"ZPR {record['zpr']:5.2f}% ABL {record['abl']:6.1f} | train {record['train_loss']:.4f}")
+    if "val_loss" in record:
+        line += (f" | val {record['val_loss_valid']:.4f} (padded {record['val_loss_padded']:.4f}) "
+                 f"| diagonal {record['val_diagonality']:.2f}")
+    return line

@@ -1,0 +1,123 @@
+"""A run's parts, built once from the config: devices and ranks, data loaders, the training step's
+parts, the logger and the stop flag. `Run` is the small frozen bundle the loop functions take."""
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+
+from batching import BatchingConfig
+from batching.sampler import PlanBatchSampler
+from data.collate import TextMelCollate
+from data.dataset import TextMelDataset
+from data.loader import loader_parts
+from training import distributed as dist_utils
+from training.config import RunConfig
+from training.datasets import build_datasets
+from training.run_logger import RunLogger
+from training.step import StepParts, build_step_parts
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM: the loop finishes its step, writes a checkpoint and stops.
+    A second signal aborts at once (KeyboardInterrupt)."""
+
+    def __init__(self, announce: bool) -> None:
+        self.hit = False
+        self.announce = announce
+        self._previous: dict[int, Any] = {}
+
+    def handler(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        if self.hit:
+            raise KeyboardInterrupt
+        self.hit = True
+        if self.announce:
+            print("\nstop requested: finishing this step, then writing a checkpoint (press again to abort)")
+
+    def install(self) -> None:
+        self._previous = {sig: signal.signal(sig, self.handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything the epoch loop, validation and checkpointing use."""
+
+    cfg: RunConfig
+    hp: dict[str, Any]  # the flat hparams, stored in checkpoints so that a resume rebuilds the same run
+    info: dist_utils.DistInfo
+    device: torch.device
+    run_dir: Path
+    parts: StepParts
+    train_set: TextMelDataset
+    train_sampler: PlanBatchSampler
+    train_loader: DataLoader
+    val_set: TextMelDataset
+    val_sampler: PlanBatchSampler
+    val_loader: DataLoader
+    logger: RunLogger
+    stop: StopFlag
+
+    def log(self, message: str) -> None:
+        """Print on the main rank only."""
+        if self.info.is_main:
+            print(message)
+
+
+def pick_device(name: str, local_rank: int) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        name = f"cuda:{local_rank}"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={name} asked for, but this PyTorch sees no CUDA GPU; use device=cpu")
+    return torch.device(name)
+
+
+def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.device):
+    """(train set, train sampler, train loader, val set, val sampler, val loader); validation
+    always uses RAND batches of val_batch_size, unpacked (as in the paper)."""
+    with dist_utils.main_rank_first(info):
+        train_set, val_set = build_datasets(cfg.data, cfg.mel, progress=cfg.train.progress and info.is_main)
+    train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
+    val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
+    val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
+    common = dict(num_workers=cfg.train.num_workers, pin_memory=device.type == "cuda", persistent_workers=False)
+    train_loader = DataLoader(train.dataset, batch_sampler=train.sampler, collate_fn=train.collate,
+                              generator=torch.Generator(), **common)
+    val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(cfg.train.n_frames_per_step),
+                            generator=torch.Generator(), **common)
+    return train_set, train.sampler, train_loader, val_set, val_sampler, val_loader
+
+
+def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -> Run:
+    """Set up everything in the recipe's order: ranks, data, model (restored from ckpt if given)."""
+    device_kind = "cuda" if cfg.train.device.startswith("cuda") or (
+        cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu"
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    info = dist_utils.init_distributed(device_kind)
+    device = pick_device(cfg.train.device, info.local_rank)
+    run_dir = Path(cfg.train.output_dir)
+    loaders = build_loaders(cfg, info, device)
+    parts = build_step_parts(cfg, device)
+    if ckpt is not None:
+        parts.core.load_state_dict(ckpt["model"])
+        parts.optimizer.load_state_dict(ckpt["optimizer"])
+        parts.scaler.load_state_dict(ckpt["scaler"])
+    if info.enabled:
+        ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+        parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
+                          parts.grad_clip)
+    global_step = ckpt["progress"]["global_step"] if ckpt else None
+    logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
+    return Run(cfg, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main))

@@ -1,0 +1,59 @@
+"""The run directory's one home: its file names, and reading and writing its metrics and hparams.
+
+Torch-free, so the reproduction scripts and make_tables.py read runs without importing torch.
+Every write goes through data.atomic.atomic_open (temporary file, fsync, rename).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from data.atomic import atomic_open
+
+LAST = "checkpoint_last.pt"  # everything needed to continue (written every epoch and on stop)
+BEST = "checkpoint_best.pt"  # the lowest validation loss so far
+METRICS = "metrics.jsonl"  # one JSON object per finished epoch
+HPARAMS = "hparams.json"  # the resolved flat hparams, for people and scripts
+TENSORBOARD = "tensorboard"
+
+
+def _json_safe(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def write_metrics(run_dir: Path, records: list[dict[str, Any]]) -> None:
+    """Replace metrics.jsonl with `records` (non-finite floats as null)."""
+    with atomic_open(Path(run_dir) / METRICS) as out:
+        for record in records:
+            out.write(json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n")
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The epoch records, sorted by epoch; [] when the run has finished no epoch."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return []
+    records = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return sorted(records, key=lambda record: record["epoch"])
+
+
+def last_epoch(run_dir: Path) -> int:
+    """The last finished 0-based epoch, -1 when there is none."""
+    records = read_metrics(run_dir)
+    return records[-1]["epoch"] if records else -1
+
+
+def write_hparams(run_dir: Path, hp: dict[str, Any]) -> None:
+    with atomic_open(Path(run_dir) / HPARAMS) as out:
+        out.write(json.dumps(hp, indent=2) + "\n")
+
+
+def read_hparams(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / HPARAMS
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return (Path(run_dir) / LAST).is_file()
