@@ -26,12 +26,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except ImportError as error:  # matplotlib, for sweep and plot only
+        print(f"error: {error}; install it: pip install 'tacotron2-batching[plots]'", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=2) if args.json else text)
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m batching", description=__doc__)
+    command = "python -m batching" if sys.argv[0].endswith("__main__.py") else Path(sys.argv[0]).name
+    parser = argparse.ArgumentParser(prog=command, description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     specs = [
         ("stats", _stats, 1.0, "ZPR, ABL, batch count and randomness of one configuration"),

@@ -1,4 +1,5 @@
-"""Shared fixtures: where the read-only reference data lives, and skips when it is absent."""
+"""Shared fixtures: where the read-only reference data lives, skips when it is absent, and a guard
+that fails the run if a test writes into it."""
 import os
 import shutil
 import warnings
@@ -6,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from tests.shared_guard import damaged, differences, read_sums, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
@@ -75,3 +78,45 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+_SHARED_BEFORE = pytest.StashKey[dict]()
+_SHARED_CHANGES = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_unchanged(request):
+    """Hash every file of ../shared before the first test, so that pytest_sessionfinish can fail
+    the run if a test wrote there (it is every developer's and CI's reference data). Warns, without
+    failing, if ../shared already differs from its SHA256SUMS: then the damage predates the run."""
+    if not SHARED.is_dir():
+        return
+    before = snapshot(SHARED)
+    request.config.stash[_SHARED_BEFORE] = before
+    if (SHARED / "SHA256SUMS").is_file():
+        broken = damaged(read_sums(SHARED / "SHA256SUMS"), before)
+        if broken:
+            warnings.warn(f"{SHARED} already differs from its SHA256SUMS before the tests ran ({'; '.join(broken)}); "
+                          "restore those files")
+
+
+def pytest_sessionfinish(session):
+    """A run whose tests changed, added or removed a file under ../shared fails (exit status 1),
+    even if every test passed; pytest_terminal_summary names the files."""
+    before = session.config.stash.get(_SHARED_BEFORE, None)
+    if before is None:
+        return
+    changes = differences(before, snapshot(SHARED) if SHARED.is_dir() else {})
+    if changes:
+        session.config.stash[_SHARED_CHANGES] = changes
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Say which files of ../shared the run changed (set by pytest_sessionfinish)."""
+    changes = config.stash.get(_SHARED_CHANGES, [])
+    if changes:
+        terminalreporter.section(f"FAILED: the tests modified {SHARED} (read-only reference data)", red=True)
+        for line in changes:
+            terminalreporter.write_line(line)
