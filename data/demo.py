@@ -25,7 +25,7 @@ SILENCE_FRAMES = {" ": 2, ",": 5, ".": 8}
 LEAD_FRAMES = 2
 MIN_FRAMES, MAX_FRAMES = 20, 200
 FADE_SECONDS = 0.005
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the train/val split is batching.split.train_split
 _CFG = MelConfig()
 
 

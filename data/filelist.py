@@ -5,11 +5,11 @@ audio; relative wav paths are relative to the filelist's own directory so a corp
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence, TypeVar
 
+from batching.split import train_split
 from data.atomic import atomic_open
 from data.audio import MelConfig, check_format, n_frames, wav_info
 
@@ -82,13 +82,14 @@ def wav_frames(path: str | Path, cfg: MelConfig = MelConfig()) -> int:
 
 
 def split_train_val(items: Sequence[T], val_fraction: float, seed: int) -> tuple[list[T], list[T]]:
-    """Seeded random split; the validation set gets round(len * val_fraction) items, in input order."""
+    """The project's one seeded split (batching.split.train_split, the paper's 80:20 with 0.2): the
+    training set is the items train_split names, the rest is validation, both in input order, so
+    `python -m batching table1`, the benchmarks and the filelists describe the same clips."""
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    n_val = round(len(items) * val_fraction)
-    val_indices = set(random.Random(seed).sample(range(len(items)), n_val))
-    train = [item for i, item in enumerate(items) if i not in val_indices]
-    val = [item for i, item in enumerate(items) if i in val_indices]
+    in_train = set(train_split(len(items), 1.0 - val_fraction, seed).tolist())
+    train = [item for i, item in enumerate(items) if i in in_train]
+    val = [item for i, item in enumerate(items) if i not in in_train]
     return train, val
 
 

@@ -94,3 +94,26 @@ def test_command_line(corpus, tmp_path, capsys):
     set_line(corpus, 7, "LJ001-0007||")
     assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl2")]) == 1
     assert "metadata.csv:7: empty text" in capsys.readouterr().err
+
+
+def test_the_filelists_hold_the_clips_the_papers_split_names(tmp_path):
+    """One split everywhere: prepare_ljspeech.py's training filelist is exactly train_split's clips,
+    the clips `python -m batching table1` and the benchmarks use (a fake corpus, no ../shared)."""
+    from batching import train_split
+
+    root = tmp_path / "LJSpeech-1.1"
+    (root / "wavs").mkdir(parents=True)
+    ids = [f"LJ900-{i:04d}" for i in range(1, 26)]
+    rng = np.random.default_rng(0)
+    for clip_id in ids:
+        sf.write(root / "wavs" / f"{clip_id}.wav", 0.1 * rng.standard_normal(2000 + 97 * len(clip_id)), 22050,
+                 subtype="PCM_16")
+    (root / "metadata.csv").write_text("".join(f"{c}|word {i}.|word {i}.\n" for i, c in enumerate(ids)))
+    spec = importlib.util.spec_from_file_location("prepare_ljspeech", REPO / "scripts" / "prepare_ljspeech.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--ljspeech", str(root), "--out", str(tmp_path / "fl"), "--seed", "3"]) == 0
+    train = [u.path.stem for u in read_filelist(tmp_path / "fl" / "ljspeech_train.txt")]
+    val = [u.path.stem for u in read_filelist(tmp_path / "fl" / "ljspeech_val.txt")]
+    assert train == [ids[i] for i in train_split(len(ids), 0.8, seed=3)]
+    assert sorted(train + val) == ids and len(train) == 20
