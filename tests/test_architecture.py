@@ -1,0 +1,106 @@
+"""The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
+at run time, and no strategy name compared outside batching/ (the strategy table decides)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+from batching import STRATEGIES
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("batching", "data", "model", "training", "scripts")
+
+
+def project_files(include_tests: bool = False) -> list[Path]:
+    files = [REPO / "train.py", *(p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py")))]
+    return files + (sorted((REPO / "tests").glob("*.py")) if include_tests else [])
+
+
+def functions(tree: ast.AST):
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+@pytest.mark.parametrize("path", project_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_nested_function_and_none_over_60_lines(path):
+    tree = ast.parse(path.read_text())
+    for func in functions(tree):
+        nested = [inner.name for inner in functions(func) if inner is not func]
+        assert not nested, f"{path.name}:{func.lineno} {func.name} defines {nested}: make them module-level"
+        length = func.end_lineno - func.lineno + 1
+        assert length <= 60, f"{path.name}:{func.lineno} {func.name} is {length} lines"
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """Project modules `path` imports when it runs: `if TYPE_CHECKING:` blocks are annotations only."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and getattr(block.test, "id", None) == "TYPE_CHECKING" for node in ast.walk(block)}
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            names |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+    return names
+
+
+def module_graph() -> dict[str, set[str]]:
+    files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in project_files()}
+    return {name: {m for m in runtime_imports(path) if m in files and m != name} for name, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle as a list of modules, by iterative depth-first search; None when there is none."""
+    state: dict[str, int] = {}
+    for start in graph:
+        if state.get(start):
+            continue
+        stack = [(start, iter(sorted(graph[start])))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                stack.append((child, iter(sorted(graph[child]))))
+                path.append(child)
+    return None
+
+
+def test_no_import_circle():
+    graph = module_graph()
+    assert "batching.config" in graph and "batching.planner" in graph["batching.config"]
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("path", [p for p in project_files() if p.parts[len(REPO.parts)] != "batching"],
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_no_strategy_name_is_compared_outside_batching(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                                 for op in node.ops):
+            literals = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
+            assert not set(literals) & set(STRATEGIES), f"{path.name}:{node.lineno} compares a strategy name"
+
+
+def test_train_py_reads_as_a_short_recipe():
+    assert len((REPO / "train.py").read_text().splitlines()) < 200
