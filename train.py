@@ -19,6 +19,8 @@ from typing import Any
 from training import distributed as dist_utils
 from training.checkpoint import RunState, load_checkpoint
 from training.config import RunConfig, resolve_config
+from training.datacheck import DataCheckError, check_data, plan_summary
+from training.datasets import corpus_filelists
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, finish_epoch, train_epoch, validate
 from training.run import Run, build_run
@@ -29,6 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hparams", default="", help="comma-separated key=value overrides of hparams.yaml")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--check", action="store_true",
+                        help="check the data (headers only) and print what an epoch will do; no training")
     return parser.parse_args(argv)
 
 
@@ -70,15 +74,27 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
             f"{run.run_dir}")
 
 
+def check_only(cfg: RunConfig) -> None:
+    """`--check`: the data check and the epoch plan's figures, without training or writing a run."""
+    paths = corpus_filelists(cfg.data, cfg.mel)
+    report = check_data(cfg, paths, progress=cfg.train.progress)
+    print(f"data check passed{' (cached)' if report.from_cache else ''}")
+    print(plan_summary(cfg, paths[0], report))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         hp, cfg, ckpt = resolve(args)
-    except (HParamsError, FileNotFoundError) as err:
+        if args.check:
+            check_only(cfg)
+            return 0
+        run = build_run(cfg, hp, ckpt)
+    except (HParamsError, FileNotFoundError, DataCheckError) as err:
         print(f"error: {err}", file=sys.stderr)
+        dist_utils.shutdown()
         return 2
 
-    run = build_run(cfg, hp, ckpt)
     state = RunState.from_dict(ckpt["progress"]) if ckpt else RunState()
     if run.info.is_main:
         write_hparams(run.run_dir, hp)

@@ -95,6 +95,16 @@ class BatchingConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def length_limit(self) -> tuple[int | None, str]:
+        """The longest sample the planner accepts, and why: an explicit DBS capacity, or a
+        block_length (None: no limit; the default capacity B0 x L_max fits every sample, and
+        with max_length, longer samples are skipped and reported rather than refused)."""
+        if self.block_length is not None:
+            return self.block_length, f"block_length={self.block_length} frames"
+        if self.capacity is not None and self.max_length is None:
+            return self.capacity, f"the batch capacity of {self.capacity} frames (capacity)"
+        return None, "no limit"
+
 
 #: Options that belong to particular strategies (STRATEGY_TABLE's `options`); None when unset.
 OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for name in s.options))

@@ -30,7 +30,8 @@ class Utterance:
     frames: int
 
 
-def _parse_line(line: str, base_dir: Path) -> Utterance:
+def parse_line(line: str, base_dir: Path) -> Utterance:
+    """One `wav_path|text|frames` line (relative paths against base_dir); ValueError says what is wrong."""
     fields = line.split("|")
     if len(fields) != 3:
         raise ValueError(f"expected 3 fields 'wav_path|text|frames', found {len(fields)}")
@@ -57,7 +58,7 @@ def read_filelist(path: str | Path) -> list[Utterance]:
             if not line.strip():
                 continue
             try:
-                utterances.append(_parse_line(line.rstrip("\n"), path.parent))
+                utterances.append(parse_line(line.rstrip("\n"), path.parent))
             except ValueError as err:
                 raise FilelistError(f"{path}:{number}: {err}: {line.rstrip()!r}") from None
     return utterances

@@ -141,3 +141,31 @@ def test_overfits_real_ljspeech_clips(ljspeech_mini, tmp_path):
     records = read_metrics(tmp_path / "run")
     assert records[-1]["train_loss_valid"] < 0.35 * records[0]["train_loss_valid"]
     assert records[-1]["val_loss_valid"] < 0.35 * records[0]["train_loss_valid"]
+
+
+def test_check_reports_the_plan_and_writes_no_run(tmp_path, capsys):
+    assert train.main(["--check", "--hparams", tiny(tmp_path, "batching=ssb,dbs=true,br=true")]) == 0
+    out = capsys.readouterr().out
+    for expected in ("data check passed", "train.txt: 32 utterances", "batches per epoch, ZPR",
+                     "decoder steps per epoch", "largest batch", "expected per-epoch time reduction against RAND"):
+        assert expected in out, expected
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, capsys):
+    from data.filelist import read_filelist, write_filelist
+
+    assert train.main(["--check", "--hparams", tiny(tmp_path)]) == 0
+    utts = read_filelist(tmp_path / "demo" / "train.txt")
+    bad = [utts[0], dataclasses.replace(utts[1], frames=utts[1].frames + 1), dataclasses.replace(utts[2], text="#")]
+    write_filelist(tmp_path / "train.txt", bad)
+    write_filelist(tmp_path / "val.txt", [utts[0]] + read_filelist(tmp_path / "demo" / "val.txt")[:2])
+    hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'val.txt'}")
+    capsys.readouterr()
+    assert train.main(["--hparams", hp]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 3 problem(s) in the data:") and "Traceback" not in err
+    assert f"{tmp_path / 'train.txt'}:2: frames field {utts[1].frames + 1} does not match" in err
+    assert f"{tmp_path / 'train.txt'}:3: " in err and "'#'" in err
+    assert f"{tmp_path / 'val.txt'}:1: train and val overlap" in err
+    assert not (tmp_path / "run").exists()

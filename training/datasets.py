@@ -53,10 +53,15 @@ DATASET_FILELISTS = {"demo": demo_filelists, "ljspeech": ljspeech_filelists, "fi
 DATASETS = tuple(DATASET_FILELISTS)
 
 
-def build_datasets(data: DataConfig, mel: MelConfig, progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
+def corpus_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
+    """The (train, validation) filelists of the configured corpus, generated first if needed."""
+    return DATASET_FILELISTS[data.dataset](data, mel)
+
+
+def build_datasets(paths: tuple[Path, Path], data: DataConfig, mel: MelConfig,
+                   progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
     """Datasets whose `.frames` (from the filelist) are the lengths the batch planner uses."""
     cache = Path(data.mel_cache_dir) if data.mel_cache_dir else None
-    paths = DATASET_FILELISTS[data.dataset](data, mel)
     sets = tuple(TextMelDataset(read_filelist(path), mel, cache_dir=cache) for path in paths)
     if cache is not None:
         for dataset in sets:

@@ -50,9 +50,11 @@ def main_rank_first(info: DistInfo):
     other ranks start it, so they find it done instead of racing to write the same files."""
     if info.enabled and not info.is_main:
         dist.barrier()
-    yield
-    if info.enabled and info.is_main:
-        dist.barrier()
+    try:
+        yield
+    finally:  # also when rank 0 fails (e.g. bad data): the others then meet the same error, not a hang
+        if info.enabled and info.is_main:
+            dist.barrier()
 
 
 def shutdown() -> None:

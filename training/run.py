@@ -18,7 +18,8 @@ from data.dataset import TextMelDataset
 from data.loader import loader_parts
 from training import distributed as dist_utils
 from training.config import RunConfig
-from training.datasets import build_datasets
+from training.datacheck import check_data
+from training.datasets import build_datasets, corpus_filelists
 from training.run_logger import RunLogger
 from training.step import StepParts, build_step_parts
 
@@ -84,10 +85,14 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 
 def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.device):
-    """(train set, train sampler, train loader, val set, val sampler, val loader); validation
-    always uses RAND batches of val_batch_size, unpacked (as in the paper)."""
+    """(train set, train sampler, train loader, val set, val sampler, val loader), once the data
+    check passed (rank 0 first: it generates corpora and fills the caches, the others reuse them);
+    validation always uses RAND batches of val_batch_size, unpacked (as in the paper)."""
+    progress = cfg.train.progress and info.is_main
     with dist_utils.main_rank_first(info):
-        train_set, val_set = build_datasets(cfg.data, cfg.mel, progress=cfg.train.progress and info.is_main)
+        paths = corpus_filelists(cfg.data, cfg.mel)
+        check_data(cfg, paths, progress)
+        train_set, val_set = build_datasets(paths, cfg.data, cfg.mel, progress)
     train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
