@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -31,53 +30,13 @@ plan = batching.plan_epoch([40 + (i * 53) % 900 for i in range(300)], batching.B
 assert 'torch' not in sys.modules and importlib.util.find_spec('torch') is None
 print(json.dumps(dict(file=batching.__file__, samples=sorted(int(i) for b in plan for i in b), n_batches=len(plan))))
 """
-# The README's example of the sampler in another task (section "Using batching in another project"):
-# keep the two identical.
-README_ASR_EXAMPLE = """
-import torch
-from torch.nn.utils.rnn import pad_sequence
-from torch.utils.data import DataLoader, Dataset
-
-from batching import BatchingConfig
-from batching.sampler import PlanBatchSampler
 
 
-class Features(Dataset):
-    \"\"\"An ASR corpus: item i is a [T_i, 80] log-mel tensor (random here).\"\"\"
-
-    def __init__(self, lengths):
-        self.lengths = lengths
-
-    def __len__(self):
-        return len(self.lengths)
-
-    def __getitem__(self, i):
-        return torch.randn(self.lengths[i], 80)
-
-
-def collate(items):
-    return pad_sequence(items, batch_first=True), torch.tensor([len(x) for x in items])
-
-
-lengths = torch.randint(50, 1500, (1000,)).tolist()  # frames per utterance, e.g. from your manifest
-rank, world_size = 0, 1  # torch.distributed.get_rank(), get_world_size() under DDP
-config = BatchingConfig("ssb", batch_size=32, dbs=True, br=True)  # SSB, dynamic batch sizes, shuffled batches
-sampler = PlanBatchSampler(lengths, config, rank, world_size)
-loader = DataLoader(Features(lengths), batch_sampler=sampler, collate_fn=collate)
-for epoch in range(2):
-    sampler.set_epoch(epoch)  # a new plan every epoch, the same on every rank
-    for step, (features, feature_lengths) in enumerate(loader):
-        assert features.shape[0] * features.shape[1] <= 32 * max(lengths)  # DBS: at most B0 x L_max frames
-        ...  # forward, backward, optimizer step; save sampler.state_dict() with each checkpoint
-        if epoch == 1 and step == 9:
-            state = sampler.state_dict()  # 10 batches of epoch 1 done: say the job stops here
-            break
-
-# After a restart, on any number of GPUs: the rest of epoch 1, no batch replayed or lost.
-sampler = PlanBatchSampler(lengths, config, rank, world_size)
-sampler.load_state_dict(state)
-print(f"{len(sampler)} batches left in epoch {sampler.epoch}")
-"""
+def readme_asr_example() -> str:
+    """The README's example of the sampler in another task (section "Using `batching` in another
+    project"): read from the README itself, so the documentation cannot drift from what is tested."""
+    section = (REPO / "README.md").read_text().split("### Using `batching` in another project", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 def run(*args, cwd: Path) -> str:
@@ -192,7 +151,7 @@ def test_readme_asr_example(tmp_path):
     """The README's example runs as a user's script would, with the checkout importable (as after
     `pip install -e .`)."""
     script = tmp_path / "asr_example.py"
-    script.write_text(textwrap.dedent(README_ASR_EXAMPLE))
+    script.write_text(readme_asr_example())
     done = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True,
                           env={**ENV, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
