@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from training import distributed as dist_utils
-from training.checkpoint import RunState, load_checkpoint
+from training.checkpoint import CheckpointError, RunState, load_checkpoint
 from training.config import RunConfig, resolve_config
 from training.datacheck import DataCheckError, check_data, plan_summary
 from training.datasets import corpus_filelists
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, finish_epoch, train_epoch, validate
 from training.run import Run, build_run
-from training.rundir import LAST, has_checkpoint, write_hparams
+from training.rundir import LAST, RunDirError, check_writable, has_checkpoint, write_hparams
+
+
+USER_ERRORS = (HParamsError, FileNotFoundError, DataCheckError, CheckpointError, RunDirError)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,7 +51,9 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[s
         if has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
             raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
                                f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
-    return hp, resolve_config(hp), ckpt
+    cfg = resolve_config(hp)
+    check_writable(Path(cfg.train.output_dir))
+    return hp, cfg, ckpt
 
 
 def train(run: Run, state: RunState, ckpt: dict[str, Any] | None) -> None:
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             check_only(cfg)
             return 0
         run = build_run(cfg, hp, ckpt)
-    except (HParamsError, FileNotFoundError, DataCheckError) as err:
+    except USER_ERRORS as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
         return 2

@@ -32,11 +32,11 @@ from scipy.optimize import nnls
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from batching import BatchingConfig, batch_stats, plan_epoch, train_split  # noqa: E402
+from batching import BatchingConfig, LengthsFileError, batch_stats, plan_epoch, read_lengths, train_split  # noqa: E402
 from batching.analysis import calibrate  # noqa: E402
 from data.collate import TextMelCollate  # noqa: E402
-from data.filelist import read_filelist  # noqa: E402
-from data.text import N_SYMBOLS, text_to_sequence  # noqa: E402
+from data.filelist import FilelistError, read_filelist  # noqa: E402
+from data.text import N_SYMBOLS, UnknownSymbolError, text_to_sequence  # noqa: E402
 from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
@@ -47,17 +47,18 @@ DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
 
 
 def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(mel frames, text ids) per utterance from a TSV with `frames` and `text` columns, or a filelist."""
+    """(mel frames, text ids) per utterance from a TSV with `frames` and `text` columns, or a filelist;
+    a bad line is a LengthsFileError naming it (batching.read_lengths checks every line first)."""
+    frames = read_lengths(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     header = lines[0].split("\t")
-    if "frames" in header and "text" in header:
-        rows = [line.split("\t") for line in lines[1:] if line.strip()]
-        pairs = [(int(row[header.index("frames")]), row[header.index("text")]) for row in rows]
+    if "\t" not in lines[0]:
+        texts = [u.text for u in read_filelist(path)]
+    elif "text" in header:
+        texts = [line.split("\t")[header.index("text")] for line in lines[1:] if line.strip()]
     else:
-        pairs = [(u.frames, u.text) for u in read_filelist(path)]
-    frames = np.array([f for f, _ in pairs], dtype=np.int64)
-    text_lengths = np.array([len(text_to_sequence(t)) for _, t in pairs], dtype=np.int64)
-    return frames, text_lengths
+        raise LengthsFileError(f"{path}:1: TSV header has no 'text' column (columns: {', '.join(header)})")
+    return frames, np.array([len(text_to_sequence(t)) for t in texts], dtype=np.int64)
 
 
 def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:
@@ -155,7 +156,7 @@ def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_le
                       f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) -> dict:
     device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
     on_cpu = device.type == "cpu"
     preset = args.preset or ("small" if on_cpu else "full")
@@ -168,7 +169,6 @@ def run(args: argparse.Namespace) -> dict:
     if on_cpu:
         torch.set_flush_denormal(True)  # denormals from random targets would slow the CPU, not the GPU
 
-    frames, text_lengths = read_shapes(args.lengths)
     keep = train_split(frames.size, args.split, args.seed)
     if subset:
         keep = np.sort(np.random.default_rng(args.seed).choice(keep, min(subset, keep.size), replace=False))
@@ -254,7 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.strategies.split(",") if n.strip() and n.strip() not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown strategies {unknown}; known: {', '.join(EXPERIMENTS)}")
-    result = run(args)
+    try:
+        frames, text_lengths = read_shapes(args.lengths)
+    except (LengthsFileError, FilelistError, UnknownSymbolError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    result = run(args, frames, text_lengths)
     text = markdown(result)
     if args.out:
         args.out.write_text(text)

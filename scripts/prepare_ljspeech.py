@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         prepared = prepare_ljspeech(args.ljspeech, args.out, args.seed, args.val_fraction, MelConfig())
     except (DataPreparationError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     print(f"wrote {prepared.train_path} and {prepared.val_path}")
     print(prepared.summary)
     return 0

@@ -20,9 +20,9 @@ from data.audio import griffin_lim, save_wav  # noqa: E402
 from data.text import UnknownSymbolError, text_to_sequence  # noqa: E402
 from model import Tacotron2  # noqa: E402
 from model.plotting import plot_alignment  # noqa: E402
-from training.checkpoint import load_checkpoint  # noqa: E402
+from training.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from training.config import resolve_config  # noqa: E402
-from training.hparams import resume_hparams  # noqa: E402
+from training.hparams import HParamsError, resume_hparams  # noqa: E402
 
 
 def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: int = 60, seed: int = 0) -> dict:
@@ -33,7 +33,10 @@ def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: in
     model.load_state_dict(ckpt["model"])
     model.eval()
     torch.manual_seed(seed)  # the prenet keeps dropout at inference: seed it for repeatable output
-    ids = torch.tensor([text_to_sequence(text)], dtype=torch.long)
+    symbols = text_to_sequence(text)
+    if not symbols:
+        raise UnknownSymbolError(f"--text {text!r} cleans to nothing: give it some words")
+    ids = torch.tensor([symbols], dtype=torch.long)
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mel, gate, alignment = model.inference(ids)
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result = synthesize(args.checkpoint, args.text, args.out, args.griffin_lim_iters, args.seed)
-    except (FileNotFoundError, UnknownSymbolError) as err:
+    except (FileNotFoundError, UnknownSymbolError, CheckpointError, HParamsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"{result['frames']} frames ({result['seconds']:.2f} s) -> {result['out_dir']}/"

@@ -92,7 +92,7 @@ def test_command_line(corpus, tmp_path, capsys):
     assert "val: 6 utterances" in capsys.readouterr().out
     assert len(read_filelist(tmp_path / "fl" / "ljspeech_train.txt")) == 26
     set_line(corpus, 7, "LJ001-0007||")
-    assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl2")]) == 1
+    assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl2")]) == 2
     assert "metadata.csv:7: empty text" in capsys.readouterr().err
 
 

@@ -7,6 +7,7 @@ instant the run directory holds either the old complete checkpoint or the new co
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,9 +63,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read; the message names it and what to do."""
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Load a checkpoint on the CPU, with an error that says what to do when it is missing."""
+    """Load a checkpoint on the CPU, with an error that says what to do when it is missing or damaged."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: was the run started with this output_dir?")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, ValueError) as err:
+        raise CheckpointError(f"{path} is damaged and cannot be read ({type(err).__name__}: {err}); copy a good "
+                              f"checkpoint (e.g. checkpoint_best.pt) over it, or start a new run") from None
+    if not isinstance(ckpt, dict) or not {"model", "hparams", "progress"} <= set(ckpt):
+        raise CheckpointError(f"{path} is not a checkpoint of this recipe (no model, hparams and progress)")
+    return ckpt

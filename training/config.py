@@ -73,11 +73,14 @@ class DataConfig:
     val_filelist: str
     demo_dir: str
     demo_utterances: int
+    espeak_dir: str
+    transcripts: str
+    n_utterances: int
     mel_cache_dir: str
 
     def __post_init__(self) -> None:
         _choose("dataset", self.dataset, DATASETS)
-        _bounds(self, positive=("demo_utterances",), non_negative=())
+        _bounds(self, positive=("demo_utterances",), non_negative=("n_utterances",))
         if self.dataset == "filelist" and not (self.train_filelist and self.val_filelist):
             raise HParamsError("dataset=filelist needs train_filelist=PATH and val_filelist=PATH")
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from data.audio import MelConfig
 from data.dataset import TextMelDataset, precompute_mels
 from data.demo import make_demo_corpus
+from data.espeak import make_espeak_corpus
 from data.filelist import read_filelist
 
 if TYPE_CHECKING:  # annotations only: training/config.py takes DATASETS from here
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: training/config.py takes DATASETS from he
 
 REPO = Path(__file__).resolve().parents[1]
 LJSPEECH_FILELISTS = (REPO / "filelists" / "ljspeech_train.txt", REPO / "filelists" / "ljspeech_val.txt")
+SHARED_TRANSCRIPTS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
 
 
 def demo_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
@@ -49,7 +51,21 @@ def _existing(paths: tuple[Path, Path], hint: str) -> tuple[Path, Path]:
     return paths
 
 
-DATASET_FILELISTS = {"demo": demo_filelists, "ljspeech": ljspeech_filelists, "filelist": user_filelists}
+def espeak_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
+    """English speech the project generates with eSpeak NG (data/espeak.py) from `transcripts`
+    (default: the 13,100 LJSpeech transcripts in ../shared beside the checkout), once."""
+    if (mel.sample_rate, mel.hop_length) != (MelConfig().sample_rate, MelConfig().hop_length):
+        raise ValueError(f"dataset=espeak is synthesised at {MelConfig().sample_rate} Hz with a 12.5 ms hop; "
+                         "leave sample_rate and hop_ms at their defaults for it")
+    transcripts = Path(data.transcripts) if data.transcripts else SHARED_TRANSCRIPTS
+    if not transcripts.is_file():
+        raise FileNotFoundError(f"transcripts file {transcripts} not found: set transcripts=FILE (LJSpeech's "
+                                "metadata.csv format, or one sentence per line)")
+    return make_espeak_corpus(Path(data.espeak_dir), transcripts, data.n_utterances or None, seed=0)
+
+
+DATASET_FILELISTS = {"demo": demo_filelists, "ljspeech": ljspeech_filelists, "filelist": user_filelists,
+                     "espeak": espeak_filelists}
 DATASETS = tuple(DATASET_FILELISTS)
 
 

@@ -20,6 +20,7 @@ from training import distributed as dist_utils
 from training.config import RunConfig
 from training.datacheck import check_data
 from training.datasets import build_datasets, corpus_filelists
+from training.hparams import HParamsError
 from training.run_logger import RunLogger
 from training.step import StepParts, build_step_parts
 
@@ -80,7 +81,8 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     if name == "cuda":
         name = f"cuda:{local_rank}"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={name} asked for, but this PyTorch sees no CUDA GPU; use device=cpu")
+        raise HParamsError(f"hparam 'device': {name} asked for, but this PyTorch sees no CUDA GPU; use device=cpu "
+                           "(or install a CUDA build of torch)")
     return torch.device(name)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,19 @@ def read_hparams(run_dir: Path) -> dict[str, Any] | None:
 
 def has_checkpoint(run_dir: Path) -> bool:
     return (Path(run_dir) / LAST).is_file()
+
+
+class RunDirError(ValueError):
+    """An output_dir that cannot hold a run; the message names the path in the way."""
+
+
+def check_writable(run_dir: Path) -> None:
+    """Fail before any work if run_dir cannot be created or written (nothing is created here)."""
+    path = Path(run_dir).absolute()
+    for ancestor in [path, *path.parents]:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise RunDirError(f"output_dir {run_dir}: {ancestor} is a file, not a folder; choose another output_dir")
+            if not os.access(ancestor, os.W_OK | os.X_OK):
+                raise RunDirError(f"output_dir {run_dir}: {ancestor} is not writable; choose another output_dir")
+            return

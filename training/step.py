@@ -13,6 +13,7 @@ import torch
 
 from model import Tacotron2, Tacotron2Loss
 from model.loss import LossTerms
+from training.hparams import HParamsError
 
 if TYPE_CHECKING:  # annotations only: training/config.py takes AMP_DTYPES from here
     from training.config import RunConfig
@@ -47,7 +48,7 @@ def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
     """Model (seeded with cfg.train.seed), Adam, the loss and the scaler, as the config says."""
     amp_dtype = AMP_DTYPES[cfg.train.amp]
     if amp_dtype is not None and device.type != "cuda":
-        raise ValueError(f"amp={cfg.train.amp} needs a CUDA device; this run is on {device}")
+        raise HParamsError(f"hparam 'amp': {cfg.train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
     torch.manual_seed(cfg.train.seed)
     model = Tacotron2(cfg.model).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay)

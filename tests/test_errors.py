@@ -1,0 +1,171 @@
+"""A user's mistakes end in one `error: ...` line naming the culprit, exit code 2, no traceback, and
+nothing changed in the run's output_dir: one test per kind of bad input, over every entry point.
+
+Most run the entry point's main() in-process (a traceback would fail the test outright); two run
+as real subprocesses, to see exactly what a user sees on stderr."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from tests.test_train import tiny
+from model import Tacotron2
+from training.config import resolve_config
+from training.hparams import load_hparams
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+def tree(path: Path) -> dict:
+    """Every file under path with its size and mtime ({} when path does not exist)."""
+    if not path.exists():
+        return {}
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*"))}
+
+
+def expect_error(main, argv, capsys, culprit: str, output_dir: Path) -> None:
+    before = tree(output_dir)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and culprit in err, err
+    assert "Traceback" not in err
+    assert tree(output_dir) == before
+
+
+@pytest.fixture
+def stored_run(tmp_path) -> Path:
+    """A run directory with a (model-less) checkpoint: enough for --resume to read its settings."""
+    run = tmp_path / "stored"
+    run.mkdir()
+    torch.save({"model": {}, "hparams": load_hparams(tiny(tmp_path, "epochs=1")), "progress": {}},
+               run / "checkpoint_last.pt")
+    return run
+
+
+def test_unknown_hparam(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "epoch=3")], capsys, "unknown hparam(s) epoch", tmp_path / "run")
+
+
+def test_bad_hparam_value(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "lrf=fast")], capsys, "'lrf': 'fast' is not a number",
+                 tmp_path / "run")
+
+
+def test_missing_filelist(tmp_path, capsys):
+    hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'no.txt'},val_filelist={tmp_path / 'no.txt'}")
+    expect_error(train.main, ["--hparams", hp], capsys, f"filelist {tmp_path / 'no.txt'} not found", tmp_path / "run")
+
+
+def test_bad_filelist_line(tmp_path, capsys):
+    (tmp_path / "train.txt").write_text("a.wav|text\n")
+    hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'train.txt'}")
+    expect_error(train.main, ["--hparams", hp], capsys, f"{tmp_path / 'train.txt'}:1: expected 3 fields",
+                 tmp_path / "run")
+
+
+def test_resume_without_a_checkpoint(tmp_path, capsys):
+    expect_error(train.main, ["--resume", str(tmp_path / "nowhere")], capsys,
+                 f"no checkpoint at {tmp_path / 'nowhere' / 'checkpoint_last.pt'}", tmp_path / "nowhere")
+
+
+def test_resume_from_a_damaged_checkpoint(stored_run, capsys):
+    (stored_run / "checkpoint_last.pt").write_bytes(b"half a checkpoint")
+    expect_error(train.main, ["--resume", str(stored_run)], capsys,
+                 f"{stored_run / 'checkpoint_last.pt'} is damaged", stored_run)
+
+
+def test_resume_with_changed_settings(stored_run, capsys):
+    expect_error(train.main, ["--resume", str(stored_run), "--hparams", "batch_size=32"], capsys,
+                 "'batch_size' cannot change in a resumed run", stored_run)
+
+
+def test_output_dir_that_cannot_be_written(tmp_path, capsys):
+    (tmp_path / "taken").write_text("a file where the run's folder would go")
+    expect_error(train.main, ["--hparams", tiny(tmp_path, f"output_dir={tmp_path / 'taken' / 'run'}")], capsys,
+                 f"{tmp_path / 'taken'} is a file, not a folder", tmp_path / "taken")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_asked_for_without_cuda(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "device=cuda")], capsys, "sees no CUDA GPU",
+                 tmp_path / "run")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_mixed_precision_on_the_cpu(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "amp=bf16,device=cpu")], capsys,
+                 "'amp': bf16 needs a CUDA device", tmp_path / "run")
+
+
+def test_synthesis_of_a_text_that_cleans_to_nothing(tmp_path, capsys):
+    import synthesize
+
+    hp = load_hparams(tiny(tmp_path))
+    torch.save({"model": Tacotron2(resolve_config(hp).model).state_dict(), "hparams": hp, "progress": {}},
+               tmp_path / "model.pt")
+    expect_error(synthesize.main, ["--checkpoint", str(tmp_path / "model.pt"), "--text", "  ",
+                                   "--out", str(tmp_path / "synth")], capsys, "cleans to nothing", tmp_path / "synth")
+
+
+def test_synthesis_without_a_checkpoint(tmp_path, capsys):
+    import synthesize
+
+    expect_error(synthesize.main, ["--checkpoint", str(tmp_path / "none.pt"), "--text", "hello", "--out",
+                                   str(tmp_path / "synth")], capsys, f"no checkpoint at {tmp_path / 'none.pt'}",
+                 tmp_path / "synth")
+
+
+def test_batching_cli_bad_lengths_file(tmp_path, capsys):
+    from batching.cli import main
+
+    (tmp_path / "lengths.txt").write_text("a.wav|text|120\nb.wav|text|many\n")
+    expect_error(main, ["stats", "--lengths", str(tmp_path / "lengths.txt")], capsys,
+                 f"{tmp_path / 'lengths.txt'}:2: frames 'many' is not an integer", tmp_path / "out")
+
+
+def test_bench_epoch_bad_lengths_file(tmp_path, capsys):
+    import bench_epoch
+
+    (tmp_path / "lengths.tsv").write_text("id\tframes\nLJ1\t300\n")
+    expect_error(bench_epoch.main, ["--lengths", str(tmp_path / "lengths.tsv")], capsys,
+                 f"{tmp_path / 'lengths.tsv'}:1: TSV header has no 'text' column", tmp_path / "out")
+
+
+def test_prepare_ljspeech_without_metadata(tmp_path, capsys):
+    import prepare_ljspeech
+
+    (tmp_path / "LJSpeech-1.1").mkdir()
+    expect_error(prepare_ljspeech.main, ["--ljspeech", str(tmp_path / "LJSpeech-1.1"), "--out", str(tmp_path / "fl")],
+                 capsys, "metadata.csv", tmp_path / "fl")
+
+
+def test_make_tables_without_runs(tmp_path, capsys):
+    import make_tables
+
+    expect_error(make_tables.main, [str(tmp_path / "runs")], capsys, f"{tmp_path / 'runs'} is not a directory",
+                 tmp_path / "runs")
+
+
+def run_command(*args, cwd=REPO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_train_py_as_a_user_runs_it(tmp_path):
+    done = run_command(sys.executable, "train.py", "--hparams", tiny(tmp_path, "batching=sorted"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: hparam 'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats, stream, bload"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_table2_sh_unknown_experiment(tmp_path):
+    done = run_command("scripts/table2.sh", "--only", "SSB-FAST", "--out", tmp_path / "runs")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "error: unknown experiment(s) SSB-FAST" in done.stderr
+    assert not (tmp_path / "runs").exists()
