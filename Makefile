@@ -17,7 +17,7 @@ demo: $(VENV)/.installed
 	$(PY) train.py --hparams overwrite=true
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 bench-planner: $(VENV)/.installed
 	$(PY) scripts/bench_planner.py

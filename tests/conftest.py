@@ -82,22 +82,20 @@ def one_thread():
 
 _SHARED_BEFORE = pytest.StashKey[dict]()
 _SHARED_CHANGES = pytest.StashKey[list]()
+_SHARED_DAMAGED = pytest.StashKey[list]()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def shared_unchanged(request):
+def pytest_sessionstart(session):
     """Hash every file of ../shared before the first test, so that pytest_sessionfinish can fail
-    the run if a test wrote there (it is every developer's and CI's reference data). Warns, without
-    failing, if ../shared already differs from its SHA256SUMS: then the damage predates the run."""
-    if not SHARED.is_dir():
+    the run if a test wrote there (it is every developer's and CI's reference data). Notes, without
+    failing, files that already differ from SHA256SUMS: that damage predates the run. Under
+    pytest-xdist the controller guards the whole run (its workers skip this)."""
+    if hasattr(session.config, "workerinput") or not SHARED.is_dir():
         return
     before = snapshot(SHARED)
-    request.config.stash[_SHARED_BEFORE] = before
+    session.config.stash[_SHARED_BEFORE] = before
     if (SHARED / "SHA256SUMS").is_file():
-        broken = damaged(read_sums(SHARED / "SHA256SUMS"), before)
-        if broken:
-            warnings.warn(f"{SHARED} already differs from its SHA256SUMS before the tests ran ({'; '.join(broken)}); "
-                          "restore those files")
+        session.config.stash[_SHARED_DAMAGED] = damaged(read_sums(SHARED / "SHA256SUMS"), before)
 
 
 def pytest_sessionfinish(session):
@@ -114,7 +112,12 @@ def pytest_sessionfinish(session):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """Say which files of ../shared the run changed (set by pytest_sessionfinish)."""
+    """Say which files of ../shared were damaged before the run, and which the run changed."""
+    broken = config.stash.get(_SHARED_DAMAGED, [])
+    if broken:
+        terminalreporter.section(f"{SHARED} already differs from its SHA256SUMS (restore these files)", yellow=True)
+        for line in broken:
+            terminalreporter.write_line(line)
     changes = config.stash.get(_SHARED_CHANGES, [])
     if changes:
         terminalreporter.section(f"FAILED: the tests modified {SHARED} (read-only reference data)", red=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 from tests.shared_guard import damaged, differences, read_sums, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
-INNER_CONFTEST = "from tests.conftest import pytest_sessionfinish, pytest_terminal_summary, shared_unchanged  # noqa\n"
+INNER_CONFTEST = \
+    "from tests.conftest import pytest_sessionfinish, pytest_sessionstart, pytest_terminal_summary  # noqa\n"
 INNER_TESTS = """
 import os
 from pathlib import Path

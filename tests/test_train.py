@@ -126,21 +126,23 @@ def test_demo_learns_at_reduced_size(tmp_path):
 @pytest.mark.slow
 def test_overfits_real_ljspeech_clips(ljspeech_mini, tmp_path):
     """Real speech end to end: LJSpeech preparation -> filelist -> mels -> training; the 8 shortest
-    clips are learned by heart (validated on themselves), so the loss must fall far."""
+    clips are learned by heart, so the training loss must fall far. (Validation runs on the next two
+    clips: the data check refuses a validation set that overlaps the training set.)"""
     from data.filelist import read_filelist, write_filelist
     from data.ljspeech import prepare_ljspeech
 
     prepared = prepare_ljspeech(ljspeech_mini, tmp_path / "filelists", seed=0, val_fraction=0.0, progress=False)
-    shortest = sorted(read_filelist(prepared.train_path), key=lambda u: u.frames)[:8]
-    write_filelist(tmp_path / "eight.txt", shortest)
-    hp = (f"dataset=filelist,train_filelist={tmp_path / 'eight.txt'},val_filelist={tmp_path / 'eight.txt'},"
+    shortest = sorted(read_filelist(prepared.train_path), key=lambda u: u.frames)[:10]
+    write_filelist(tmp_path / "eight.txt", shortest[:8])
+    write_filelist(tmp_path / "two.txt", shortest[8:])
+    hp = (f"dataset=filelist,train_filelist={tmp_path / 'eight.txt'},val_filelist={tmp_path / 'two.txt'},"
           f"mel_cache_dir={tmp_path / 'mels'},output_dir={tmp_path / 'run'},progress=false,epochs=16,"
           f"batch_size=4,val_batch_size=8,validate_every=16,n_frames_per_step=4,learning_rate=0.002,"
           f"{TINY_MODEL}")
     assert train.main(["--hparams", hp]) == 0
     records = read_metrics(tmp_path / "run")
     assert records[-1]["train_loss_valid"] < 0.35 * records[0]["train_loss_valid"]
-    assert records[-1]["val_loss_valid"] < 0.35 * records[0]["train_loss_valid"]
+    assert 0 < records[-1]["val_loss_valid"] < records[0]["train_loss_valid"]
 
 
 def test_check_reports_the_plan_and_writes_no_run(tmp_path, capsys):
