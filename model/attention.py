@@ -43,11 +43,19 @@ class LocationSensitiveAttention(nn.Module):
         weights_cat [B, 2, T_text] (previous and cumulative weights); mask_bias [B, T_text], 0 at
         real symbols and -inf at padding. Returns the context [B, memory_dim] and weights [B, T_text].
         """
+        return self.attend(self.query_layer(query), memory, processed_memory, weights_cat,
+                           location_matrix, mask_bias)
+
+    def attend(self, processed_query: torch.Tensor, memory: torch.Tensor, processed_memory: torch.Tensor,
+               weights_cat: torch.Tensor, location_matrix: torch.Tensor,
+               mask_bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """forward after the query projection (processed_query [B, dim] = query_layer(query)), for a
+        caller that projects the query itself (model/fast_decoder.py)."""
         b, _, t_text = weights_cat.shape
         half = (self.kernel_size - 1) // 2
         windows = F.pad(weights_cat, (half, half)).unfold(2, self.kernel_size, 1)  # [B, 2, T, K]
         location = windows.transpose(1, 2).reshape(b, t_text, -1) @ location_matrix
-        hidden = torch.tanh(self.query_layer(query).unsqueeze(1) + location + processed_memory)
+        hidden = torch.tanh(processed_query.unsqueeze(1) + location + processed_memory)
         energies = self.v(hidden).squeeze(2) + mask_bias
         weights = torch.softmax(energies, dim=1)
         context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)

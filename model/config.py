@@ -43,6 +43,9 @@ class Tacotron2Config:
     prenet_dropout: float = 0.5
     max_decoder_steps: int = 1000
     gate_threshold: float = 0.5
+    # Teacher-forced decoder of model/fast_decoder.py: same parameters and results, deferred
+    # recurrent weight gradients (a training speed switch; inference is the same either way).
+    fast_decoder: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -51,6 +54,8 @@ class Tacotron2Config:
                 raise TypeError(f"Tacotron2Config.{f.name} must be an int, got {value!r}")
             if f.type is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise TypeError(f"Tacotron2Config.{f.name} must be a number, got {value!r}")
+            if f.type is bool and not isinstance(value, bool):
+                raise TypeError(f"Tacotron2Config.{f.name} must be a bool, got {value!r}")
         for name in _POSITIVE:
             _require(self, name, getattr(self, name) >= 1, "must be >= 1")
         for name in _NON_NEGATIVE:

@@ -13,6 +13,10 @@ several utterances and, at each step where an utterance starts, resets its recur
 LSTMs, the attention context, the attention weights and cumulative weights) to the zeros it starts
 from alone, and feeds the prenet the zero "go" frame; mask_bias is then per step, so each step
 attends only to its own utterance's symbols. Without a layout nothing of this runs.
+
+This is the reference implementation; model/fast_decoder.py (Tacotron2Config.fast_decoder) computes
+the same teacher-forced pass with fewer, bigger GEMMs and the recurrent weights' gradients
+deferred to one GEMM after the loop, and shares teacher_forcing/project with it.
 """
 import warnings
 from typing import List, NamedTuple, Optional, Tuple
@@ -34,6 +38,21 @@ class DecoderState(NamedTuple):
     weights: torch.Tensor
     cumulative_weights: torch.Tensor
     context: torch.Tensor
+
+
+class TeacherForcing(NamedTuple):
+    """The step-independent inputs of a teacher-forced pass (Decoder.teacher_forcing)."""
+
+    prenet_out: torch.Tensor  # [steps, B, prenet_dim]
+    processed_memory: torch.Tensor  # [B, T_text, attention_dim]
+    location_matrix: torch.Tensor  # [2 * kernel_size, attention_dim]
+    attention_keep: List[Optional[torch.Tensor]]  # per step [B, attention_rnn_dim] or None
+    decoder_keep: List[Optional[torch.Tensor]]  # per step [B, decoder_rnn_dim] or None
+
+
+def reset_keep(layout: StepLayout, dtype: torch.dtype) -> torch.Tensor:
+    """[steps, B, 1]: 0 where a row restarts at that step (its state goes back to zeros), else 1."""
+    return (~layout.resets).t().unsqueeze(2).to(dtype)
 
 
 class Decoder(nn.Module):
@@ -90,15 +109,10 @@ class Decoder(nn.Module):
         keep = like.new_empty(steps, like.size(0), size).bernoulli_(1.0 - p).div_(1.0 - p)
         return list(keep.unbind(0))
 
-    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
-                layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Teacher forcing. mel [B, n_mels, T] with T a multiple of r.
-
-        Packed blocks: layout says where utterances start, and mask_bias is per step,
-        [T / r, B, T_text] (model/packing.step_mask_bias).
-
-        Returns mel [B, n_mels, T], gate logits [B, T], alignments [B, T / r, T_text].
-        """
+    def teacher_forcing(self, memory: torch.Tensor, mel: torch.Tensor,
+                        layout: Optional[StepLayout] = None) -> TeacherForcing:
+        """Everything of a teacher-forced pass that does not depend on the previous step, in the
+        order the random draws are made (prenet dropout, then the LSTM dropout masks)."""
         b, n_mels, t = mel.shape
         steps = t // self.r
         # Input of step s is the last frame of group s - 1; step 0 gets an all-zero "go" frame.
@@ -113,30 +127,50 @@ class Decoder(nn.Module):
                                              self.p_attention_dropout)
         decoder_keep = self._dropout_masks(steps, memory, self.decoder_rnn.hidden_size,
                                            self.p_decoder_dropout)
+        return TeacherForcing(prenet_out, processed_memory, location_matrix, attention_keep, decoder_keep)
+
+    def project(self, hidden: List[torch.Tensor], contexts: List[torch.Tensor],
+                alignments: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-step decoder_hidden, context and weights -> mel [B, n_mels, T], gate [B, T] and
+        alignments [B, steps, T_text], projected for all steps at once."""
+        feats = torch.cat((torch.stack(hidden, 1), torch.stack(contexts, 1)), 2)
+        b, steps = feats.shape[:2]
+        mel_out = self.projection(feats).view(b, steps * self.r, self.n_mels).transpose(1, 2)
+        gate = self.gate_layer(feats).view(b, steps * self.r)
+        return mel_out, gate, torch.stack(alignments, 1)
+
+    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
+                layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher forcing. mel [B, n_mels, T] with T a multiple of r.
+
+        Packed blocks: layout says where utterances start, and mask_bias is per step,
+        [T / r, B, T_text] (model/packing.step_mask_bias).
+
+        Returns mel [B, n_mels, T], gate logits [B, T], alignments [B, T / r, T_text].
+        """
+        tf = self.teacher_forcing(memory, mel, layout)
         s = self.initial_state(memory)
         hidden: List[torch.Tensor] = []
         contexts: List[torch.Tensor] = []
         alignments: List[torch.Tensor] = []
+        loop = zip(tf.prenet_out.unbind(0), tf.attention_keep, tf.decoder_keep)
         if layout is None:
-            for x, a_keep, d_keep in zip(prenet_out.unbind(0), attention_keep, decoder_keep):
-                s = self.step(x, s, memory, processed_memory, location_matrix, mask_bias, a_keep, d_keep)
+            for x, a_keep, d_keep in loop:
+                s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, mask_bias, a_keep, d_keep)
                 hidden.append(s.decoder_hidden)
                 contexts.append(s.context)
                 alignments.append(s.weights)
         else:
-            keep = (~layout.resets).t().unsqueeze(2).to(memory.dtype)  # [steps, B, 1]: 0 where a row restarts
-            for i, (x, a_keep, d_keep) in enumerate(zip(prenet_out.unbind(0), attention_keep, decoder_keep)):
+            keep = reset_keep(layout, memory.dtype)
+            for i, (x, a_keep, d_keep) in enumerate(loop):
                 if layout.reset_steps[i]:
                     s = DecoderState(*(v * keep[i] for v in s))
-                s = self.step(x, s, memory, processed_memory, location_matrix, mask_bias[i], a_keep, d_keep)
+                s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, mask_bias[i],
+                              a_keep, d_keep)
                 hidden.append(s.decoder_hidden)
                 contexts.append(s.context)
                 alignments.append(s.weights)
-        # [B, steps, decoder_rnn_dim + memory_dim], projected for all steps at once.
-        feats = torch.cat((torch.stack(hidden, 1), torch.stack(contexts, 1)), 2)
-        mel_out = self.projection(feats).view(b, t, n_mels).transpose(1, 2)
-        gate = self.gate_layer(feats).view(b, t)
-        return mel_out, gate, torch.stack(alignments, 1)
+        return self.project(hidden, contexts, alignments)
 
     @torch.no_grad()
     def inference(self, memory: torch.Tensor, mask_bias: torch.Tensor, max_steps: int,

@@ -20,6 +20,7 @@ from torch import nn
 
 from .config import Tacotron2Config
 from .decoder import Decoder
+from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
 from .packing import Packing, scatter_text, step_layout, step_mask_bias
 
@@ -50,7 +51,7 @@ class Tacotron2(nn.Module):
         nn.init.uniform_(self.embedding.weight, -bound, bound)
         self.encoder = Encoder(cfg.symbols_embedding_dim, cfg.encoder_n_convolutions,
                                cfg.encoder_embedding_dim, cfg.encoder_kernel_size, cfg.encoder_dropout)
-        self.decoder = Decoder(cfg)
+        self.decoder = (FastDecoder if cfg.fast_decoder else Decoder)(cfg)  # same parameters
         self.postnet = Postnet(cfg.n_mel_channels, cfg.postnet_embedding_dim,
                                cfg.postnet_kernel_size, cfg.postnet_n_convolutions, cfg.postnet_dropout)
 

@@ -1,0 +1,230 @@
+"""A leaner teacher-forced decoder: the same results as model/decoder.py, less backward traffic.
+
+Why. In the reference loop every step multiplies B rows by the recurrent weights (both LSTMCells'
+weight_ih / weight_hh, the attention query layer), and autograd answers every step with a
+full weight-sized gradient (a K = B GEMM that mostly writes memory) which it then adds into the
+gradient accumulated so far. Over hundreds of steps that traffic dominates the backward pass.
+
+What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same parameters:
+
+* Fewer, bigger GEMMs. The prenet's share of the attention LSTM's input projection and both LSTM
+  biases are one GEMM over all steps before the loop; each LSTM then needs one GEMM per step,
+  [inputs, h] @ [W_ih; W_hh]^T, on its inputs written into one row of a buffer.
+* Deferred weight gradients. Each per-step linear map (attention LSTM, query layer, decoder
+  LSTM) is a StepProjection: y_i = pre[i] + rows[i] @ W^T. A _DeferredWeights node takes the real
+  parameters, and its forward hands the loop a detached copy of W (in the compute dtype: cast once
+  per batch under autocast) and `pre` ([steps, B, out]: the precomputed term, or the bias, or
+  zeros), which the loop consumes one slice per step. The per-step _StepLinear returns pre[i] +
+  row @ W^T; its backward returns the inputs' gradient (one GEMM) and passes the output gradient
+  on to pre[i] untouched. So the output gradients of all steps arrive, stacked by unbind's
+  backward, as the gradient of `pre` -- no tape of gradients is kept -- and, because every step
+  consumes a slice of pre, autograd's topological order runs _DeferredWeights' backward only after
+  every step's backward. There it computes dW = G^T X (G, X stacked over steps: one GEMM,
+  accumulated in fp32, or fp64 for fp64 parameters), the bias gradient as a sum, and the prenet
+  input's gradient, and returns them as its inputs' gradients. Each parameter's .grad is therefore
+  written once per backward through its ordinary AccumulateGrad: gradient accumulation adds as
+  usual, and DDP's hooks fire as usual.
+* Packed (BLoad) blocks are branch-free: the state is multiplied by the reset keep-mask at every
+  step (multiplying by 1 is exact), not only at the steps where some row restarts.
+
+Dropout masks come from Decoder.teacher_forcing in the same order, so with the same seed both
+decoders draw the same masks. Only the teacher-forced forward differs; inference is inherited.
+Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
+accumulation over all steps instead of a bf16 sum of per-step gradients.
+"""
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from torch.autograd.function import once_differentiable
+from torch.nn import functional as F
+
+from .decoder import Decoder, DecoderState, TeacherForcing, reset_keep
+from .packing import StepLayout
+
+
+class StepProjection(NamedTuple):
+    """One per-step linear map of the loop: y_i = pre[i] + rows[i, :, skip:] @ weight^T."""
+
+    pre: Tuple[torch.Tensor, ...]  # per step [B, out]: precomputed term; its gradient is G
+    weight: torch.Tensor  # [out, width - skip], compute dtype, outside autograd
+    rows: torch.Tensor  # [steps, B, width]: every step's input X (the first skip columns precomputed)
+    skip: int
+
+
+class StepProjections(NamedTuple):
+    """The loop's three per-step linear maps, each with its own _DeferredWeights node."""
+
+    attention: StepProjection  # attention LSTM: rows [prenet_out | context | attention_hidden]
+    query: StepProjection  # attention query layer: rows [attention_hidden]
+    decoder: StepProjection  # decoder LSTM: rows [attention_hidden | context | decoder_hidden]
+
+
+def compute_dtype(weight: torch.Tensor) -> torch.dtype:
+    """The dtype of the step GEMMs: autocast's for fp32 weights inside autocast, else the weight's."""
+    device = weight.device.type
+    if weight.dtype == torch.float32 and torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return weight.dtype
+
+
+def _precomputed(rows: torch.Tensor, x_pre: Optional[torch.Tensor], w_pre: torch.Tensor,
+                 biases: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """pre = x_pre @ w_pre^T + sum(biases) for all steps at once (zeros if there is neither);
+    x_pre is also written into the rows, whose first columns it is."""
+    steps, batch, _ = rows.shape
+    bias = torch.stack(list(biases)).sum(0).to(dtype) if biases else None
+    if x_pre is not None:
+        rows[:, :, :x_pre.size(2)].copy_(x_pre)
+        return F.linear(x_pre.to(dtype), w_pre, bias)
+    if bias is not None:
+        return bias.expand(steps, batch, -1)
+    return rows.new_zeros(()).expand(steps, batch, w_pre.size(0))
+
+
+class _DeferredWeights(torch.autograd.Function):
+    """The parameters' single autograd node for one StepProjection (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, rows: torch.Tensor, x_pre: Optional[torch.Tensor], dtype: torch.dtype,
+                n_weights: int, *params: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        weights, biases = params[:n_weights], params[n_weights:]
+        full = torch.cat(weights, 1) if n_weights > 1 else weights[0]
+        skip = 0 if x_pre is None else x_pre.size(2)
+        w_pre = full[:, :skip].to(dtype)
+        pre = _precomputed(rows, x_pre, w_pre, biases, dtype)
+        weight = full[:, skip:].to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+        ctx.mark_non_differentiable(weight)
+        ctx.set_materialize_grads(False)  # no weight-sized zeros for the weight output's gradient
+        # Attributes, not save_for_backward: the loop writes the rows after this forward returns.
+        ctx.rows, ctx.w_pre, ctx.x_pre_dtype = rows, w_pre, None if x_pre is None else x_pre.dtype
+        ctx.widths = [w.size(1) for w in weights]
+        ctx.param_dtypes = [p.dtype for p in params]
+        return pre, weight
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_pre: Optional[torch.Tensor], _grad_weight: Optional[torch.Tensor]):
+        if grad_pre is None:  # no step's output reached the loss
+            return (None,) * (4 + len(ctx.param_dtypes))
+        # Explicit dtypes below; an enclosing autocast must not turn the fp32 GEMM into bf16.
+        with torch.autocast(grad_pre.device.type, enabled=False):
+            d_x_pre, d_params = _parameter_grads(ctx, grad_pre)
+        return (None, d_x_pre, None, None, *d_params)
+
+
+def _parameter_grads(ctx, grad_pre: torch.Tensor) -> Tuple[Optional[torch.Tensor], List[Optional[torch.Tensor]]]:
+    """d x_pre and [*d weights, *d biases] from G = grad_pre and X = rows, stacked over all steps."""
+    rows = ctx.rows
+    steps, batch, width = rows.shape
+    needs = ctx.needs_input_grad
+    g = grad_pre.reshape(steps * batch, -1)
+    d_x_pre = None
+    if needs[1]:
+        d_x_pre = (g @ ctx.w_pre).view(steps, batch, -1).to(ctx.x_pre_dtype)
+    n_weights = len(ctx.widths)
+    acc = torch.float64 if ctx.param_dtypes[0] == torch.float64 else torch.float32
+    d_params: List[Optional[torch.Tensor]] = [None] * len(ctx.param_dtypes)
+    if any(needs[4:4 + n_weights]):
+        d_full = g.t().to(acc) @ rows.view(steps * batch, width).to(acc)  # dW = G^T X: one GEMM
+        d_params[:n_weights] = d_full.split(ctx.widths, 1)
+    if any(needs[4 + n_weights:]):
+        d_bias = g.to(acc).sum(0)
+        d_params[n_weights:] = [d_bias.clone() for _ in d_params[n_weights:]]  # no shared .grad
+    return d_x_pre, [None if d is None else d.to(dtype) for d, dtype in zip(d_params, ctx.param_dtypes)]
+
+
+class _StepLinear(torch.autograd.Function):
+    """One step of a StepProjection: writes the step's inputs into its row and returns
+    pre[i] + row @ W^T. Backward: the inputs' gradient only; the output gradient goes on to
+    pre[i] unchanged (it is G_i, collected for _DeferredWeights)."""
+
+    @staticmethod
+    def forward(ctx, pre: torch.Tensor, projection: StepProjection, i: int,
+                *parts: torch.Tensor) -> torch.Tensor:
+        row = projection.rows[i, :, projection.skip:]
+        col = 0
+        for part in parts:
+            row[:, col:col + part.size(1)].copy_(part)
+            col += part.size(1)
+        ctx.weight = projection.weight
+        ctx.parts = [(part.size(1), part.dtype) for part in parts]
+        return torch.addmm(pre, row, projection.weight.t())
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        n = len(ctx.parts)
+        if not any(ctx.needs_input_grad[3:]):
+            return (grad, None, None) + (None,) * n
+        d_row = grad.mm(ctx.weight)
+        d_parts = d_row.split([size for size, _ in ctx.parts], 1)
+        return (grad, None, None) + tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
+
+
+def step_projection(x_pre: Optional[torch.Tensor], weights: Sequence[torch.Tensor],
+                    biases: Sequence[torch.Tensor], steps: int, batch: int) -> StepProjection:
+    """A StepProjection over `weights` (same output size, their inputs side by side); x_pre
+    [steps, B, n], if given, is the input of the first n columns, for every step at once."""
+    dtype = compute_dtype(weights[0])
+    width = sum(w.size(1) for w in weights)
+    rows = weights[0].new_empty((steps, batch, width), dtype=dtype)
+    pre, weight = _DeferredWeights.apply(rows, x_pre, dtype, len(weights), *weights, *biases)
+    return StepProjection(pre.unbind(0), weight, rows, 0 if x_pre is None else x_pre.size(2))
+
+
+def lstm_update(gates: torch.Tensor, cell: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LSTMCell's pointwise part on precomputed gates (order i, f, g, o, as nn.LSTMCell)."""
+    i, f, g, o = gates.chunk(4, 1)
+    c = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class FastDecoder(Decoder):
+    """Decoder with the fast teacher-forced forward; parameters and checkpoints are the Decoder's."""
+
+    def step_projections(self, prenet_out: torch.Tensor) -> StepProjections:
+        """The per-batch part: weights cast and concatenated once, the prenet GEMM for all steps."""
+        steps, batch, _ = prenet_out.shape
+        att, dec, query = self.attention_rnn, self.decoder_rnn, self.attention.query_layer
+        return StepProjections(
+            step_projection(prenet_out, [att.weight_ih, att.weight_hh], [att.bias_ih, att.bias_hh], steps, batch),
+            step_projection(None, [query.weight], [], steps, batch),
+            step_projection(None, [dec.weight_ih, dec.weight_hh], [dec.bias_ih, dec.bias_hh], steps, batch))
+
+    def fast_step(self, i: int, s: DecoderState, p: StepProjections, memory: torch.Tensor,
+                  tf: TeacherForcing, mask_bias: torch.Tensor) -> DecoderState:
+        """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)."""
+        gates = _StepLinear.apply(p.attention.pre[i], p.attention, i, s.context, s.attention_hidden)
+        ah, ac = lstm_update(gates, s.attention_cell)
+        if tf.attention_keep[i] is not None:
+            ah = ah * tf.attention_keep[i]
+        query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
+        weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
+        context, weights = self.attention.attend(query, memory, tf.processed_memory, weights_cat,
+                                                 tf.location_matrix, mask_bias)
+        gates = _StepLinear.apply(p.decoder.pre[i], p.decoder, i, ah, context, s.decoder_hidden)
+        dh, dc = lstm_update(gates, s.decoder_cell)
+        if tf.decoder_keep[i] is not None:
+            dh = dh * tf.decoder_keep[i]
+        return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
+
+    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
+                layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decoder.forward, computed as the module docstring says."""
+        tf = self.teacher_forcing(memory, mel, layout)
+        steps = tf.prenet_out.size(0)
+        projections = self.step_projections(tf.prenet_out)
+        keep = None if layout is None else reset_keep(layout, memory.dtype)
+        step_bias = [mask_bias] * steps if layout is None else mask_bias.unbind(0)
+        s = self.initial_state(memory)
+        hidden: List[torch.Tensor] = []
+        contexts: List[torch.Tensor] = []
+        alignments: List[torch.Tensor] = []
+        for i in range(steps):
+            if keep is not None:  # branch-free resets: x * 1 is exact
+                s = DecoderState(*(v * keep[i] for v in s))
+            s = self.fast_step(i, s, projections, memory, tf, step_bias[i])
+            hidden.append(s.decoder_hidden)
+            contexts.append(s.context)
+            alignments.append(s.weights)
+        return self.project(hidden, contexts, alignments)
