@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from training import distributed as dist_utils
-from training.checkpoint import CheckpointError, RunState, load_checkpoint
+from training.checkpoint import CheckpointError, RunState, resume_point
 from training.config import RunConfig, resolve_config
 from training.datacheck import DataCheckError, check_data, plan_summary
 from training.datasets import corpus_filelists
 from training.hparams import HParamsError, load_hparams, resume_hparams
-from training.loop import StopRequested, finish_epoch, train_epoch, validate
+from training.loop import StopRequested, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run
-from training.rundir import LAST, RunDirError, check_writable, has_checkpoint, write_hparams
+from training.rundir import RunDirError, check_writable, has_checkpoint
 
 
 USER_ERRORS = (HParamsError, FileNotFoundError, DataCheckError, CheckpointError, RunDirError)
@@ -33,7 +33,8 @@ USER_ERRORS = (HParamsError, FileNotFoundError, DataCheckError, CheckpointError,
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hparams", default="", help="comma-separated key=value overrides of hparams.yaml")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint "
+                        "(from its beginning if it was killed before the first one)")
     parser.add_argument("--check", action="store_true",
                         help="check the data (headers only) and print what an epoch will do; no training")
     return parser.parse_args(argv)
@@ -44,8 +45,8 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[s
     Returns the flat hparams, the typed config and the checkpoint to resume from (or None)."""
     ckpt = None
     if args.resume:
-        ckpt = load_checkpoint(Path(args.resume) / LAST)
-        hp = resume_hparams(ckpt["hparams"], args.hparams) | {"output_dir": str(args.resume)}
+        ckpt, stored = resume_point(Path(args.resume))
+        hp = resume_hparams(stored, args.hparams) | {"output_dir": str(args.resume)}
     else:
         hp = load_hparams(args.hparams)
         if has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
@@ -57,16 +58,18 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[s
 
 
 def train(run: Run, state: RunState, ckpt: dict[str, Any] | None) -> None:
-    """The epochs still to run: plan -> train -> validate -> log -> checkpoint."""
+    """The epochs still to run: plan -> train -> validate -> log -> checkpoint. A rank that dies
+    or stalls makes the others raise dist_utils.RankFailure (after collective_timeout_s at most)."""
     train_cfg = run.cfg.train
-    for epoch in range(state.epoch, train_cfg.epochs):
-        record = train_epoch(run, state, epoch, ckpt)
-        if (epoch + 1) % train_cfg.validate_every == 0 or epoch + 1 == train_cfg.epochs:
-            record.update(validate(run, epoch))
-        finish_epoch(run, state, record)
-    if run.info.enabled:
-        digest = dist_utils.check_same_parameters(run.parts.core, run.info)
-        run.log(f"parameters identical on all {run.info.world_size} ranks (sha1 {digest[:12]})")
+    with dist_utils.rank_failures(run.info, run.run_dir, state):
+        for epoch in range(state.epoch, train_cfg.epochs):
+            record = train_epoch(run, state, epoch, ckpt)
+            if (epoch + 1) % train_cfg.validate_every == 0 or epoch + 1 == train_cfg.epochs:
+                record.update(validate(run, epoch))
+            finish_epoch(run, state, record)
+        if run.info.enabled:
+            digest = dist_utils.check_same_parameters(run.parts.core, run.info)
+            run.log(f"parameters identical on all {run.info.world_size} ranks (sha1 {digest[:12]})")
 
 
 def describe(run: Run, state: RunState, resumed: bool) -> None:
@@ -99,11 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
         return 2
+    except dist_utils.RankFailure as err:  # another rank died or stalled: one line, its own output says why
+        print(f"error: {err}", file=sys.stderr)
+        return 1
 
     state = RunState.from_dict(ckpt["progress"]) if ckpt else RunState()
-    if run.info.is_main:
-        write_hparams(run.run_dir, hp)
-    describe(run, state, resumed=ckpt is not None)
+    prepare_run_dir(run, state, fresh=ckpt is None)
+    describe(run, state, resumed=args.resume is not None)
     run.stop.install()
     try:
         train(run, state, ckpt)
@@ -111,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         run.log(f"stopped at epoch {state.epoch} step {state.step_in_epoch}; "
                 f"continue with: python train.py --resume {run.run_dir}")
         return 0 if cfg.train.stop_after_steps else 130
+    except dist_utils.RankFailure as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     finally:
         run.logger.close()
         dist_utils.shutdown()

@@ -2,13 +2,15 @@
 resuming exact.
 
 A checkpoint goes through data.atomic.atomic_open (temporary file, fsync, rename), so at any
-instant the run directory holds either the old complete checkpoint or the new complete one.
+instant the run directory holds either the old complete checkpoint or the new complete one. A
+process killed mid-write leaves only the temporary file, which the next start removes.
 """
 from __future__ import annotations
 
 import dataclasses
 import pickle
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 
 from data.atomic import atomic_open
+from training.rundir import LAST, read_hparams
 
 
 @dataclass
@@ -80,3 +83,42 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not isinstance(ckpt, dict) or not {"model", "hparams", "progress"} <= set(ckpt):
         raise CheckpointError(f"{path} is not a checkpoint of this recipe (no model, hparams and progress)")
     return ckpt
+
+
+def resume_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the last checkpoint or None, the run's stored hparams). A run killed before its first
+    checkpoint has only hparams.json: it resumes from its beginning (None), so `--resume` works
+    whenever the run was started."""
+    run_dir = Path(run_dir)
+    if (run_dir / LAST).is_file():
+        ckpt = load_checkpoint(run_dir / LAST)
+        return ckpt, ckpt["hparams"]
+    stored = read_hparams(run_dir)
+    if stored is None:
+        raise FileNotFoundError(f"no checkpoint at {run_dir / LAST}: was the run started with this output_dir?")
+    return None, stored
+
+
+def remove_stale_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the temporary files (data.atomic's `.NAME.*.tmp`) that a process killed while writing
+    left in the run directory; a checkpoint's can be hundreds of MB. Only rank 0 writes there, so
+    call it there, before anything is written."""
+    stale = sorted(Path(run_dir).glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+@dataclass
+class CheckpointClock:
+    """Time since the last checkpoint, for checkpoint_every_minutes: long epochs still get a
+    checkpoint every few minutes, so a crash loses at most that much training. every_s 0: never due."""
+
+    every_s: float
+    last: float = field(default_factory=time.monotonic)
+
+    def due(self) -> bool:
+        return self.every_s > 0 and time.monotonic() - self.last >= self.every_s
+
+    def reset(self) -> None:
+        self.last = time.monotonic()

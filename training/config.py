@@ -46,6 +46,8 @@ class TrainConfig:
     output_dir: str
     overwrite: bool
     checkpoint_every_steps: int
+    checkpoint_every_minutes: float
+    collective_timeout_s: int
     stop_after_steps: int
     device: str
     num_workers: int
@@ -56,9 +58,10 @@ class TrainConfig:
         _choose("loss_norm", self.loss_norm, LOSS_NORMS)
         _choose("amp", self.amp, tuple(AMP_DTYPES))
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
-                                "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size"),
+                                "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size",
+                                "collective_timeout_s"),
                 non_negative=("weight_decay", "guided_attention", "seed", "checkpoint_every_steps",
-                              "stop_after_steps", "num_workers", "threads"))
+                              "checkpoint_every_minutes", "stop_after_steps", "num_workers", "threads"))
         device = self.device
         if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
             raise HParamsError(f"hparam 'device': '{device}' is not one of auto, cpu, cuda, cuda:N")
@@ -125,7 +128,8 @@ def batching_config(hp: dict[str, Any]) -> BatchingConfig:
 
 def model_config(hp: dict[str, Any], mel: MelConfig) -> Tacotron2Config:
     """The model preset with its `model.*` overrides, sized to the symbol table and the mel bands."""
-    fields = {**hp["model"], "n_symbols": N_SYMBOLS, "n_frames_per_step": hp["n_frames_per_step"]}
+    fields = {**hp["model"], "n_symbols": N_SYMBOLS, "n_frames_per_step": hp["n_frames_per_step"],
+              "fast_decoder": hp["fast_decoder"]}
     if fields.setdefault("n_mel_channels", mel.n_mels) != mel.n_mels:
         raise HParamsError(f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
                            f"n_mels={mel.n_mels}; set n_mels instead")

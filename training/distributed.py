@@ -1,19 +1,34 @@
 """torch.distributed set-up for torchrun, and the collective helpers the trainer needs.
 
 Works unchanged in a single process (world size 1): every helper then reduces to a no-op.
+
+No rank waits forever: every collective is bounded by `collective_timeout_s` (data preparation,
+which rank 0 alone may spend an hour on, by PREPARE_TIMEOUT), and a collective that fails because
+another rank died or stalled becomes a RankFailure, whose message is the one line train.py prints.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import os
+import re
+import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:  # annotations only
+    from training.checkpoint import RunState
+
+#: How long the other ranks wait for rank 0's one-off data preparation (the demo corpus, the
+#: data check, a first run's mel cache: an hour or more on a large corpus). A rank 0 that dies
+#: meanwhile is still noticed at once (its sockets close); only a stalled one takes this long.
+PREPARE_TIMEOUT = timedelta(hours=4)
 
 
 @dataclass(frozen=True)
@@ -21,6 +36,8 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    #: a gloo group with PREPARE_TIMEOUT for main_rank_first's waits (None: the default group)
+    prepare_group: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_main(self) -> bool:
@@ -31,8 +48,66 @@ class DistInfo:
         return self.world_size > 1
 
 
-def init_distributed(device_kind: str, timeout_s: int = 600) -> DistInfo:
-    """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs)."""
+class RankFailure(RuntimeError):
+    """A collective failed because another rank died or stalled (or this one lost its network).
+    The message is one line that names this rank, says what happened and how to continue."""
+
+
+#: Phrases of gloo's transport errors, which reach Python as a plain RuntimeError, sometimes
+#: without naming gloo ("Application timeout caused pair closure" from DDP's buffer broadcast).
+GLOO_FAILURES = ("gloo", "pair closure", "Connection closed by peer", "Connection reset by peer", "Timed out waiting")
+
+
+def is_backend_failure(err: BaseException) -> bool:
+    """True for errors of the communication itself: c10d's DistError family (NCCL, the store,
+    the network), gloo's transport errors, and any RuntimeError raised inside torch.distributed
+    or DDP (its innermost frame is theirs)."""
+    if isinstance(err, RankFailure) or not isinstance(err, RuntimeError):
+        return False
+    if isinstance(err, dist.DistError) or any(phrase in str(err) for phrase in GLOO_FAILURES):
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    innermost = frames[-1].filename.replace("\\", "/") if frames else ""
+    return "torch/distributed/" in innermost or innermost.endswith("torch/nn/parallel/distributed.py")
+
+
+def failure_message(err: BaseException, info: DistInfo, run_dir: Path | str, where: str) -> str:
+    """One line: which rank, where, what happened (with the backend's first sentence), what to do."""
+    text = " ".join(str(err).split())
+    detail = re.sub(r"^\[[^\]]*\]\s*", "", text).split(". ")[0][:200]  # without gloo's "[file.cc:123]"
+    if "timed out" in text.lower() or "timeout" in text.lower():
+        what = ("no answer from another rank within collective_timeout_s: a rank stalled (or its node "
+                "is overloaded or unreachable)")
+    else:
+        what = "lost the connection to another rank: a rank died (its own output, or torchrun's summary, says why)"
+    return (f"rank {info.rank} of {info.world_size} stopped {where}: {what} [{detail}]; the last checkpoint is "
+            f"complete: continue with train.py --resume {run_dir} (under torchrun, on any number of processes)")
+
+
+@contextmanager
+def rank_failures(info: DistInfo, run_dir: Path | str, progress: RunState | None = None):
+    """Turn a failed collective into a RankFailure with the one-line message. `progress` (read
+    when the error happens) says where; None: during set-up."""
+    try:
+        yield
+    except Exception as err:
+        if not (info.enabled and is_backend_failure(err)):
+            raise
+        raise RankFailure(failure_message(err, info, run_dir, describe_position(progress))) from err
+
+
+def describe_position(progress: RunState | None) -> str:
+    """Where the run was, for the message: the steps done in the epoch (state.step_in_epoch)."""
+    if progress is None:
+        return "while setting up"
+    if progress.step_in_epoch == 0:
+        return f"before the first step of epoch {progress.epoch}"
+    return f"in epoch {progress.epoch} after step {progress.step_in_epoch}"
+
+
+def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | str = "RUN_DIR") -> DistInfo:
+    """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs).
+    `timeout_s` bounds every collective (and the rendezvous) of the run: collective_timeout_s."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:
         return DistInfo()
@@ -40,21 +115,26 @@ def init_distributed(device_kind: str, timeout_s: int = 600) -> DistInfo:
     backend = "nccl" if device_kind == "cuda" else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(info.local_rank)
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
-    return info
+    with rank_failures(info, run_dir):
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        prepare_group = dist.new_group(backend="gloo", timeout=PREPARE_TIMEOUT)
+    return dataclasses.replace(info, prepare_group=prepare_group)
 
 
 @contextmanager
 def main_rank_first(info: DistInfo):
     """Let rank 0 do shared one-off work (generate the demo corpus, fill the mel cache) before the
-    other ranks start it, so they find it done instead of racing to write the same files."""
+    other ranks start it, so they find it done instead of racing to write the same files; then
+    wait until every rank has loaded it. These waits use PREPARE_TIMEOUT, not collective_timeout_s."""
     if info.enabled and not info.is_main:
-        dist.barrier()
+        dist.barrier(group=info.prepare_group)
     try:
         yield
     finally:  # also when rank 0 fails (e.g. bad data): the others then meet the same error, not a hang
         if info.enabled and info.is_main:
-            dist.barrier()
+            dist.barrier(group=info.prepare_group)
+    if info.enabled:  # rank 0 must not start the first timed collective while the others still load
+        dist.barrier(group=info.prepare_group)
 
 
 def shutdown() -> None:
@@ -77,13 +157,29 @@ def sum_over_ranks(sums: Sums, info: DistInfo, device: torch.device) -> Sums:
     return dataclasses.replace(sums, **{n: kinds[n](v) for n, v in zip(names, tensor.tolist())})
 
 
-def all_finite(finite: torch.Tensor, info: DistInfo, device: torch.device) -> bool:
-    """True when the step's loss and gradients are finite on every rank (all must skip together)."""
+@dataclass(frozen=True)
+class StepVote:
+    """What every rank must decide alike after a step: apply it (the loss and gradients are
+    finite on every rank), stop (a stop request on any rank) and checkpoint (any rank's
+    checkpoint_every_minutes clock ran out). A checkpoint gathers every rank's random state, so a
+    rank deciding alone would leave the others waiting in a different collective."""
+
+    finite: bool = True
+    stop: bool = False
+    checkpoint: bool = False
+
+
+def agree_after_step(finite: torch.Tensor, stop: bool, checkpoint: bool, info: DistInfo,
+                     device: torch.device) -> StepVote:
+    """The ranks' StepVote in one all-reduce of three numbers: the one per step that deciding
+    `finite` needs anyway, so stop requests and timed checkpoints cost no extra collective."""
     if not info.enabled:
-        return bool(finite)
-    bad = (~finite).to(device=device, dtype=torch.float64).reshape(1)
-    dist.all_reduce(bad)
-    return bool(bad.item() == 0)
+        return StepVote(bool(finite), stop, checkpoint)
+    flags = torch.cat([(~finite).to(device=device, dtype=torch.float64).reshape(1),
+                       torch.tensor([float(stop), float(checkpoint)], dtype=torch.float64, device=device)])
+    dist.all_reduce(flags)
+    bad, stops, checkpoints = flags.tolist()
+    return StepVote(finite=bad == 0, stop=stops > 0, checkpoint=checkpoints > 0)
 
 
 def check_same_plan(digest: str, epoch: int, info: DistInfo) -> None:

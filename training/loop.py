@@ -3,14 +3,17 @@
 Module-level functions over a `Run` (training/run.py) and the mutable `RunState`
 (training/checkpoint.py). Per-epoch sums are dataclasses with named fields, summed over ranks
 in one all-reduce each; adding a metric is adding a field.
+
+A kill at any instant loses at most the work since the last checkpoint: every file of the run
+directory is written atomically, BEST before LAST, and metrics.jsonl (after LAST) is rewritten
+from LAST's records when the run starts again, so it never lacks or repeats an epoch.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,9 +22,9 @@ from tqdm import tqdm
 
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from training import distributed as dist_utils
-from training.checkpoint import RunState, atomic_torch_save, rng_state, set_rng_state
+from training.checkpoint import RunState, atomic_torch_save, remove_stale_temporaries, rng_state, set_rng_state
 from training.run import Run
-from training.rundir import BEST, LAST, write_metrics
+from training.rundir import BEST, LAST, write_hparams, write_metrics
 from training.step import StepResult, train_step
 
 VAL_SEED = 1234  # validation draws its prenet-dropout masks from this seed, for comparable losses
@@ -62,16 +65,52 @@ class ValSums:
     diagonality: float = 0.0  # per utterance
 
 
-def save_checkpoint(run: Run, state: RunState, name: str, sampler_state: dict | None = None) -> None:
-    """Everything needed to continue exactly here; the sampler state only inside an epoch.
-    Called on every rank (each rank's random state is gathered); rank 0 writes."""
+@dataclass
+class StepVotes:
+    """train_step's `all_finite` callback: after each backward pass the ranks agree, in the one
+    all-reduce that deciding finiteness needs anyway, whether to apply the step, stop and
+    checkpoint (dist_utils.StepVote); `last` keeps the latest decision for maybe_checkpoint."""
+
+    run: Run
+    last: dist_utils.StepVote = field(default_factory=dist_utils.StepVote)
+
+    def __call__(self, finite: torch.Tensor) -> bool:
+        run = self.run
+        self.last = dist_utils.agree_after_step(finite, run.stop.hit, run.clock.due(), run.info, run.device)
+        return self.last.finite
+
+
+def prepare_run_dir(run: Run, state: RunState, fresh: bool) -> None:
+    """Rank 0, before training: remove what a killed process left half-written, record the
+    hparams, and rewrite metrics.jsonl from the checkpoint's records (a kill between writing LAST
+    and metrics.jsonl left it an epoch short). A run started from its beginning (`fresh`) also
+    removes an earlier run's checkpoints (overwrite=true), so that a kill before its own first
+    checkpoint cannot leave `--resume` continuing the old run."""
+    if not run.info.is_main:
+        return
+    remove_stale_temporaries(run.run_dir)
+    write_hparams(run.run_dir, run.hp)
+    if fresh:
+        for name in (LAST, BEST):
+            (run.run_dir / name).unlink(missing_ok=True)
+    write_metrics(run.run_dir, state.records)
+
+
+def save_checkpoint(run: Run, state: RunState, names: tuple[str, ...] = (LAST,), sampler_state: dict | None = None) -> None:
+    """Everything needed to continue exactly here, written to each of `names` in turn; the sampler
+    state only inside an epoch. Called on every rank (each rank's random state is gathered);
+    rank 0 writes, after flushing TensorBoard so that a kill loses nothing logged before."""
     rngs = dist_utils.gather_objects(rng_state(), run.info)
     if run.info.is_main:
         parts = run.parts
-        atomic_torch_save({"model": parts.core.state_dict(), "optimizer": parts.optimizer.state_dict(),
-                           "scaler": parts.scaler.state_dict(), "hparams": run.hp, "config": run.cfg.to_dict(),
-                           "progress": state.to_dict(), "sampler": sampler_state, "rng": rngs,
-                           "world_size": run.info.world_size}, run.run_dir / name)
+        payload = {"model": parts.core.state_dict(), "optimizer": parts.optimizer.state_dict(),
+                   "scaler": parts.scaler.state_dict(), "hparams": run.hp, "config": run.cfg.to_dict(),
+                   "progress": state.to_dict(), "sampler": sampler_state, "rng": rngs,
+                   "world_size": run.info.world_size}
+        run.logger.flush()
+        for name in names:
+            atomic_torch_save(payload, run.run_dir / name)
+    run.clock.reset()
 
 
 def start_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | None) -> tuple[EpochSums, int]:
@@ -116,13 +155,15 @@ def account_step(run: Run, state: RunState, sums: EpochSums, result: StepResult,
                             "grad_norm": float(result.grad_norm)}, state.global_step, "step")
 
 
-def maybe_checkpoint(run: Run, state: RunState, sums: EpochSums, offset: int) -> None:
-    """A mid-epoch checkpoint every checkpoint_every_steps, and on a stop request (then stop)."""
+def maybe_checkpoint(run: Run, state: RunState, sums: EpochSums, offset: int, vote: dist_utils.StepVote) -> None:
+    """A mid-epoch checkpoint every checkpoint_every_steps, when the ranks' vote says the
+    checkpoint_every_minutes clock ran out, and on a stop request (then stop)."""
     train = run.cfg.train
-    stop_now = run.stop.hit or (train.stop_after_steps and state.global_step >= train.stop_after_steps)
-    if stop_now or (train.checkpoint_every_steps and state.global_step % train.checkpoint_every_steps == 0):
+    stop_now = vote.stop or (train.stop_after_steps and state.global_step >= train.stop_after_steps)
+    every_steps = train.checkpoint_every_steps and state.global_step % train.checkpoint_every_steps == 0
+    if stop_now or every_steps or vote.checkpoint:
         state.partial = dataclasses.asdict(sums)
-        save_checkpoint(run, state, LAST, run.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
+        save_checkpoint(run, state, (LAST,), run.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
         if stop_now:
             raise StopRequested
 
@@ -132,19 +173,19 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
     sums, offset = start_epoch(run, state, epoch, resume)
     record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.cfg.train.n_frames_per_step)}
     run.parts.model.train()
-    all_finite = partial(dist_utils.all_finite, info=run.info, device=run.device)
+    votes = StepVotes(run)
     bar = tqdm(run.train_loader, total=len(run.train_sampler) + state.step_in_epoch, initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
                disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
     tick = time.perf_counter()
     for batch in bar:
         batch = batch.to(run.device)
-        result = train_step(run.parts, batch, all_finite)
+        result = train_step(run.parts, batch, votes)
         account_step(run, state, sums, result, batch, epoch)
         if run.device.type == "cuda":
             torch.cuda.synchronize()
         sums.seconds += time.perf_counter() - tick
         bar.set_postfix(loss=f"{float(result.terms.loss.detach()):.4f}")
-        maybe_checkpoint(run, state, sums, offset)
+        maybe_checkpoint(run, state, sums, offset, votes.last)
         tick = time.perf_counter()
     bar.close()
     return record | epoch_record(run, sums)
@@ -210,22 +251,24 @@ def log_figures(run: Run, epoch: int, batch, out) -> None:
 
 
 def finish_epoch(run: Run, state: RunState, record: dict[str, Any]) -> None:
-    """Record the epoch, print its line, write LAST (and BEST when validation improved) and metrics."""
+    """Record the epoch, print its line, write BEST (when validation improved) and LAST, then
+    metrics.jsonl and the epoch's TensorBoard scalars. BEST goes first: a kill between the two
+    then redoes the epoch from the older LAST, instead of leaving a BEST that missed it."""
     norm = run.cfg.train.loss_norm
     record["train_loss"] = record["train_loss_" + norm]
     if "val_loss_valid" in record:
         record["val_loss"] = record["val_loss_" + norm]
     state.epoch, state.step_in_epoch, state.partial = record["epoch"] + 1, 0, None
     state.records = state.records + [record]
-    run.logger.scalars({k: v for k, v in record.items() if k != "epoch"}, record["epoch"], "epoch")
     run.log(epoch_line(record))
     improved = record.get("val_loss_valid", math.inf) < state.best_val
     state.best_val = min(state.best_val, record.get("val_loss_valid", math.inf))
-    save_checkpoint(run, state, LAST)
-    if improved:
-        save_checkpoint(run, state, BEST)
+    save_checkpoint(run, state, (BEST, LAST) if improved else (LAST,))
     if run.info.is_main:
         write_metrics(run.run_dir, state.records)
+    # after LAST: scalars logged before it would be logged twice when a kill makes the epoch run again
+    run.logger.scalars({k: v for k, v in record.items() if k != "epoch"}, record["epoch"], "epoch")
+    run.logger.flush()
 
 
 def epoch_line(record: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """A run's parts, built once from the config: devices and ranks, data loaders, the training step's
-parts, the logger and the stop flag. `Run` is the small frozen bundle the loop functions take."""
+parts, the logger, the stop flag and the checkpoint clock. `Run` is the small frozen bundle the
+loop functions take."""
 from __future__ import annotations
 
 import signal
@@ -17,6 +18,7 @@ from data.collate import TextMelCollate
 from data.dataset import TextMelDataset
 from data.loader import loader_parts
 from training import distributed as dist_utils
+from training.checkpoint import CheckpointClock
 from training.config import RunConfig
 from training.datacheck import check_data
 from training.datasets import build_datasets, corpus_filelists
@@ -68,6 +70,7 @@ class Run:
     val_loader: DataLoader
     logger: RunLogger
     stop: StopFlag
+    clock: CheckpointClock  # time since the last checkpoint (checkpoint_every_minutes)
 
     def log(self, message: str) -> None:
         """Print on the main rank only."""
@@ -107,24 +110,29 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
 
 
 def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -> Run:
-    """Set up everything in the recipe's order: ranks, data, model (restored from ckpt if given)."""
+    """Set up everything in the recipe's order: ranks, data, model (restored from ckpt if given).
+    A rank that dies or stalls meanwhile makes the others raise dist_utils.RankFailure."""
     device_kind = "cuda" if cfg.train.device.startswith("cuda") or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu"
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    info = dist_utils.init_distributed(device_kind)
-    device = pick_device(cfg.train.device, info.local_rank)
     run_dir = Path(cfg.train.output_dir)
-    loaders = build_loaders(cfg, info, device)
-    parts = build_step_parts(cfg, device)
-    if ckpt is not None:
-        parts.core.load_state_dict(ckpt["model"])
-        parts.optimizer.load_state_dict(ckpt["optimizer"])
-        parts.scaler.load_state_dict(ckpt["scaler"])
-    if info.enabled:
-        ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
-        parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
-                          parts.grad_clip)
-    global_step = ckpt["progress"]["global_step"] if ckpt else None
+    info = dist_utils.init_distributed(device_kind, cfg.train.collective_timeout_s, run_dir)
+    device = pick_device(cfg.train.device, info.local_rank)
+    with dist_utils.rank_failures(info, run_dir):
+        loaders = build_loaders(cfg, info, device)
+        parts = build_step_parts(cfg, device)
+        if ckpt is not None:
+            parts.core.load_state_dict(ckpt["model"])
+            parts.optimizer.load_state_dict(ckpt["optimizer"])
+            parts.scaler.load_state_dict(ckpt["scaler"])
+        if info.enabled:
+            ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+            parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
+                              parts.grad_clip)
+    # TensorBoard hides events at or after this step from earlier event files: those a killed run
+    # wrote after its last checkpoint (they are logged again), or all of them for a run started over
+    global_step = ckpt["progress"]["global_step"] if ckpt else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
-    return Run(cfg, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main))
+    return Run(cfg, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main),
+               CheckpointClock(cfg.train.checkpoint_every_minutes * 60))

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
+from data.atomic import atomic_open  # noqa: E402
 from training.rundir import TENSORBOARD  # noqa: E402
 
 
@@ -31,9 +32,15 @@ class RunLogger:
         """Add a matplotlib figure to TensorBoard and, if named, save it as a PNG in the run dir."""
         if self.writer is None:
             return
-        if png_name:
-            fig.savefig(self.run_dir / png_name, dpi=100, bbox_inches="tight")
+        if png_name:  # atomically: a kill mid-write leaves the previous PNG, not half of one
+            with atomic_open(self.run_dir / png_name, "wb") as out:
+                fig.savefig(out, format="png", dpi=100, bbox_inches="tight")
         self.writer.add_figure(tag, fig, step, close=True)
+
+    def flush(self) -> None:
+        """Put everything logged so far on disk (before a checkpoint: a kill then loses none of it)."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:

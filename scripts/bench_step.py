@@ -1,0 +1,147 @@
+"""The training step, variant against variant, in one run: real LJSpeech shapes, the same weights.
+
+Takes the paper's training split of `lengths.tsv` (mel frames and text lengths), plans an epoch with
+a strategy (default SSB-DBS-BR), picks K batches spread evenly over the plan's costs, and runs them
+through the one training step (training/step.py: forward, loss, backward, clipping, Adam) with
+random text ids and mels of exactly those lengths. Variants:
+
+* eager: the plain decoder loop (model/decoder.py), today's reference;
+* fast: the decoder loop with deferred recurrent weight gradients (model/fast_decoder.py);
+* bf16: fast under bf16 autocast (CUDA only).
+
+Every variant starts from the same initial weights. Numerics first: each variant's loss and
+gradient on the first batch against eager's. Then timing: K rounds, each running one batch through
+every variant in a rotating order, so drift and other processes hit all variants alike. Prints a
+Markdown table (microseconds per decoder step, real mel frames per second, peak memory on CUDA,
+first loss, relative gradient difference, speed against eager); the last line is
+`fast/eager speed ratio: X.XX`.
+
+    python scripts/bench_step.py                        # CPU, full model, 1 thread, 4 batches
+    python scripts/bench_step.py --device cuda --batches 16
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+from batching import BatchingConfig, LengthsFileError, plan_epoch, train_split  # noqa: E402
+from bench_epoch import DEFAULT_LENGTHS, Bench, device_name, pick_timed, read_shapes  # noqa: E402
+from reproduction.paper import EXPERIMENTS  # noqa: E402
+from training.config import RunConfig, resolve_config  # noqa: E402
+from training.hparams import load_hparams  # noqa: E402
+from training.step import forward_loss, train_step  # noqa: E402
+
+VARIANTS = {"eager": "fast_decoder=false", "fast": "fast_decoder=true", "bf16": "fast_decoder=true,amp=bf16"}
+
+
+def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
+    return resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={args.preset},seed=0,"
+                                       f"{VARIANTS[variant]},{args.hparams}"))
+
+
+def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(frames, text lengths, K batches of the strategy's epoch-0 plan spread over their cost)."""
+    frames, text_lengths = read_shapes(args.lengths)
+    keep = train_split(frames.size, 0.8, 0)
+    frames, text_lengths = frames[keep], text_lengths[keep]
+    batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[args.strategy], "seed": 0}))
+    costs = np.array([len(b) * -(-int(frames[b].max()) // r) for b in batches])
+    return frames, text_lengths, [batches[i] for i in pick_timed(costs, args.batches)]
+
+
+def gradient(bench: Bench, batch) -> tuple[float, torch.Tensor]:
+    """The first batch's loss and flattened gradient (no optimiser step), with the same dropout masks
+    for every variant."""
+    bench.parts.optimizer.zero_grad(set_to_none=True)
+    torch.manual_seed(1234)
+    terms = forward_loss(bench.parts, batch)
+    terms.loss.backward()
+    grads = [p.grad.flatten() for p in bench.parts.core.parameters() if p.grad is not None]
+    return float(terms.loss), torch.cat(grads).double()
+
+
+def timed_step(bench: Bench, batch) -> float:
+    bench.sync()
+    start = time.perf_counter()
+    train_step(bench.parts, batch)
+    bench.sync()
+    return time.perf_counter() - start
+
+
+def measure(args: argparse.Namespace, variants: list[str], device: torch.device) -> dict[str, dict]:
+    benches = {v: Bench(variant_config(args, v), device) for v in variants}
+    r = benches[variants[0]].cfg.train.n_frames_per_step
+    frames, text_lengths, batches = chosen_batches(args, r)
+    inputs = [benches[variants[0]].batch(frames[b], text_lengths[b], seed=k) for k, b in enumerate(batches)]
+    rows = {v: {"seconds": [], "steps": 0, "frames": 0} for v in variants}
+    reference = None
+    for v in variants:
+        loss, grad = gradient(benches[v], inputs[0])
+        reference = reference or (loss, grad)
+        rows[v].update(loss=loss, grad_diff=float((grad - reference[1]).norm() / reference[1].norm()))
+    train_step(benches[variants[0]].parts, inputs[0])  # warm-up of the allocator and kernels
+    for k, batch in enumerate(inputs):
+        for v in variants[k % len(variants):] + variants[: k % len(variants)]:
+            rows[v]["seconds"].append(timed_step(benches[v], batch))
+            rows[v]["steps"] += batch.mel.size(2) // r
+            rows[v]["frames"] += int(batch.mel_lengths.sum())
+            print(f"batch {k + 1}/{len(inputs)} {v}: {len(batch.mel_lengths)} x {batch.mel.size(2)} frames "
+                  f"{rows[v]['seconds'][-1]:.3f} s", file=sys.stderr)
+    if device.type == "cuda":
+        for v in variants:
+            rows[v]["peak_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return rows
+
+
+def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.device) -> str:
+    eager = sum(rows["eager"]["seconds"])
+    lines = [f"Training step, {args.strategy} batches of the LJSpeech training split, model preset {args.preset}, "
+             f"{device_name(device)}, torch {torch.__version__}",
+             "", "| variant | us / decoder step | real mel frames/s | peak memory | first loss | grad diff vs eager "
+                 "| speed vs eager |", "|---|---|---|---|---|---|---|"]
+    for v, row in rows.items():
+        seconds = sum(row["seconds"])
+        peak = f"{row['peak_gb']:.1f} GB" if "peak_gb" in row else "n/a (CPU)"
+        lines.append(f"| {v} | {1e6 * seconds / row['steps']:.0f} | {row['frames'] / seconds:.0f} | {peak} | "
+                     f"{row['loss']:.6f} | {row['grad_diff']:.1e} | {eager / seconds:.2f}x |")
+    spread = [e / f for e, f in zip(rows["eager"]["seconds"], rows["fast"]["seconds"])]
+    lines += ["", f"per-batch fast/eager ratios: min {min(spread):.2f}, median {statistics.median(spread):.2f}, "
+                  f"max {max(spread):.2f}",
+              f"fast/eager speed ratio: {eager / sum(rows['fast']['seconds']):.2f}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS, help="TSV with frames and text columns")
+    parser.add_argument("--strategy", default="SSB-DBS-BR", choices=list(EXPERIMENTS), help="whose plan to draw from")
+    parser.add_argument("--batches", type=int, default=4, help="batches timed per variant (default 4)")
+    parser.add_argument("--preset", choices=("small", "full"), default="full", help="model preset (default full)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1)")
+    parser.add_argument("--hparams", default="", help="extra train.py hparams for every variant")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
+    variants = ["eager", "fast"] + (["bf16"] if device.type == "cuda" else [])
+    try:
+        rows = measure(args, variants, device)
+    except (LengthsFileError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(markdown(rows, args, device))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
