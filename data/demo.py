@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from data.atomic import atomic_open
+from data.corpus import is_complete
 from data.audio import MelConfig, n_frames, save_wav
 from data.filelist import Utterance, split_train_val, write_filelist
 from data.text import clean_text
@@ -108,23 +109,13 @@ def _manifest(n_utterances: int, seed: int, val_fraction: float) -> dict:
             "val_fraction": val_fraction, "sample_rate": _CFG.sample_rate, "hop_length": _CFG.hop_length}
 
 
-def _is_complete(out_dir: Path, manifest: dict, train: Path, val: Path) -> bool:
-    try:
-        stored = json.loads((out_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    if {k: stored.get(k) for k in manifest} != manifest or not (train.is_file() and val.is_file()):
-        return False
-    return all((out_dir / "wavs" / name).is_file() for name in stored.get("wavs", []))
-
-
 def make_demo_corpus(out_dir: str | Path, n_utterances: int = 400, seed: int = 0,
                      val_fraction: float = 0.2) -> tuple[Path, Path]:
     """Write wavs/, train.txt, val.txt and manifest.json under out_dir; reuse a complete identical corpus."""
     out_dir = Path(out_dir)
     train_path, val_path = out_dir / "train.txt", out_dir / "val.txt"
     manifest = _manifest(n_utterances, seed, val_fraction)
-    if _is_complete(out_dir, manifest, train_path, val_path):
+    if is_complete(out_dir, manifest, train_path, val_path):
         return train_path, val_path
 
     (out_dir / "manifest.json").unlink(missing_ok=True)

@@ -63,6 +63,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data.atomic import atomic_open
+from data.corpus import is_complete
 from data.audio import AudioFormatError, MelConfig, n_frames, save_wav, wav_info
 from data.filelist import Utterance, split_train_val, write_filelist
 from data.ljspeech import DataPreparationError
@@ -443,17 +444,6 @@ def _prepare_wav_dir(out_dir: Path, synthesis: dict) -> Path:
     return wav_dir
 
 
-def _is_complete(out_dir: Path, manifest: dict, train: Path, val: Path) -> bool:
-    """A finished corpus made with these settings: manifest.json is written last, after every WAV."""
-    try:
-        stored = json.loads((out_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    if {k: stored.get(k) for k in manifest} != manifest or not (train.is_file() and val.is_file()):
-        return False
-    return all((out_dir / "wavs" / name).is_file() for name in stored.get("wavs", []))
-
-
 def _remove_unlisted(wav_dir: Path, utterances: list[Utterance]) -> None:
     """WAVs of an earlier, larger or other subset: wavs/ holds exactly the corpus."""
     keep = {u.path.name for u in utterances}
@@ -483,7 +473,7 @@ def make_espeak_corpus(out_dir: str | Path, transcripts: str | Path, n_utterance
     synthesis = _synthesis_settings(transcripts, rate_wpm)
     manifest = {**synthesis, "n_utterances": n_utterances, "seed": seed, "val_fraction": val_fraction,
                 "hop_length": _CFG.hop_length}
-    if _is_complete(out_dir, manifest, train_path, val_path):
+    if is_complete(out_dir, manifest, train_path, val_path):
         return train_path, val_path
 
     _check_rate(rate_wpm)
