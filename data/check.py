@@ -159,7 +159,7 @@ def _run_checks(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimit
     entries = [entry for group in parsed for entry in group]
     verdicts: dict[str, tuple[str, str] | None] = {}
     no_limit = CheckLimits()
-    for entry in tqdm(entries, desc="checking clips", unit="clip", disable=not progress):
+    for entry in tqdm(entries, desc="checking clips", unit="clip", disable=None if progress else True):
         # the length limit is the training batches' (validation runs unpacked batches of its own size)
         problems += _check_clip(entry, mel_cfg, limits if entry.filelist == listings[0].name else no_limit)
         problems += _check_text(entry, verdicts)
