@@ -174,7 +174,8 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
     record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.cfg.train.n_frames_per_step)}
     run.parts.model.train()
     votes = StepVotes(run)
-    bar = tqdm(run.train_loader, total=len(run.train_sampler) + state.step_in_epoch, initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
+    bar = tqdm(run.train_loader, total=len(run.train_sampler) + state.step_in_epoch, initial=state.step_in_epoch,
+               desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
                disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
     tick = time.perf_counter()
     for batch in bar:
