@@ -36,12 +36,17 @@ class RunState:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "RunState":
-        """From a checkpoint's progress; fields it predates take their defaults, unknown ones are dropped."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        return from_known_fields(cls, values)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def from_known_fields(cls, values: dict[str, Any] | None):
+    """A dataclass from what a checkpoint stored: fields it predates take their defaults, fields
+    it has and the class no longer does are dropped, so old checkpoints keep loading."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in (values or {}).items() if k in names})
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
@@ -90,13 +95,11 @@ def resume_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     checkpoint has only hparams.json: it resumes from its beginning (None), so `--resume` works
     whenever the run was started."""
     run_dir = Path(run_dir)
-    if (run_dir / LAST).is_file():
-        ckpt = load_checkpoint(run_dir / LAST)
-        return ckpt, ckpt["hparams"]
     stored = read_hparams(run_dir)
-    if stored is None:
-        raise FileNotFoundError(f"no checkpoint at {run_dir / LAST}: was the run started with this output_dir?")
-    return None, stored
+    if stored is not None and not (run_dir / LAST).is_file():
+        return None, stored
+    ckpt = load_checkpoint(run_dir / LAST)  # missing too: load_checkpoint's error says what to do
+    return ckpt, ckpt["hparams"]
 
 
 def remove_stale_temporaries(run_dir: Path) -> list[Path]:

@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from training import distributed as dist_utils
-from training.checkpoint import RunState, atomic_torch_save, remove_stale_temporaries, rng_state, set_rng_state
+from training.checkpoint import (RunState, atomic_torch_save, from_known_fields, remove_stale_temporaries, rng_state,
+                                 set_rng_state)
 from training.run import Run
 from training.rundir import BEST, LAST, write_hparams, write_metrics
 from training.step import StepResult, train_step
@@ -50,8 +51,7 @@ class EpochSums:
 
     @classmethod
     def from_dict(cls, values: dict[str, float] | None) -> "EpochSums":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (values or {}).items() if k in names})
+        return from_known_fields(cls, values)
 
 
 @dataclass
