@@ -25,15 +25,27 @@ import torch
 from model.packing import Packing
 
 
+#: Fields that stay on the host when a batch moves to the device: what the host needs to know of
+#: a batch (the encoder's packing lengths, the frame count for logs) without reading the device.
+HOST_FIELDS = ("text_lengths_host", "frames")
+
+
+def _to(batch: NamedTuple, device: torch.device | str, non_blocking: bool) -> NamedTuple:
+    return batch._replace(**{name: value.to(device, non_blocking=non_blocking)
+                             for name, value in batch._asdict().items() if name not in HOST_FIELDS})
+
+
 class TextMelBatch(NamedTuple):
     text: torch.Tensor  # long [B, T_text_max], zero-padded
     text_lengths: torch.Tensor  # long [B]
     mel: torch.Tensor  # float [B, n_mels, T_max], zero-padded
     gate: torch.Tensor  # float [B, T_max], 1.0 from the last real frame on
     mel_lengths: torch.Tensor  # long [B]
+    text_lengths_host: torch.Tensor  # long [B], stays on the CPU
+    frames: int  # real mel frames in the batch
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "TextMelBatch":
-        return TextMelBatch(*(t.to(device, non_blocking=non_blocking) for t in self))
+        return _to(self, device, non_blocking)
 
 
 class TextMelCollate:
@@ -58,7 +70,7 @@ class TextMelCollate:
             text[i, : len(ids)] = ids
             mel[i, :, : spec.shape[-1]] = spec
             gate[i, spec.shape[-1] - 1:] = 1.0
-        return TextMelBatch(text, text_lengths, mel, gate, mel_lengths)
+        return TextMelBatch(text, text_lengths, mel, gate, mel_lengths, text_lengths, sum(m.shape[-1] for m in mels))
 
 
 class PackedBatch(NamedTuple):
@@ -68,9 +80,11 @@ class PackedBatch(NamedTuple):
     gate: torch.Tensor  # float [R, T]: 1.0 at each utterance's last frame and at padding
     mel_lengths: torch.Tensor  # long [N]: real frames of each utterance
     packing: Packing  # where each utterance sits
+    text_lengths_host: torch.Tensor  # long [N], stays on the CPU
+    frames: int  # real mel frames in the batch
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "PackedBatch":
-        return PackedBatch(*(t.to(device, non_blocking=non_blocking) for t in self))
+        return _to(self, device, non_blocking)
 
     def frame_mask(self) -> torch.Tensor:
         """bool [R, T]: True at real frames."""
@@ -114,4 +128,5 @@ class PackedCollate:
         if len(end) != rows:
             raise ValueError(f"rows {sorted(set(range(rows)) - set(end))} of the batch hold no utterance")
         packing = Packing(torch.tensor(row_of), torch.tensor(start_of), torch.tensor(text_start), max(used))
-        return PackedBatch(text, text_lengths, mel, gate, mel_lengths, packing)
+        return PackedBatch(text, text_lengths, mel, gate, mel_lengths, packing, text_lengths,
+                           sum(mel.shape[-1] for *_, mel in items))

@@ -75,14 +75,19 @@ class Encoder(nn.Module):
         self.lstm = nn.LSTM(sizes[-1], dim // 2, batch_first=True, bidirectional=True)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """x [B, C, T_text], lengths [B], valid [B, 1, T_text] -> memory [B, T_text, dim]."""
+        """x [B, C, T_text], lengths [B] on the CPU, valid [B, 1, T_text] -> memory [B, T_text, dim].
+
+        The rows are sorted by length here, from the CPU lengths, rather than by
+        pack_padded_sequence(enforce_sorted=False), whose unpacking copies its device-side
+        order back to the host and so waits for the device."""
         for conv in self.convolutions:
             x = F.dropout(F.relu(conv(x, valid)), self.p, self.training)
-        packed = pack_padded_sequence(x.transpose(1, 2), lengths.cpu(), batch_first=True,
-                                      enforce_sorted=False)
-        out, _ = self.lstm(packed)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        restore = torch.argsort(order)
+        rows = x.transpose(1, 2).index_select(0, order.to(x.device, non_blocking=True))
+        out, _ = self.lstm(pack_padded_sequence(rows, lengths[order], batch_first=True))
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(2))
-        return out
+        return out.index_select(0, restore.to(x.device, non_blocking=True))
 
 
 class Prenet(nn.Module):

@@ -55,16 +55,21 @@ class Tacotron2(nn.Module):
         self.postnet = Postnet(cfg.n_mel_channels, cfg.postnet_embedding_dim,
                                cfg.postnet_kernel_size, cfg.postnet_n_convolutions, cfg.postnet_dropout)
 
-    def encode(self, text: torch.Tensor, text_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """text [B, T_text] -> memory [B, T_text, enc_dim] and the attention mask bias [B, T_text]."""
+    def encode(self, text: torch.Tensor, text_lengths: torch.Tensor,
+               text_lengths_host: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """text [B, T_text] -> memory [B, T_text, enc_dim] and the attention mask bias [B, T_text].
+        text_lengths_host: the same lengths on the CPU (the collate's), which spares the BiLSTM's
+        packing a copy from the device; None copies them."""
         valid = _valid_mask(text_lengths, text.size(1))
-        memory = self.encoder(self.embedding(text).transpose(1, 2), text_lengths,
+        host = text_lengths.cpu() if text_lengths_host is None else text_lengths_host
+        memory = self.encoder(self.embedding(text).transpose(1, 2), host,
                               valid.unsqueeze(1).to(self.embedding.weight.dtype))
         mask_bias = torch.zeros(valid.shape, dtype=memory.dtype, device=memory.device)
         return memory, mask_bias.masked_fill_(~valid, float("-inf"))
 
     def forward(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
-                mel_lengths: torch.Tensor, packing: Optional[Packing] = None) -> Tacotron2Output:
+                mel_lengths: torch.Tensor, packing: Optional[Packing] = None,
+                text_lengths_host: Optional[torch.Tensor] = None) -> Tacotron2Output:
         """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step.
 
         With packing (BLoad blocks): text [N, T_text] and text_lengths, mel_lengths [N] are per
@@ -75,8 +80,8 @@ class Tacotron2(nn.Module):
         if mel.size(2) % r:
             raise ValueError(f"mel has {mel.size(2)} frames, not a multiple of n_frames_per_step={r}")
         if packing is not None:
-            return self._forward_packed(text, text_lengths, mel, mel_lengths, packing)
-        memory, mask_bias = self.encode(text, text_lengths)
+            return self._forward_packed(text, text_lengths, mel, mel_lengths, packing, text_lengths_host)
+        memory, mask_bias = self.encode(text, text_lengths, text_lengths_host)
         mel_out, gate, alignments = self.decoder(memory, mask_bias, mel)
         valid = _valid_mask(mel_lengths, mel.size(2))
         mel_out, mel_postnet = self._postnet(mel_out, valid)
@@ -86,10 +91,11 @@ class Tacotron2(nn.Module):
                                alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0))
 
     def _forward_packed(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
-                        mel_lengths: torch.Tensor, packing: Packing) -> Tacotron2Output:
+                        mel_lengths: torch.Tensor, packing: Packing,
+                        text_lengths_host: Optional[torch.Tensor]) -> Tacotron2Output:
         rows, n_mels, frames = mel.shape
         r = self.cfg.n_frames_per_step
-        memory_utt, _ = self.encode(text, text_lengths)  # per utterance: no neighbour in reach
+        memory_utt, _ = self.encode(text, text_lengths, text_lengths_host)  # per utterance: no neighbour in reach
         memory = scatter_text(memory_utt, text_lengths, packing, rows)
         layout = step_layout(packing, mel_lengths, rows, frames // r, r)
         mask_bias = step_mask_bias(packing, layout, text_lengths, memory.dtype)

@@ -2,19 +2,27 @@
 
     python scripts/make_tables.py runs/table2 [--out DIR] [--val-loss padded|valid]
 
-Every number comes from RUN_DIR/<experiment>/metrics.jsonl (plus validate_every from
+Every number comes from RUNS_ROOT/<experiment>/seed<S>/metrics.jsonl (plus validate_every from
 hparams.json); the paper's own figures are printed beside them, always labelled as the paper's.
+With several seeds, a cell is the mean over the seeds, and the VL cells add the sample standard
+deviation (mean ± sd), the noise any difference between strategies has to beat.
 
 - ZPR, ABL and minutes per epoch are means over the run's epochs (train_seconds: training only).
 - VL1-3 are the validation losses at epochs 100, 160 and 220 (1-based), each averaged with the
   previous and the next validation (only the previous one at the last epoch), as in the paper.
   Runs shorter than 220 epochs use epochs scaled by total/220, moved to the nearest validation.
 - VLavg is the mean of the (unsmoothed) validation losses from the VL1 epoch to the VL3 epoch.
+- Equal training time: the loss each experiment reaches within the training minutes RAND took to
+  reach the VL1-3 epochs (its last validation within that time), the question a user with a
+  fixed budget of hours asks.
+- Fig. 4 plots the mean curve over seeds (band: min to max) against the epoch and against the
+  training minutes.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -24,6 +32,7 @@ from reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EP
 from training.rundir import read_hparams, read_metrics  # noqa: E402
 
 DEFAULT_VALIDATE_EVERY = 2  # the paper's, used when a run has no hparams.json
+ROW_COLUMNS = ("zpr", "abl", "min_per_epoch", "vl1", "vl2", "vl3", "vl_avg")
 
 
 def read_run(run_dir: Path) -> tuple[list[dict], int] | None:
@@ -31,6 +40,15 @@ def read_run(run_dir: Path) -> tuple[list[dict], int] | None:
     records = read_metrics(run_dir)
     every = (read_hparams(run_dir) or {}).get("validate_every", DEFAULT_VALIDATE_EVERY)
     return (records, int(every)) if records else None
+
+
+def read_seeds(experiment_dir: Path) -> dict[int, tuple[list[dict], int]]:
+    """seed -> read_run() for every experiment_dir/seedS that has an epoch (table2.sh's layout)."""
+    runs = {}
+    for path in sorted(experiment_dir.glob("seed*")):
+        if path.name[4:].isdigit() and (run := read_run(path)) is not None:
+            runs[int(path.name[4:])] = run
+    return dict(sorted(runs.items()))
 
 
 def stage_epochs(total: int, every: int) -> list[int]:
@@ -44,8 +62,18 @@ def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def sample_sd(values: list[float]) -> float | None:
+    """The spread over seeds: the sample standard deviation (None for fewer than two)."""
+    if len(values) < 2:
+        return None
+    m = mean(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
 def run_row(records: list[dict], stages: list[int], key: str) -> dict:
-    """One Table 2 row; a VL cell is None when the run has no validation at that epoch."""
+    """One seed's Table 2 row; a VL cell is None when the run has no validation at that epoch.
+    `curve` is (epoch, loss, training minutes up to and including that epoch) per validation."""
+    minutes = {r["epoch"] + 1: r["train_seconds"] / 60 for r in records}
     vals = [(r["epoch"] + 1, r[key]) for r in records if r.get(key) is not None]
     epochs = [e for e, _ in vals]
     losses = [v for _, v in vals]
@@ -58,11 +86,52 @@ def run_row(records: list[dict], stages: list[int], key: str) -> dict:
         "epochs": records[-1]["epoch"] + 1,
         "zpr": mean([r["zpr"] for r in records]),
         "abl": mean([r["abl"] for r in records]),
-        "min_per_epoch": mean([r["train_seconds"] / 60 for r in records]),
+        "min_per_epoch": mean(list(minutes.values())),
         "vl1": smoothed[0], "vl2": smoothed[1], "vl3": smoothed[2],
         "vl_avg": mean(in_range) if smoothed[2] is not None else None,
-        "curve": vals,
+        "curve": [(e, v, sum(m for k, m in minutes.items() if k <= e)) for e, v in vals],
     }
+
+
+def over_seeds(rows: dict[int, dict]) -> dict:
+    """One experiment's row: each column's mean over the seeds (None unless every seed has it),
+    the sample standard deviation of the VL columns (`*_sd`), the seeds' own rows, and the mean
+    curve over the validations that every seed has (epoch, mean, min, max, mean minutes)."""
+    out: dict = {"epochs": min(r["epochs"] for r in rows.values()), "seeds": list(rows), "per_seed": rows}
+    for col in ROW_COLUMNS:
+        values = [r[col] for r in rows.values()]
+        out[col] = None if None in values else mean(values)
+        if col.startswith("vl"):
+            out[col + "_sd"] = None if None in values else sample_sd(values)
+    points = [{e: (v, m) for e, v, m in r["curve"]} for r in rows.values()]
+    common = sorted(set.intersection(*(set(p) for p in points)))
+    out["curve"] = [(e, mean([p[e][0] for p in points]), min(p[e][0] for p in points),
+                     max(p[e][0] for p in points), mean([p[e][1] for p in points])) for e in common]
+    return out
+
+
+def loss_within(curve: list[tuple], minutes: float) -> tuple[int, float] | None:
+    """(epoch, loss) of a seed's last validation reached within `minutes` of training, or None."""
+    reached = [(e, v) for e, v, m in curve if m <= minutes * (1 + 1e-9)]
+    return reached[-1] if reached else None
+
+
+def equal_time(table2: dict, stages: list[int]) -> dict:
+    """The validation loss each experiment reaches within the training minutes RAND needed for
+    the stage epochs (mean and spread over seeds; None when a seed has no validation that early)."""
+    rand = {e: m for e, _, _, _, m in table2["RAND"]["curve"]} if "RAND" in table2 else {}
+    budgets = [rand.get(stage) for stage in stages]
+    out = {"budgets_min": budgets, "rows": {}}
+    for name, row in table2.items():
+        cells = []
+        for budget in budgets:
+            hits = [None if budget is None else loss_within(seed["curve"], budget) for seed in row["per_seed"].values()]
+            ok = None not in hits
+            cells.append({"loss": mean([h[1] for h in hits]) if ok else None,
+                          "sd": sample_sd([h[1] for h in hits]) if ok else None,
+                          "epoch": mean([h[0] for h in hits]) if ok else None})
+        out["rows"][name] = cells
+    return out
 
 
 def reduction(before: float | None, after: float | None) -> float | None:
@@ -71,15 +140,18 @@ def reduction(before: float | None, after: float | None) -> float | None:
 
 
 def build(root: Path, val_loss: str) -> dict:
-    """Every number of Tables 2-4, the notes that qualify them, and the Fig. 4 curves."""
-    runs = {name: read_run(root / name) for name in EXPERIMENTS}
-    present = {name: run for name, run in runs.items() if run is not None}
+    """Every number of Tables 2-4 (means over seeds), the equal-time table, the notes that
+    qualify them, and the Fig. 4 curves."""
+    runs = {name: read_seeds(root / name) for name in EXPERIMENTS}
+    present = {name: seeds for name, seeds in runs.items() if seeds}
     missing = [name for name in EXPERIMENTS if name not in present]
-    total = max((records[-1]["epoch"] + 1 for records, _ in present.values()), default=PAPER_TOTAL_EPOCHS)
-    everies = sorted({every for _, every in present.values()}) or [DEFAULT_VALIDATE_EVERY]
+    finals = [records[-1]["epoch"] + 1 for seeds in present.values() for records, _ in seeds.values()]
+    total = max(finals, default=PAPER_TOTAL_EPOCHS)
+    everies = sorted({every for seeds in present.values() for _, every in seeds.values()}) or [DEFAULT_VALIDATE_EVERY]
     stages = stage_epochs(total, everies[0])
     key = f"val_loss_{val_loss}"
-    table2 = {name: run_row(records, stages, key) for name, (records, _) in present.items()}
+    table2 = {name: over_seeds({seed: run_row(records, stages, key) for seed, (records, _) in seeds.items()})
+              for name, seeds in present.items()}
 
     rand_min = table2["RAND"]["min_per_epoch"] if "RAND" in table2 else None
     table3 = {}
@@ -97,21 +169,25 @@ def build(root: Path, val_loss: str) -> dict:
                "reduction_pct": reduction(vl3.get(a), vl3.get(b)), "paper_reduction_pct": paper}
               for part, pairs in PAPER_TABLE4 for a, b, paper in pairs]
 
-    notes = [f"validation loss: val_loss_{val_loss} ({'the mean over the padded tensor, as in the paper' if val_loss == 'padded' else 'the mean over real frames only'})"]
+    seed_counts = sorted({len(row["seeds"]) for row in table2.values()})
+    notes = [f"validation loss: val_loss_{val_loss} ({'the mean over the padded tensor, as in the paper' if val_loss == 'padded' else 'the mean over real frames only'})",
+             f"seeds per experiment: {', '.join(map(str, seed_counts)) or 'none'}; a cell is the mean over the seeds, "
+             "± their sample standard deviation when there are two or more"]
     if total != PAPER_TOTAL_EPOCHS:
         notes.append(f"runs of {total} epochs, not {PAPER_TOTAL_EPOCHS}: VL1-3 are at epochs {stages} "
                      f"(the paper's {list(PAPER_EPOCHS)} scaled by {total}/{PAPER_TOTAL_EPOCHS}, "
                      f"moved to the nearest validated epoch)")
     if missing:
-        notes.append(f"missing runs (no metrics.jsonl under {root}): {', '.join(missing)}; their cells are empty")
-    unfinished = {name: row["epochs"] for name, row in table2.items() if row["epochs"] < total}
+        notes.append(f"missing runs (no metrics.jsonl under {root}/NAME/seedS): {', '.join(missing)}; their cells are empty")
+    unfinished = {f"{name}/seed{seed}": row["epochs"] for name, t in table2.items()
+                  for seed, row in t["per_seed"].items() if row["epochs"] < total}
     if unfinished:
         notes.append("unfinished runs (epochs done): " + ", ".join(f"{n} ({e})" for n, e in unfinished.items()))
     if len(everies) > 1:
         notes.append(f"runs disagree on validate_every ({everies}); the stage epochs use {everies[0]}")
     return {"runs_root": str(root), "val_loss": val_loss, "total_epochs": total, "stage_epochs": stages,
             "validate_every": everies[0], "missing": missing, "unfinished": unfinished, "notes": notes,
-            "table2": table2, "table3": table3, "table4": table4,
+            "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_time(table2, stages),
             "paper": {"table2": PAPER_TABLE2, "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
                       "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
 
@@ -125,6 +201,11 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def cell_sd(value: float | None, sd: float | None, digits: int) -> str:
+    """`mean ± sd` over seeds, or the mean alone (one seed), or empty."""
+    return cell(value, digits) + ("" if value is None or sd is None else f" ± {sd:.{digits}f}")
+
+
 def markdown(result: dict) -> str:
     e1, e2, e3 = result["stage_epochs"]
     out = ["# Tables 2-4 (measured) and the paper's", ""] + [f"- {note}" for note in result["notes"]] + [""]
@@ -134,7 +215,7 @@ def markdown(result: dict) -> str:
         row = result["table2"].get(name)
         rows.append([name] + ([""] * 8 if row is None else [
             str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 4, "g"),
-            cell(row["vl1"], 4), cell(row["vl2"], 4), cell(row["vl3"], 4), cell(row["vl_avg"], 4)]))
+            *(cell_sd(row[k], row[k + "_sd"], 4) for k in ("vl1", "vl2", "vl3", "vl_avg"))]))
     out += markdown_table(["Batching", "epochs", "ZPR %", "ABL", "min./ep.", f"VL1 (ep. {e1})", f"VL2 (ep. {e2})",
                            f"VL3 (ep. {e3})", f"VLavg (ep. {e1}-{e3})"], rows)
     out += ["", "## Table 2 as published (GTX 1080, 220 epochs; epochs 100/160/220)", ""]
@@ -152,27 +233,46 @@ def markdown(result: dict) -> str:
         rows += [[r["from"], cell(r["from_vl3"], 4), r["to"], cell(r["to_vl3"], 4), cell(r["reduction_pct"], 2),
                   cell(r["paper_reduction_pct"], 2)] for r in result["table4"] if r["part"] == part]
     out += markdown_table(["From", "VL3", "To", "VL3", "reduction %", "paper reduction %"], rows)
-    return "\n".join(out) + "\n"
+    return "\n".join(out + equal_time_markdown(result)) + "\n"
+
+
+def equal_time_markdown(result: dict) -> list[str]:
+    """The equal-training-time table: loss (and the epoch reached) within RAND's minutes."""
+    same = result["equal_time"]
+    budgets = same["budgets_min"]
+    out = ["", "## Equal training time: validation loss within RAND's training minutes at its VL1-3 epochs", ""]
+    if None in budgets:
+        return out + ["(needs RAND's validations at the VL1-3 epochs)"]
+    header = ["Batching"] + [f"within {b:.3g} min (RAND ep. {e})" for b, e in zip(budgets, result["stage_epochs"])]
+    rows = [[name] + [cell_sd(c["loss"], c["sd"], 4) + ("" if c["epoch"] is None else f" (ep. {c['epoch']:.3g})")
+                      for c in cells] for name, cells in same["rows"].items()]
+    return out + markdown_table(header, rows)
 
 
 def plot_curves(result: dict, png: Path) -> None:
-    """Fig. 4: the validation loss of every run against the epoch, the VL epochs marked."""
+    """Fig. 4: each experiment's mean validation loss over seeds (band: min to max) against the
+    epoch (the VL epochs marked) and against the training minutes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for name, row in result["table2"].items():
         if row["curve"]:
-            epochs, losses = zip(*row["curve"])
-            ax.plot(epochs, losses, label=name, marker="." if len(epochs) < 30 else None)
+            epochs, losses, lows, highs, minutes = zip(*row["curve"])
+            line, = by_epoch.plot(epochs, losses, label=name, marker="." if len(epochs) < 30 else None)
+            by_time.plot(minutes, losses, label=name, color=line.get_color(), marker="." if len(epochs) < 30 else None)
+            if len(row["seeds"]) > 1:
+                by_epoch.fill_between(epochs, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
+                by_time.fill_between(minutes, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
     for stage in result["stage_epochs"]:
-        ax.axvline(stage, color="grey", linestyle=":", linewidth=1)
-    ax.set(xlabel="epoch", ylabel=f"validation loss ({result['val_loss']})",
-           title="Fig. 4: validation loss (RAND batches for every run)")
+        by_epoch.axvline(stage, color="grey", linestyle=":", linewidth=1)
+    by_epoch.set(xlabel="epoch", ylabel=f"validation loss ({result['val_loss']})",
+                 title="Fig. 4: validation loss against epochs")
+    by_time.set(xlabel="training minutes (validation excluded)", title="... and against training time")
     if result["table2"]:
-        ax.legend(fontsize=8, ncol=2)
+        by_epoch.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(png, dpi=120)
     plt.close(fig)
@@ -180,7 +280,8 @@ def plot_curves(result: dict, png: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs_root", type=Path, help="the --out of scripts/table2.sh (one folder per experiment)")
+    parser.add_argument("runs_root", type=Path,
+                        help="the --out of scripts/table2.sh (RUNS_ROOT/EXPERIMENT/seedS per run)")
     parser.add_argument("--out", type=Path, help="where tables.md, tables.json and fig4_val_loss.png go "
                                                  "(default: RUNS_ROOT)")
     parser.add_argument("--val-loss", choices=("padded", "valid"), default="padded",

@@ -9,7 +9,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tests.test_train import TINY_MODEL, tiny
+from tests.test_train import tiny
 from training.checkpoint import load_checkpoint
 from training.distributed import DistInfo, check_same_plan
 from training.rundir import LAST, read_metrics

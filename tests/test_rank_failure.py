@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 import train
 from tests.test_train import tiny
-from training.distributed import DistInfo, agree_after_step, failure_message, is_backend_failure
+from training.distributed import DistInfo, agree, failure_message, is_backend_failure
 from training.rundir import LAST, read_metrics
 
 FORK = multiprocessing.get_context("fork")
@@ -122,16 +122,14 @@ def vote(rank: int, init_file: str, results) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=30))
     try:
-        finite = torch.tensor(rank == 0)  # rank 1's step is not finite
-        agreed = agree_after_step(finite, stop=rank == 1, checkpoint=rank == 0, info=DistInfo(rank, 2, rank),
-                                  device=torch.device("cpu"))
+        agreed = agree(stop=rank == 1, checkpoint=rank == 0, info=DistInfo(rank, 2, rank), device=torch.device("cpu"))
         results.put((rank, agreed))
     finally:
         dist.destroy_process_group()
 
 
-def test_the_ranks_agree_on_skipping_stopping_and_checkpointing(tmp_path):
-    """Skip when any rank's step is not finite; stop and checkpoint when any rank asks."""
+def test_the_ranks_agree_on_stopping_and_checkpointing(tmp_path):
+    """Stop and checkpoint when any rank asks."""
     results = FORK.SimpleQueue()
     procs = [FORK.Process(target=vote, args=(rank, str(tmp_path / "init"), results)) for rank in range(2)]
     for proc in procs:
@@ -140,7 +138,7 @@ def test_the_ranks_agree_on_skipping_stopping_and_checkpointing(tmp_path):
         proc.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
     agreed = dict(results.get() for _ in range(2))
-    assert agreed[0] == agreed[1] and (agreed[0].finite, agreed[0].stop, agreed[0].checkpoint) == (False, True, True)
+    assert agreed[0] == agreed[1] and (agreed[0].stop, agreed[0].checkpoint) == (True, True)
 
 
 def test_failed_collectives_are_told_from_other_errors():

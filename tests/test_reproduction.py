@@ -48,6 +48,7 @@ def same(text: str, expected: float | None) -> bool:
     """A printed cell equals `expected` to the digits it shows (an empty cell means no value)."""
     if expected is None or text == "":
         return expected is None and text == ""
+    text = text.split(" ± ")[0]
     if "e" in text:
         return abs(float(text) - expected) <= 5e-4 * abs(expected)
     decimals = len(text.split(".")[1]) if "." in text else 0
@@ -104,10 +105,11 @@ def check_tables(tables: dict, result: dict, expected: dict[str, dict]) -> None:
         assert same(rate, None if va is None or vb is None else 100 * (va - vb) / va)
 
 
-def write_run(root: Path, name: str, records: list[dict], validate_every: int = 2) -> None:
-    (root / name).mkdir(parents=True)
-    (root / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (root / name / "hparams.json").write_text(json.dumps({"validate_every": validate_every}))
+def write_run(root: Path, name: str, records: list[dict], validate_every: int = 2, seed: int = 0) -> None:
+    run_dir = root / name / f"seed{seed}"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run_dir / "hparams.json").write_text(json.dumps({"validate_every": validate_every}))
 
 
 def synthetic(epochs: int, offset: float, every: int = 2) -> list[dict]:
@@ -147,9 +149,74 @@ def test_make_tables_scales_short_runs_and_switches_the_loss(tmp_path):
         write_run(tmp_path, name, records)
     tables, result = make_tables(tmp_path, "--val-loss", "valid")
     assert result["stage_epochs"] == [10, 14, 20]
-    assert any("20/220" in note for note in result["notes"]) and result["unfinished"] == {"SB": 13}
+    assert any("20/220" in note for note in result["notes"]) and result["unfinished"] == {"SB/seed0": 13}
     check_tables(tables, result, {n: expected_row(r, [10, 14, 20], "val_loss_valid") for n, r in runs.items()})
     assert result["table2"]["SB"]["vl2"] is None and result["table2"]["SB"]["vl1"] is not None
+
+
+def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
+    """Three seeds: each cell is the seeds' mean, VL cells add the sample sd; the equal-time table
+    takes each seed's last validation within RAND's mean training minutes at the stage epochs."""
+    runs = {(name, seed): synthetic(20, offset + seed / 3) for name, offset in (("RAND", 0), ("SSB-DBS-BR", 1))
+            for seed in range(3)}
+    for (name, seed), records in runs.items():
+        write_run(tmp_path, name, records, seed=seed)
+    tables, result = make_tables(tmp_path)
+    stages = [10, 14, 20]
+    for name in ("RAND", "SSB-DBS-BR"):
+        rows = [expected_row(runs[name, seed], stages) for seed in range(3)]
+        got = result["table2"][name]
+        assert got["seeds"] == [0, 1, 2]
+        for col in ("zpr", "abl", "min_per_epoch", "vl1", "vl2", "vl3", "vl_avg"):
+            assert got[col] == pytest.approx(mean([r[col] for r in rows]), rel=1e-12)
+        for col in ("vl1", "vl3"):
+            values = [r[col] for r in rows]
+            sd = (sum((v - mean(values)) ** 2 for v in values) / 2) ** 0.5
+            assert got[col + "_sd"] == pytest.approx(sd, rel=1e-9) and sd > 0
+        printed = {row[0]: row for row in tables["Table 2"]}[name]
+        assert printed[7] == f"{got['vl3']:.4f} ± {got['vl3_sd']:.4f}"
+    minutes = {(n, s): [sum(r["train_seconds"] for r in recs[:e]) / 60 for e in range(1, 21)] for (n, s), recs in runs.items()}
+    budgets = [mean([minutes["RAND", s][e - 1] for s in range(3)]) for e in stages]
+    assert result["equal_time"]["budgets_min"] == pytest.approx(budgets, rel=1e-12)
+    for i, budget in enumerate(budgets):  # SSB-DBS-BR's synthetic epochs are slower: it reaches fewer
+        hits = []
+        for s in range(3):
+            vals = [(e, r["val_loss_padded"]) for e, r in enumerate(runs["SSB-DBS-BR", s], 1)
+                    if "val_loss_padded" in r and minutes["SSB-DBS-BR", s][e - 1] <= budget]
+            hits.append(vals[-1])
+        cell = result["equal_time"]["rows"]["SSB-DBS-BR"][i]
+        assert cell["loss"] == pytest.approx(mean([h[1] for h in hits]), rel=1e-12)
+        assert cell["epoch"] == pytest.approx(mean([h[0] for h in hits])) and cell["epoch"] < stages[i]
+    assert tables["Equal training time"][0][0] == "RAND"
+    assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 10_000
+
+
+def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
+    env = {**ENV, "PYTHONPATH": str(REPO / "scripts")}
+    out = subprocess.run([sys.executable, "-m", "reproduction", "plan", "--root", str(tmp_path), "--dataset", "demo",
+                          "--epochs", "3", "--only", "RAND,SB-BR", "--seeds", "2,0", "--extra", "seed=7,lrf=0.2"],
+                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("RAND", "2", "new"), ("SB-BR", "2", "new"), ("RAND", "0", "new"),
+                                                 ("SB-BR", "0", "new")]
+    for name, seed, _, run_dir, hp in rows:
+        assert run_dir == str(tmp_path / name / f"seed{seed}")
+        assert f"seed={seed}," in hp and "lrf=0.1" in hp and f"output_dir={run_dir}" in hp  # the experiment wins
+    bad = subprocess.run([sys.executable, "-m", "reproduction", "plan", "--root", str(tmp_path), "--dataset", "demo",
+                          "--epochs", "3", "--seeds", "0,x"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--seeds '0,x'" in bad.stderr
+
+
+def test_table2_skips_a_run_another_copy_holds(tmp_path):
+    """A run whose lock another table2.sh holds is left to it, and the script says so."""
+    import fcntl
+
+    (tmp_path / "RAND").mkdir()
+    with open(tmp_path / "RAND" / "seed0.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND", "--out", tmp_path)
+    assert "RAND seed 0: another copy of table2.sh is training it, skipped" in out
+    assert "1 run(s) were being trained by another copy" in out and not (tmp_path / "RAND" / "seed0").exists()
 
 
 @pytest.mark.slow
@@ -161,7 +228,7 @@ def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
     out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND,SSB-BR,SSB-DBS-BR",
               "--out", root, "--hparams", extra)
     assert out.count("training in") == 3
-    hp = json.loads((root / "SSB-BR" / "hparams.json").read_text())
+    hp = json.loads((root / "SSB-BR" / "seed0" / "hparams.json").read_text())
     assert (hp["batching"], hp["dbs"], hp["br"], hp["loss_norm"], hp["batch_size"], hp["validate_every"]) == \
         ("ssb", False, True, "padded", 8, 2)
     out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND,SSB-BR", "--out", root,
@@ -170,10 +237,10 @@ def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
     assert "skipped" in run("scripts/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND", "--out", root)
 
     tables, result = make_tables(root)
-    records = {name: [json.loads(line) for line in (root / name / "metrics.jsonl").read_text().splitlines()]
+    records = {name: [json.loads(line) for line in (root / name / "seed0" / "metrics.jsonl").read_text().splitlines()]
                for name in ("RAND", "SSB-BR", "SSB-DBS-BR")}
     assert [len(r) for r in records.values()] == [3, 3, 2]
-    assert result["stage_epochs"] == [2, 2, 3] and result["unfinished"] == {"SSB-DBS-BR": 2}
+    assert result["stage_epochs"] == [2, 2, 3] and result["unfinished"] == {"SSB-DBS-BR/seed0": 2}
     check_tables(tables, result, {name: expected_row(r, [2, 2, 3]) for name, r in records.items()})
     assert result["table2"]["SSB-BR"]["vl3"] is not None and result["table2"]["SSB-DBS-BR"]["vl3"] is None
     assert result["table4"][-1]["from_vl3"] is not None and result["table4"][-1]["reduction_pct"] is None

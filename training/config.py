@@ -49,6 +49,7 @@ class TrainConfig:
     checkpoint_every_minutes: float
     collective_timeout_s: int
     stop_after_steps: int
+    log_every: int
     device: str
     num_workers: int
     threads: int
@@ -59,7 +60,7 @@ class TrainConfig:
         _choose("amp", self.amp, tuple(AMP_DTYPES))
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
                                 "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size",
-                                "collective_timeout_s"),
+                                "collective_timeout_s", "log_every"),
                 non_negative=("weight_decay", "guided_attention", "seed", "checkpoint_every_steps",
                               "checkpoint_every_minutes", "stop_after_steps", "num_workers", "threads"))
         device = self.device

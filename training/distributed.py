@@ -159,27 +159,23 @@ def sum_over_ranks(sums: Sums, info: DistInfo, device: torch.device) -> Sums:
 
 @dataclass(frozen=True)
 class StepVote:
-    """What every rank must decide alike after a step: apply it (the loss and gradients are
-    finite on every rank), stop (a stop request on any rank) and checkpoint (any rank's
-    checkpoint_every_minutes clock ran out). A checkpoint gathers every rank's random state, so a
-    rank deciding alone would leave the others waiting in a different collective."""
+    """What every rank must decide alike between steps: stop (a stop request on any rank) and
+    checkpoint (any rank's checkpoint_every_minutes clock ran out). A checkpoint gathers every
+    rank's random state, so a rank deciding alone would leave the others waiting in a different
+    collective. (Skipping a non-finite step needs no vote: DDP gives every rank the same gradients.)"""
 
-    finite: bool = True
     stop: bool = False
     checkpoint: bool = False
 
 
-def agree_after_step(finite: torch.Tensor, stop: bool, checkpoint: bool, info: DistInfo,
-                     device: torch.device) -> StepVote:
-    """The ranks' StepVote in one all-reduce of three numbers: the one per step that deciding
-    `finite` needs anyway, so stop requests and timed checkpoints cost no extra collective."""
+def agree(stop: bool, checkpoint: bool, info: DistInfo, device: torch.device) -> StepVote:
+    """The ranks' StepVote, in one all-reduce of two numbers."""
     if not info.enabled:
-        return StepVote(bool(finite), stop, checkpoint)
-    flags = torch.cat([(~finite).to(device=device, dtype=torch.float64).reshape(1),
-                       torch.tensor([float(stop), float(checkpoint)], dtype=torch.float64, device=device)])
+        return StepVote(stop, checkpoint)
+    flags = torch.tensor([float(stop), float(checkpoint)], dtype=torch.float64, device=device)
     dist.all_reduce(flags)
-    bad, stops, checkpoints = flags.tolist()
-    return StepVote(finite=bad == 0, stop=stops > 0, checkpoint=checkpoints > 0)
+    stops, checkpoints = flags.tolist()
+    return StepVote(stop=stops > 0, checkpoint=checkpoints > 0)
 
 
 def check_same_plan(digest: str, epoch: int, info: DistInfo) -> None:

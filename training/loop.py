@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,12 +24,12 @@ from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plo
 from training import distributed as dist_utils
 from training.checkpoint import (RunState, atomic_torch_save, from_known_fields, remove_stale_temporaries, rng_state,
                                  set_rng_state)
+from training.device_sums import DeviceSums
 from training.run import Run
 from training.rundir import BEST, LAST, write_hparams, write_metrics
-from training.step import StepResult, train_step
+from training.step import train_step
 
 VAL_SEED = 1234  # validation draws its prenet-dropout masks from this seed, for comparable losses
-STEP_LOG_EVERY = 10  # global steps between TensorBoard step scalars
 
 
 class StopRequested(Exception):
@@ -65,19 +65,15 @@ class ValSums:
     diagonality: float = 0.0  # per utterance
 
 
-@dataclass
-class StepVotes:
-    """train_step's `all_finite` callback: after each backward pass the ranks agree, in the one
-    all-reduce that deciding finiteness needs anyway, whether to apply the step, stop and
-    checkpoint (dist_utils.StepVote); `last` keeps the latest decision for maybe_checkpoint."""
-
-    run: Run
-    last: dist_utils.StepVote = field(default_factory=dist_utils.StepVote)
-
-    def __call__(self, finite: torch.Tensor) -> bool:
-        run = self.run
-        self.last = dist_utils.agree_after_step(finite, run.stop.hit, run.clock.due(), run.info, run.device)
-        return self.last.finite
+def step_vote(run: Run, global_step: int) -> dist_utils.StepVote:
+    """Whether to stop and whether the checkpoint clock ran out. A single process decides after
+    every step from host state alone; under DDP the ranks agree in one small all-reduce every
+    log_every steps (the only collective of the loop besides DDP's own)."""
+    if not run.info.enabled:
+        return dist_utils.StepVote(stop=run.stop.hit, checkpoint=run.clock.due())
+    if global_step % run.cfg.train.log_every:
+        return dist_utils.StepVote()
+    return dist_utils.agree(run.stop.hit, run.clock.due(), run.info, run.device)
 
 
 def prepare_run_dir(run: Run, state: RunState, fresh: bool) -> None:
@@ -129,66 +125,101 @@ def start_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
     return EpochSums.from_dict(state.partial), offset
 
 
-def account_step(run: Run, state: RunState, sums: EpochSums, result: StepResult, batch, epoch: int) -> None:
-    """Add a step to the sums and the counters; stop after max_bad_steps non-finite steps in a row."""
-    if result.applied:
-        sums.loss_valid += float(result.terms.valid.total)
-        sums.loss_padded += float(result.terms.padded.total)
-        sums.guided += float(result.terms.guided_attention)
-        sums.steps += 1
-        sums.bad_in_row = 0
-    else:
-        sums.skipped += 1
-        sums.bad_in_row += 1
-        run.log(f"\nwarning: non-finite loss or gradient at epoch {epoch} step {state.step_in_epoch}: "
-                f"step skipped ({sums.bad_in_row} in a row)")
-        if sums.bad_in_row >= run.cfg.train.max_bad_steps:
-            raise FloatingPointError(
-                f"{sums.bad_in_row} non-finite steps in a row at epoch {epoch}; stopping. The last good "
-                f"checkpoint is {run.run_dir / LAST}. Try a lower learning_rate or amp=off.")
-    sums.frames += float(batch.mel_lengths.sum())
-    state.step_in_epoch += 1
-    state.global_step += 1
-    if state.global_step % STEP_LOG_EVERY == 0:
-        run.logger.scalars({"loss_valid": float(result.terms.valid.total),
-                            "loss_padded": float(result.terms.padded.total),
-                            "grad_norm": float(result.grad_norm)}, state.global_step, "step")
+def check_bad_steps(run: Run, epoch: int, step: int, bad_in_row: float) -> None:
+    """Stop after max_bad_steps non-finite steps in a row (read one step late, see device_sums)."""
+    if bad_in_row >= run.cfg.train.max_bad_steps:
+        raise FloatingPointError(
+            f"{int(bad_in_row)} non-finite steps in a row at epoch {epoch} (by step {step}); stopping. The last good "
+            f"checkpoint is {run.run_dir / LAST}. Try a lower learning_rate or amp=off.")
 
 
-def maybe_checkpoint(run: Run, state: RunState, sums: EpochSums, offset: int, vote: dist_utils.StepVote) -> None:
-    """A mid-epoch checkpoint every checkpoint_every_steps, when the ranks' vote says the
-    checkpoint_every_minutes clock ran out, and on a stop request (then stop)."""
+def log_step(run: Run, state: RunState, values: dict[str, float], bar: tqdm) -> None:
+    """Every log_every steps: the progress bar's loss and TensorBoard's step scalars, from the
+    device sums just read; and a warning when steps were skipped since the last one."""
+    run.logger.scalars({"loss": values["last_loss"], "grad_norm": values["last_grad_norm"],
+                        "skipped_steps": values["skipped"]}, state.global_step, "step")
+    bar.set_postfix(loss=f"{values['last_loss']:.4f}", skipped=int(values["skipped"]))
+
+
+def read_into(sums: EpochSums, dev: DeviceSums) -> dict[str, float]:
+    """Copy the device sums into the host's EpochSums now (waits for the device)."""
+    dev.start_copy()
+    values = dev.read()
+    for name in ("loss_valid", "loss_padded", "guided", "bad_in_row"):
+        setattr(sums, name, values[name])
+    sums.steps, sums.skipped = int(values["steps"]), int(values["skipped"])
+    return values
+
+
+def checkpoint_due(run: Run, state: RunState, vote: dist_utils.StepVote) -> tuple[bool, bool]:
+    """(write a mid-epoch checkpoint now, then stop): every checkpoint_every_steps, when the
+    checkpoint_every_minutes clock ran out (the ranks' vote), and on a stop request."""
     train = run.cfg.train
-    stop_now = vote.stop or (train.stop_after_steps and state.global_step >= train.stop_after_steps)
-    every_steps = train.checkpoint_every_steps and state.global_step % train.checkpoint_every_steps == 0
-    if stop_now or every_steps or vote.checkpoint:
-        state.partial = dataclasses.asdict(sums)
-        save_checkpoint(run, state, (LAST,), run.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
-        if stop_now:
-            raise StopRequested
+    stop_now = bool(vote.stop or (train.stop_after_steps and state.global_step >= train.stop_after_steps))
+    every_steps = bool(train.checkpoint_every_steps and state.global_step % train.checkpoint_every_steps == 0)
+    return stop_now or every_steps or vote.checkpoint, stop_now
+
+
+def mid_epoch_checkpoint(run: Run, state: RunState, sums: EpochSums, dev: DeviceSums, offset: int) -> None:
+    """Checkpoint inside the epoch: the device sums and the sampler's position go with it."""
+    read_into(sums, dev)
+    state.partial = dataclasses.asdict(sums)
+    save_checkpoint(run, state, (LAST,), run.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
+
+
+def device_batches(loader, device: torch.device):
+    """The loader's batches on the device, each copied (non-blocking, from pinned memory on
+    CUDA) before the previous one is handed out, so the copy is queued ahead of its step."""
+    upcoming = None
+    for batch in loader:
+        batch = batch.to(device, non_blocking=True)
+        if upcoming is not None:
+            yield upcoming
+        upcoming = batch
+    if upcoming is not None:
+        yield upcoming
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | None) -> dict[str, Any]:
-    """Train one epoch (or its rest, after a mid-epoch resume); returns the epoch's training record."""
+    """Train one epoch (or its rest, after a mid-epoch resume); returns the epoch's training record.
+    The host reads the device only every log_every steps, at checkpoints and at the end."""
     sums, offset = start_epoch(run, state, epoch, resume)
     record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.cfg.train.n_frames_per_step)}
     run.parts.model.train()
-    votes = StepVotes(run)
-    bar = tqdm(run.train_loader, total=len(run.train_sampler) + state.step_in_epoch, initial=state.step_in_epoch,
-               desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
+    dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
+    bar = tqdm(device_batches(run.train_loader, run.device), total=len(run.train_sampler) + state.step_in_epoch,
+               initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
                disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
-    tick = time.perf_counter()
+    tick, copied = time.perf_counter(), False
     for batch in bar:
-        batch = batch.to(run.device)
-        result = train_step(run.parts, batch, votes)
-        account_step(run, state, sums, result, batch, epoch)
-        if run.device.type == "cuda":
-            torch.cuda.synchronize()
-        sums.seconds += time.perf_counter() - tick
-        bar.set_postfix(loss=f"{float(result.terms.loss.detach()):.4f}")
-        maybe_checkpoint(run, state, sums, offset, votes.last)
-        tick = time.perf_counter()
+        result = train_step(run.parts, batch)
+        if copied:  # the previous step's copy: finished, or nearly, while this step was queued
+            check_bad_steps(run, epoch, state.step_in_epoch, dev.read()["bad_in_row"])
+        dev.add(result)
+        dev.start_copy()
+        copied = True
+        sums.frames += batch.frames
+        state.step_in_epoch += 1
+        state.global_step += 1
+        if state.global_step % run.cfg.train.log_every == 0:
+            log_step(run, state, dev.read(), bar)
+        due, stop_now = checkpoint_due(run, state, step_vote(run, state.global_step))
+        if due:  # training time excludes the checkpoint's
+            synchronize(run.device)
+            sums.seconds += time.perf_counter() - tick
+            mid_epoch_checkpoint(run, state, sums, dev, offset)
+            if stop_now:
+                raise StopRequested
+            tick = time.perf_counter()
     bar.close()
+    synchronize(run.device)
+    sums.seconds += time.perf_counter() - tick
+    check_bad_steps(run, epoch, state.step_in_epoch, read_into(sums, dev)["bad_in_row"])
     return record | epoch_record(run, sums)
 
 

@@ -2,6 +2,11 @@
 
 build_step_parts() makes model, optimizer, criterion and AMP scaler from the config;
 train_step() takes one optimisation step on a batch already on the device.
+
+The step never reads a device value on the host, so the host can queue the next step while the
+device computes this one: the update is skipped on the device (fused Adam's `found_inf`) when the
+gradient norm is not finite, and the caller learns of it from `StepResult.skipped`, a device
+tensor it reads when it chooses (training/device_sums.py).
 """
 from __future__ import annotations
 
@@ -37,11 +42,11 @@ class StepParts:
 
 @dataclass(frozen=True)
 class StepResult:
-    """One step's loss terms, gradient norm, and whether the update was applied (not skipped)."""
+    """One step's loss terms, gradient norm, and 1.0 where the update was skipped (all on the device)."""
 
     terms: LossTerms
     grad_norm: torch.Tensor
-    applied: bool
+    skipped: torch.Tensor
 
 
 def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
@@ -51,7 +56,9 @@ def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
         raise HParamsError(f"hparam 'amp': {cfg.train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
     torch.manual_seed(cfg.train.seed)
     model = Tacotron2(cfg.model).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay)
+    # fused: one kernel for the whole update, and it honours `found_inf` without a host read
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay,
+                                 fused=True)
     criterion = Tacotron2Loss(cfg.train.n_frames_per_step, loss_norm=cfg.train.loss_norm,
                               guided_attention=cfg.train.guided_attention,
                               guided_attention_sigma=cfg.train.guided_attention_sigma,
@@ -65,26 +72,27 @@ def forward_loss(parts: StepParts, batch) -> LossTerms:
     packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
     autocast = torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype) if parts.amp_dtype else nullcontext()
     with autocast:
-        out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing)
+        out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
+                          text_lengths_host=batch.text_lengths_host)
         return parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
 
 
-def train_step(parts: StepParts, batch, all_finite=None) -> StepResult:
-    """Forward, backward, clip, and an Adam step unless the loss or a gradient is not finite.
-
-    `all_finite(finite) -> bool` decides across ranks (every rank must skip together under DDP);
-    None: this rank's own flag. A skipped step leaves the weights and Adam's state untouched.
-    """
+def train_step(parts: StepParts, batch) -> StepResult:
+    """Forward, backward, clip, and an Adam step that the device skips when the gradient norm is
+    not finite (a non-finite loss makes its gradients non-finite too). Under DDP every rank holds
+    the same all-reduced gradients, so every rank skips together without another collective. A
+    skipped step leaves the weights, Adam's moments and its step count untouched."""
     terms = forward_loss(parts, batch)
     parts.optimizer.zero_grad(set_to_none=True)
     parts.scaler.scale(terms.loss).backward()
     parts.scaler.unscale_(parts.optimizer)
-    grad_norm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(), parts.grad_clip)
-    finite = torch.isfinite(terms.loss.detach()) & torch.isfinite(grad_norm)
-    applied = bool(finite) if all_finite is None else all_finite(finite)
-    if applied:
+    grad_norm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(), parts.grad_clip, foreach=True)
+    skipped = (~torch.isfinite(grad_norm)).float()
+    if parts.scaler.is_enabled():  # fp16: the scaler hands fused Adam its own found_inf
         parts.scaler.step(parts.optimizer)
-    else:
-        parts.optimizer.zero_grad(set_to_none=True)
-    parts.scaler.update()
-    return StepResult(terms, grad_norm, applied)
+        parts.scaler.update()
+    else:  # the attributes GradScaler sets for optimizers that support them (fused Adam)
+        parts.optimizer.grad_scale, parts.optimizer.found_inf = None, skipped
+        parts.optimizer.step()
+        del parts.optimizer.grad_scale, parts.optimizer.found_inf
+    return StepResult(terms, grad_norm, skipped)

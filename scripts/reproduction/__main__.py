@@ -1,8 +1,9 @@
 """`python -m reproduction plan ...`: what scripts/table2.sh should run, one line per experiment.
 
-Each line is `NAME<TAB>ACTION<TAB>RUN_DIR<TAB>HPARAMS`, ACTION being done (metrics.jsonl has the
-last epoch), resume (a checkpoint exists) or new. The shell script stays a thin loop; the
-decisions live here, next to the experiment table, where they can be tested.
+Each line is `NAME<TAB>SEED<TAB>ACTION<TAB>RUN_DIR<TAB>HPARAMS`, ACTION being done (metrics.jsonl
+has the last epoch), resume (a checkpoint exists) or new; one run directory per experiment and
+seed, ROOT/NAME/seedS. The shell script stays a thin loop; the decisions live here, next to the
+experiment table, where they can be tested.
 """
 from __future__ import annotations
 
@@ -17,12 +18,18 @@ from training.rundir import has_checkpoint, last_epoch
 from .paper import EXPERIMENTS, FIXED_HPARAMS
 
 
-def plan(names: list[str], root: Path, dataset: str, epochs: int, extra: str) -> list[tuple[str, str, Path, str]]:
-    """(name, action, run dir, hparams) per experiment; extras override the fixed settings but
-    never the experiment's own batching keys, so a typo cannot turn SB-BR into something else."""
+def run_dir_of(root: Path, name: str, seed: int) -> Path:
+    return root / name / f"seed{seed}"
+
+
+def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: int,
+         extra: str) -> list[tuple[str, int, str, Path, str]]:
+    """(name, seed, action, run dir, hparams) per experiment and seed, seeds outermost (a stopped
+    sweep then has whole seeds done); extras override the fixed settings but never the
+    experiment's own batching keys or the seed, so a typo cannot turn SB-BR into something else."""
     rows = []
-    for name in names:
-        run_dir = root / name
+    for seed, name in ((s, n) for s in seeds for n in names):
+        run_dir = run_dir_of(root, name, seed)
         if last_epoch(run_dir) >= epochs - 1:
             action, hp = "done", {}
         elif has_checkpoint(run_dir):
@@ -31,9 +38,17 @@ def plan(names: list[str], root: Path, dataset: str, epochs: int, extra: str) ->
         else:
             action = "new"
             hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs), **parse_overrides(extra),
-                  **EXPERIMENTS[name], "output_dir": str(run_dir)}
-        rows.append((name, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
+                  **EXPERIMENTS[name], "seed": str(seed), "output_dir": str(run_dir)}
+        rows.append((name, seed, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
     return rows
+
+
+def parse_seeds(text: str) -> list[int] | None:
+    """'0,1,2' -> [0, 1, 2] (duplicates dropped, order kept); None when it is not such a list."""
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() for p in parts):
+        return None
+    return list(dict.fromkeys(int(p) for p in parts))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", required=True)
     p.add_argument("--epochs", type=int, required=True)
     p.add_argument("--only", default="all", help="comma-separated experiment names, or all")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2 (default 0, the paper's)")
     p.add_argument("--extra", default="", help="extra key=value hparams for new runs")
     args = parser.parse_args(argv)
     if args.command == "names":
@@ -53,12 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = list(EXPERIMENTS) if args.only == "all" else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in EXPERIMENTS]
-    if unknown or args.epochs < 1:
-        print(f"error: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(EXPERIMENTS)}" if unknown
-              else f"error: --epochs {args.epochs} must be >= 1", file=sys.stderr)
+    seeds = parse_seeds(args.seeds)
+    problem = (f"unknown experiment(s) {', '.join(unknown)}; known: {', '.join(EXPERIMENTS)}" if unknown
+               else f"--epochs {args.epochs} must be >= 1" if args.epochs < 1
+               else f"--seeds {args.seeds!r} must be comma-separated integers >= 0, e.g. 0,1,2" if seeds is None
+               else None)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    for name, action, run_dir, hp in plan(names, args.root, args.dataset, args.epochs, args.extra):
-        print(f"{name}\t{action}\t{run_dir}\t{hp}")
+    for name, seed, action, run_dir, hp in plan(names, seeds, args.root, args.dataset, args.epochs, args.extra):
+        print(f"{name}\t{seed}\t{action}\t{run_dir}\t{hp}")
     return 0
 
 
