@@ -12,7 +12,7 @@ from tests.test_train import tiny
 from training.config import resolve_config
 from training.device_sums import DeviceSums
 from training.hparams import load_hparams
-from training.step import build_step_parts, train_step
+from training.step import build_step_parts, load_optimizer_state, train_step
 
 #: Tensor methods that copy a device value to the host (and wait for the device to get there).
 HOST_READS = {"item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__"}
@@ -91,3 +91,18 @@ def test_a_nan_step_is_skipped_on_the_device_and_counted(tmp_path):
     assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {"steps": 2, "skipped": 1, "bad_in_row": 0}
     assert not all(torch.equal(a, b) for a, b in zip(weights, parts.core.parameters()))
     assert optimizer_state(parts)[0].item() == 2.0
+
+
+def test_resuming_an_unfused_checkpoint_keeps_the_fused_step(tmp_path):
+    """Checkpoints from before the fused step store fused=None; loading one must not switch the
+    fused update off (the unfused Adam refuses found_inf), and the moments carry over."""
+    parts, (good, other, _) = make_parts_and_batches()
+    old = torch.optim.Adam(parts.core.parameters(), lr=1e-3)
+    parts.core(good.text, good.text_lengths, good.mel, good.mel_lengths).mel_postnet.sum().backward()
+    old.step()
+    load_optimizer_state(parts.optimizer, old.state_dict())
+    assert all(group["fused"] for group in parts.optimizer.param_groups)
+    assert all(torch.equal(a, b) for a, b in zip(optimizer_state(parts), [
+        t for s in old.state_dict()["state"].values() for t in (s["step"], s["exp_avg"], s["exp_avg_sq"])]))
+    result = train_step(parts, other)
+    assert float(result.skipped) == 0.0 and optimizer_state(parts)[0].item() == 2.0

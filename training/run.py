@@ -24,7 +24,7 @@ from training.datacheck import check_data
 from training.datasets import build_datasets, corpus_filelists
 from training.hparams import HParamsError
 from training.run_logger import RunLogger
-from training.step import StepParts, build_step_parts
+from training.step import StepParts, build_step_parts, load_optimizer_state
 
 
 class StopFlag:
@@ -124,7 +124,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
         parts = build_step_parts(cfg, device)
         if ckpt is not None:
             parts.core.load_state_dict(ckpt["model"])
-            parts.optimizer.load_state_dict(ckpt["optimizer"])
+            load_optimizer_state(parts.optimizer, ckpt["optimizer"])
             parts.scaler.load_state_dict(ckpt["scaler"])
         if info.enabled:
             ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None)

@@ -67,6 +67,19 @@ def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
     return StepParts(model, model, optimizer, criterion, scaler, amp_dtype, cfg.train.grad_clip)
 
 
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Adam's moments and step counts from a checkpoint, keeping this run's fused update: a
+    checkpoint written before the step was fused stores fused=None, which would switch it off
+    (and the unfused Adam cannot skip a step on the device)."""
+    fused = [group["fused"] for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, was in zip(optimizer.param_groups, fused):
+        group["fused"] = was
+        for param in group["params"]:
+            if "step" in optimizer.state.get(param, {}):
+                optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
+
+
 def forward_loss(parts: StepParts, batch) -> LossTerms:
     """Forward pass and loss under the configured autocast; packed batches carry their table."""
     packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
