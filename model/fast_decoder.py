@@ -28,7 +28,15 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   step (multiplying by 1 is exact), not only at the steps where some row restarts.
 
 Dropout masks come from Decoder.teacher_forcing in the same order, so with the same seed both
-decoders draw the same masks. Only the teacher-forced forward differs; inference is inherited.
+decoders draw the same masks.
+
+Graph-ready shapes (batching/buckets.py): given a Bucket, the loop runs that bigger shape: the
+teacher-forced inputs and the dropout masks are drawn at the batch's own shape (the same random
+draws as without a bucket) and then zero-padded (masks with ones) to the bucket's rows, steps and
+text; dummy rows get zero memory and an all-zero (finite) mask, padded text columns of real rows
+-inf; the results are sliced back. Real rows and steps never see the padding (attention gives it
+weight 0, later steps cannot reach earlier ones, dummy rows only reach themselves), and the
+sliced-off outputs send back zero gradients, so outputs and gradients equal the unpadded loop's. Only the teacher-forced forward differs; inference is inherited.
 Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
 accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
@@ -37,6 +45,8 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
+
+from batching.buckets import Bucket
 
 from .decoder import Decoder, DecoderState, TeacherForcing, reset_keep
 from .packing import StepLayout
@@ -209,22 +219,58 @@ class FastDecoder(Decoder):
         return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
 
     def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
-                layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Decoder.forward, computed as the module docstring says."""
+                layout: Optional[StepLayout] = None,
+                bucket: Optional[Bucket] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decoder.forward, computed as the module docstring says; with a bucket (unpacked batches
+        only), the loop runs the bucket's shape and the results are sliced back."""
         tf = self.teacher_forcing(memory, mel, layout)
+        b, t_text = memory.shape[:2]
         steps = tf.prenet_out.size(0)
+        if bucket is not None:
+            memory, mask_bias, tf = pad_to_bucket(memory, mask_bias, tf, bucket, self.r)
         projections = self.step_projections(tf.prenet_out)
         keep = None if layout is None else reset_keep(layout, memory.dtype)
-        step_bias = [mask_bias] * steps if layout is None else mask_bias.unbind(0)
+        step_bias = [mask_bias] * tf.prenet_out.size(0) if layout is None else mask_bias.unbind(0)
         s = self.initial_state(memory)
         hidden: List[torch.Tensor] = []
         contexts: List[torch.Tensor] = []
         alignments: List[torch.Tensor] = []
-        for i in range(steps):
+        for i in range(tf.prenet_out.size(0)):
             if keep is not None:  # branch-free resets: x * 1 is exact
                 s = DecoderState(*(v * keep[i] for v in s))
             s = self.fast_step(i, s, projections, memory, tf, step_bias[i])
             hidden.append(s.decoder_hidden)
             contexts.append(s.context)
             alignments.append(s.weights)
-        return self.project(hidden, contexts, alignments)
+        mel_out, gate, alignment = self.project(hidden, contexts, alignments)
+        if bucket is None:
+            return mel_out, gate, alignment
+        return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
+
+
+def pad_to_bucket(memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, bucket: Bucket,
+                  r: int) -> Tuple[torch.Tensor, torch.Tensor, TeacherForcing]:
+    """memory, mask_bias and the teacher-forced inputs zero-padded to the bucket's rows, steps and
+    text (dropout masks with ones); dummy rows attend with an all-zero mask, padded text is -inf."""
+    b, t_text = mask_bias.shape
+    steps = tf.prenet_out.size(0)
+    rows, text, bucket_steps = bucket.batch, bucket.text, bucket.frames // r
+    if rows < b or text < t_text or bucket_steps < steps or bucket.frames % r:
+        raise ValueError(f"bucket {tuple(bucket)} is smaller than the batch ({b} rows, {steps * r} frames, "
+                         f"{t_text} symbols) or not a multiple of n_frames_per_step={r}")
+    bias = mask_bias.new_full((rows, text), float("-inf"))
+    bias[:b, :t_text] = mask_bias
+    bias[b:] = 0.0
+    padded = TeacherForcing(
+        F.pad(tf.prenet_out, (0, 0, 0, rows - b, 0, bucket_steps - steps)),
+        F.pad(tf.processed_memory, (0, 0, 0, text - t_text, 0, rows - b)),
+        tf.location_matrix, _pad_keep(tf.attention_keep, rows, bucket_steps), _pad_keep(tf.decoder_keep, rows, bucket_steps))
+    return F.pad(memory, (0, 0, 0, text - t_text, 0, rows - b)), bias, padded
+
+
+def _pad_keep(masks: List[Optional[torch.Tensor]], rows: int, steps: int) -> List[Optional[torch.Tensor]]:
+    """Per-step dropout masks [B, H] padded with ones to `rows` rows and `steps` steps (None stays None)."""
+    if masks[0] is None:
+        return [None] * steps
+    stacked = torch.stack(masks)  # [steps, B, H]
+    return list(F.pad(stacked, (0, 0, 0, rows - stacked.size(1), 0, steps - stacked.size(0)), value=1.0).unbind(0))

@@ -98,9 +98,11 @@ class Tacotron2Loss:
         per_frame = {
             "mel": ((out.mel - mel_target).pow(2).sum(1), n_mels),
             "mel_postnet": ((out.mel_postnet - mel_target).pow(2).sum(1), n_mels),
+            # pos_weight as a per-frame weight (the same for 0/1 targets), computed on the device:
+            # a pos_weight tensor made from the Python number would be a host-to-device copy per call
             "gate": (F.binary_cross_entropy_with_logits(
                 out.gate, gate_target, reduction="none",
-                pos_weight=torch.tensor(self.gate_pos_weight, device=out.gate.device, dtype=out.gate.dtype)), 1),
+                weight=gate_target * (self.gate_pos_weight - 1) + 1 if self.gate_pos_weight != 1 else None), 1),
         }
         n_all, n_real = real.numel(), real.sum()
         padded = {k: f.sum() / (n_all * w) for k, (f, w) in per_frame.items()}

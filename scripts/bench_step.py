@@ -7,6 +7,8 @@ random text ids and mels of exactly those lengths. Variants:
 
 * eager: the plain decoder loop (model/decoder.py), today's reference;
 * fast: the decoder loop with deferred recurrent weight gradients (model/fast_decoder.py);
+* bucketed: fast, with the loop run at the graph-ready bucketed shape (graph_bucket=64, the
+  table from the whole epoch's plan; batching/buckets.py);
 * bf16: fast under bf16 autocast (CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
@@ -34,13 +36,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 from batching import BatchingConfig, LengthsFileError, plan_epoch, train_split  # noqa: E402
+from batching.buckets import bucket_table  # noqa: E402
 from bench_epoch import DEFAULT_LENGTHS, Bench, device_name, pick_timed, read_shapes  # noqa: E402
 from reproduction.paper import EXPERIMENTS  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
-from training.step import forward_loss, train_step  # noqa: E402
+from training.step import decoder_bucket, forward_loss, train_step  # noqa: E402
 
-VARIANTS = {"eager": "fast_decoder=false", "fast": "fast_decoder=true", "bf16": "fast_decoder=true,amp=bf16"}
+GRAPH_BUCKET = 64
+VARIANTS = {"eager": "fast_decoder=false", "fast": "fast_decoder=true",
+            "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET}", "bf16": "fast_decoder=true,amp=bf16"}
 
 
 def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
@@ -48,31 +53,33 @@ def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
                                        f"{VARIANTS[variant]},{args.hparams}"))
 
 
-def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """(frames, text lengths, K batches of the strategy's epoch-0 plan spread over their cost)."""
+def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], dict]:
+    """(frames, text lengths, K batches of the strategy's epoch-0 plan spread over their cost, and
+    the plan's bucket table)."""
     frames, text_lengths = read_shapes(args.lengths)
     keep = train_split(frames.size, 0.8, 0)
     frames, text_lengths = frames[keep], text_lengths[keep]
     batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[args.strategy], "seed": 0}))
     costs = np.array([len(b) * -(-int(frames[b].max()) // r) for b in batches])
-    return frames, text_lengths, [batches[i] for i in pick_timed(costs, args.batches)]
+    return (frames, text_lengths, [batches[i] for i in pick_timed(costs, args.batches)],
+            bucket_table(batches, frames, GRAPH_BUCKET))
 
 
-def gradient(bench: Bench, batch) -> tuple[float, torch.Tensor]:
+def gradient(bench: Bench, batch, bucket) -> tuple[float, torch.Tensor]:
     """The first batch's loss and flattened gradient (no optimiser step), with the same dropout masks
     for every variant."""
     bench.parts.optimizer.zero_grad(set_to_none=True)
     torch.manual_seed(1234)
-    terms = forward_loss(bench.parts, batch)
+    terms = forward_loss(bench.parts, batch, bucket)
     terms.loss.backward()
     grads = [p.grad.flatten() for p in bench.parts.core.parameters() if p.grad is not None]
     return float(terms.loss), torch.cat(grads).double()
 
 
-def timed_step(bench: Bench, batch) -> float:
+def timed_step(bench: Bench, batch, bucket) -> float:
     bench.sync()
     start = time.perf_counter()
-    train_step(bench.parts, batch)
+    train_step(bench.parts, batch, bucket=bucket)
     bench.sync()
     return time.perf_counter() - start
 
@@ -80,18 +87,20 @@ def timed_step(bench: Bench, batch) -> float:
 def measure(args: argparse.Namespace, variants: list[str], device: torch.device) -> dict[str, dict]:
     benches = {v: Bench(variant_config(args, v), device) for v in variants}
     r = benches[variants[0]].cfg.train.n_frames_per_step
-    frames, text_lengths, batches = chosen_batches(args, r)
+    frames, text_lengths, batches, table = chosen_batches(args, r)
     inputs = [benches[variants[0]].batch(frames[b], text_lengths[b], seed=k) for k, b in enumerate(batches)]
+    buckets = {v: [decoder_bucket(table if benches[v].cfg.train.graph_bucket else None, batch, GRAPH_BUCKET)
+                   for batch in inputs] for v in variants}
     rows = {v: {"seconds": [], "steps": 0, "frames": 0} for v in variants}
     reference = None
     for v in variants:
-        loss, grad = gradient(benches[v], inputs[0])
+        loss, grad = gradient(benches[v], inputs[0], buckets[v][0])
         reference = reference or (loss, grad)
         rows[v].update(loss=loss, grad_diff=float((grad - reference[1]).norm() / reference[1].norm()))
     train_step(benches[variants[0]].parts, inputs[0])  # warm-up of the allocator and kernels
     for k, batch in enumerate(inputs):
         for v in variants[k % len(variants):] + variants[: k % len(variants)]:
-            rows[v]["seconds"].append(timed_step(benches[v], batch))
+            rows[v]["seconds"].append(timed_step(benches[v], batch, buckets[v][k]))
             rows[v]["steps"] += batch.mel.size(2) // r
             rows[v]["frames"] += int(batch.mel_lengths.sum())
             print(f"batch {k + 1}/{len(inputs)} {v}: {len(batch.mel_lengths)} x {batch.mel.size(2)} frames "
@@ -133,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    variants = ["eager", "fast"] + (["bf16"] if device.type == "cuda" else [])
+    variants = ["eager", "fast", "bucketed"] + (["bf16"] if device.type == "cuda" else [])
     try:
         rows = measure(args, variants, device)
     except (LengthsFileError, FileNotFoundError) as err:

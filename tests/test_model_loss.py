@@ -32,6 +32,18 @@ def test_hand_checked_values():
         assert got[key] == pytest.approx(value, abs=1e-6), key
 
 
+def test_gate_pos_weight_weighs_the_stop_frames_as_bce_pos_weight_does():
+    """The stop-frame weight equals BCE's pos_weight (float64, logits of both signs, padding too)."""
+    g = torch.Generator().manual_seed(0)
+    out, target, gate_target, lengths = hand_example()
+    out = out._replace(gate=torch.randn(1, 3, generator=g, dtype=torch.float64) * 3,
+                       mel=out.mel.double(), mel_postnet=out.mel_postnet.double())
+    terms = Tacotron2Loss(loss_norm="padded", gate_pos_weight=8.0)(out, target.double(), gate_target.double(), lengths)
+    reference = torch.nn.functional.binary_cross_entropy_with_logits(
+        out.gate, gate_target.double(), pos_weight=torch.tensor(8.0, dtype=torch.float64))
+    assert terms.padded.gate.item() == pytest.approx(reference.item(), rel=1e-12)
+
+
 @pytest.mark.parametrize("norm", ["valid", "padded"])
 def test_loss_norm_selects_the_backpropagated_total(norm):
     out, target, gate_target, lengths = hand_example()

@@ -298,3 +298,19 @@ def test_docker_image_keeps_the_base_torch():
     assert "WORKDIR /workspace" in dockerfile and "-r requirements-docker.txt" in dockerfile
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".venv", "runs", "corpora", ".cache"} <= set(ignored)
+
+def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
+    """A synthetic lengths file and a tiny model: one batch through eager, fast and bucketed; the
+    first losses agree (same weights, same dropout masks) and the last line is the ratio."""
+    lengths = tmp_path / "lengths.tsv"
+    lengths.write_text("id\tframes\ttext\n" + "".join(
+        f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60)))
+    out = run(sys.executable, "scripts/bench_step.py", "--lengths", lengths, "--batches", "1",
+              "--hparams", f"n_frames_per_step=4,{TINY}")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in out.splitlines() if line.startswith("| ") and not line.startswith("| variant")}
+    assert list(rows) == ["eager", "fast", "bucketed"]
+    losses = [float(row[3]) for row in rows.values()]
+    assert max(losses) - min(losses) <= 1e-5 * abs(losses[0])
+    assert all(float(row[4]) < 1e-4 for row in rows.values())  # gradient difference against eager
+    assert re.fullmatch(r"fast/eager speed ratio: \d+\.\d\d", out.strip().splitlines()[-1])

@@ -3,6 +3,7 @@ loop (counted with a torch function mode), and a non-finite step is skipped on t
 leaving the weights and Adam's state exactly as they were."""
 import traceback
 
+import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -43,11 +44,14 @@ class HostReads(TorchFunctionMode):
         (self.allowed if names & ALLOWED else self.in_steps).append(where)
 
 
-def test_no_host_reads_inside_the_training_loop(tmp_path):
-    """Two epochs with log_every=3 and a mid-epoch checkpoint: every host read of the loop falls
-    after the last step or in the checkpoint (the mode sees them: it is live)."""
+@pytest.mark.parametrize("graph_bucket", [0, 16])
+def test_no_host_reads_inside_the_training_loop(tmp_path, graph_bucket):
+    """Two epochs with log_every=3 and a mid-epoch checkpoint, plain and with the bucketed decoder
+    loop: every host read of the loop falls before the first step, after the last one or in the
+    checkpoint (the mode sees those: it is live)."""
+    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,graph_bucket={graph_bucket}")
     with HostReads() as reads:
-        assert train.main(["--hparams", tiny(tmp_path, "epochs=2,log_every=3,checkpoint_every_steps=5")]) == 0
+        assert train.main(["--hparams", hp]) == 0
     assert reads.in_steps == []
     assert reads.allowed, "the mode saw no read at all; it would not see one in the steps either"
 

@@ -18,7 +18,7 @@ from model import Tacotron2Config
 from model.loss import LOSS_NORMS
 from training.datasets import DATASETS
 from training.hparams import HParamsError
-from training.step import AMP_DTYPES
+from training.step import AMP_DTYPES, LR_BATCH_SCALINGS, MATMUL_PRECISIONS
 
 # 0 means "the default" for capacity (B0 x L_max), max_length (no limit), block_length (longest utterance)
 _ZERO_IS_NONE = ("capacity", "max_length", "block_length")
@@ -31,6 +31,8 @@ class TrainConfig:
 
     epochs: int
     learning_rate: float
+    warmup_steps: int
+    lr_batch_scaling: str
     weight_decay: float
     grad_clip: float
     loss_norm: str
@@ -38,8 +40,10 @@ class TrainConfig:
     guided_attention_sigma: float
     gate_pos_weight: float
     amp: str
+    matmul_precision: str
     max_bad_steps: int
     n_frames_per_step: int
+    graph_bucket: int
     seed: int
     validate_every: int
     val_batch_size: int
@@ -58,10 +62,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _choose("loss_norm", self.loss_norm, LOSS_NORMS)
         _choose("amp", self.amp, tuple(AMP_DTYPES))
+        _choose("matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
+        _choose("lr_batch_scaling", self.lr_batch_scaling, tuple(LR_BATCH_SCALINGS))
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
                                 "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size",
                                 "collective_timeout_s", "log_every"),
-                non_negative=("weight_decay", "guided_attention", "seed", "checkpoint_every_steps",
+                non_negative=("weight_decay", "warmup_steps", "guided_attention", "seed", "graph_bucket", "checkpoint_every_steps",
                               "checkpoint_every_minutes", "stop_after_steps", "num_workers", "threads"))
         device = self.device
         if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
@@ -109,9 +115,20 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
     data = DataConfig(**_fields_of(DataConfig, hp))
     try:
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
-        return RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
+        cfg = RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
     except ValueError as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
         raise HParamsError(str(err)) from None
+    _check_graph_bucket(cfg)
+    return cfg
+
+
+def _check_graph_bucket(cfg: RunConfig) -> None:
+    """graph_bucket pads the fast decoder loop of unpacked batches (batching/buckets.py)."""
+    g, r = cfg.train.graph_bucket, cfg.train.n_frames_per_step
+    if g and (g % r or not cfg.model.fast_decoder or strategy_of(cfg.batching).packed):
+        raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
+                           f"fast_decoder=true and an unpacked strategy (BLoad's blocks have one shape already); "
+                           f"here fast_decoder={cfg.model.fast_decoder}, batching={cfg.batching.batching}")
 
 
 def batching_config(hp: dict[str, Any]) -> BatchingConfig:

@@ -204,14 +204,26 @@ def gather_objects(value, info: DistInfo) -> list:
     return out
 
 
-def check_same_parameters(model: torch.nn.Module, info: DistInfo) -> str:
-    """Hash the parameters on every rank and fail loudly if DDP let them drift apart.
+def average_buffers(model: torch.nn.Module, info: DistInfo) -> None:
+    """Average the floating-point buffers (BatchNorm running statistics) over the ranks, in one
+    all-reduce. DDP runs with broadcast_buffers=False, so no forward pays for a broadcast; each
+    rank's statistics follow its own batches until this is called, before validation and before
+    a checkpoint, the only places that use them (training normalises with batch statistics)."""
+    buffers = [b for b in model.buffers() if b.is_floating_point()]
+    if not info.enabled or not buffers:
+        return
+    flat = torch.cat([b.detach().reshape(-1).to(torch.float64) for b in buffers])
+    dist.all_reduce(flat)
+    flat /= info.world_size
+    for buffer, value in zip(buffers, flat.split([b.numel() for b in buffers])):
+        buffer.copy_(value.view_as(buffer))
 
-    Buffers (BatchNorm running statistics) are left out: DDP re-broadcasts them from rank 0 at
-    every forward, so after the last step they legitimately differ.
-    """
+
+def check_same_parameters(model: torch.nn.Module, info: DistInfo) -> str:
+    """Hash the parameters and buffers on every rank (after the last checkpoint averaged the
+    buffers) and fail loudly if DDP let them drift apart."""
     sha = hashlib.sha1()
-    for tensor in model.parameters():
+    for tensor in [*model.parameters(), *model.buffers()]:
         sha.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     digests = gather_objects(sha.hexdigest(), info)
     if len(set(digests)) != 1:

@@ -101,7 +101,7 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
     train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
-    common = dict(num_workers=cfg.train.num_workers, pin_memory=device.type == "cuda", persistent_workers=False)
+    common = dict(num_workers=cfg.train.num_workers, pin_memory=device.type == "cuda", persistent_workers=cfg.train.num_workers > 0)
     train_loader = DataLoader(train.dataset, batch_sampler=train.sampler, collate_fn=train.collate,
                               generator=torch.Generator(), **common)
     val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(cfg.train.n_frames_per_step),
@@ -127,7 +127,10 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
             load_optimizer_state(parts.optimizer, ckpt["optimizer"])
             parts.scaler.load_state_dict(ckpt["scaler"])
         if info.enabled:
-            ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+            # gradients written straight into DDP's buckets; no per-forward buffer broadcast
+            # (dist_utils.average_buffers before validation and checkpoints instead)
+            ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None,
+                                          broadcast_buffers=False, gradient_as_bucket_view=True)
             parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
                               parts.grad_clip)
     # TensorBoard hides events at or after this step from earlier event files: those a killed run

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from batching.buckets import Bucket, bucket_of
 from model import Tacotron2, Tacotron2Loss
 from model.loss import LossTerms
 from training.hparams import HParamsError
@@ -25,6 +26,10 @@ if TYPE_CHECKING:  # annotations only: training/config.py takes AMP_DTYPES from 
 
 #: `amp` hparam -> autocast dtype (None: fp32, the paper's setting).
 AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: `lr_batch_scaling` hparam: the exponent of B / B0 that scales a batch's learning rate.
+LR_BATCH_SCALINGS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+#: `matmul_precision` hparam: torch.set_float32_matmul_precision's levels (high: TF32 on CUDA).
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
     amp_dtype = AMP_DTYPES[cfg.train.amp]
     if amp_dtype is not None and device.type != "cuda":
         raise HParamsError(f"hparam 'amp': {cfg.train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
+    torch.set_float32_matmul_precision(cfg.train.matmul_precision)
     torch.manual_seed(cfg.train.seed)
     model = Tacotron2(cfg.model).to(device)
     # fused: one kernel for the whole update, and it honours `found_inf` without a host read
@@ -80,27 +86,51 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
                 optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
 
 
-def forward_loss(parts: StepParts, batch) -> LossTerms:
+def decoder_bucket(table: dict[int, int] | None, batch, graph_bucket: int) -> Bucket | None:
+    """The bucketed shape of a batch's decoder loop (batching/buckets.py), from host-side shapes;
+    None without a table (graph_bucket=0)."""
+    if table is None:
+        return None
+    return bucket_of(table, batch.mel.size(0), batch.mel.size(2), batch.text.size(1), graph_bucket)
+
+
+def forward_loss(parts: StepParts, batch, bucket: Bucket | None = None) -> LossTerms:
     """Forward pass and loss under the configured autocast; packed batches carry their table."""
     packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
     autocast = torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype) if parts.amp_dtype else nullcontext()
     with autocast:
         out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
-                          text_lengths_host=batch.text_lengths_host)
+                          text_lengths_host=batch.text_lengths_host, bucket=bucket)
         return parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
 
 
-def train_step(parts: StepParts, batch) -> StepResult:
+def learning_rate(cfg: RunConfig, global_step: int, batch_size: int) -> float:
+    """The learning rate of step `global_step` (0-based) on a batch of `batch_size` utterances:
+    learning_rate, ramped up linearly over the first warmup_steps steps, times (B / B0) ** k with
+    k from lr_batch_scaling (0: the paper's constant rate; DBS batches are larger than B0 where
+    utterances are short, so a rule per batch keeps the step size per utterance alike)."""
+    train = cfg.train
+    warm = min(1.0, (global_step + 1) / train.warmup_steps) if train.warmup_steps else 1.0
+    scale = (batch_size / cfg.batching.batch_size) ** LR_BATCH_SCALINGS[train.lr_batch_scaling]
+    return train.learning_rate * warm * scale
+
+
+def train_step(parts: StepParts, batch, lr: float | None = None, bucket: Bucket | None = None) -> StepResult:
     """Forward, backward, clip, and an Adam step that the device skips when the gradient norm is
     not finite (a non-finite loss makes its gradients non-finite too). Under DDP every rank holds
     the same all-reduced gradients, so every rank skips together without another collective. A
-    skipped step leaves the weights, Adam's moments and its step count untouched."""
-    terms = forward_loss(parts, batch)
+    skipped step leaves the weights, Adam's moments and its step count untouched. `lr` (a host
+    number, see learning_rate()) replaces the optimiser's rate from this step on; None keeps it.
+    `bucket`: the decoder loop's padded shape (decoder_bucket()); the results are the same."""
+    terms = forward_loss(parts, batch, bucket)
     parts.optimizer.zero_grad(set_to_none=True)
     parts.scaler.scale(terms.loss).backward()
     parts.scaler.unscale_(parts.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(), parts.grad_clip, foreach=True)
     skipped = (~torch.isfinite(grad_norm)).float()
+    if lr is not None:
+        for group in parts.optimizer.param_groups:
+            group["lr"] = lr
     if parts.scaler.is_enabled():  # fp16: the scaler hands fused Adam its own found_inf
         parts.scaler.step(parts.optimizer)
         parts.scaler.update()
