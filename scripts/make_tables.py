@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from reproduction import parse_seeds  # noqa: E402
 from reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,  # noqa: E402
                                 PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
 from training.rundir import read_hparams, read_metrics  # noqa: E402
@@ -42,11 +43,14 @@ def read_run(run_dir: Path) -> tuple[list[dict], int] | None:
     return (records, int(every)) if records else None
 
 
-def read_seeds(experiment_dir: Path) -> dict[int, tuple[list[dict], int]]:
-    """seed -> read_run() for every experiment_dir/seedS that has an epoch (table2.sh's layout)."""
+def read_seeds(experiment_dir: Path, seeds: set[int] | None = None) -> dict[int, tuple[list[dict], int]]:
+    """seed -> read_run() for every experiment_dir/seedS that has an epoch (table2.sh's layout),
+    only the given seeds when `seeds` is set."""
     runs = {}
     for path in sorted(experiment_dir.glob("seed*")):
-        if path.name[4:].isdigit() and (run := read_run(path)) is not None:
+        if not path.name[4:].isdigit() or (seeds is not None and int(path.name[4:]) not in seeds):
+            continue
+        if (run := read_run(path)) is not None:
             runs[int(path.name[4:])] = run
     return dict(sorted(runs.items()))
 
@@ -139,10 +143,10 @@ def reduction(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else 100 * (before - after) / before
 
 
-def build(root: Path, val_loss: str) -> dict:
+def build(root: Path, val_loss: str, seeds: set[int] | None = None) -> dict:
     """Every number of Tables 2-4 (means over seeds), the equal-time table, the notes that
-    qualify them, and the Fig. 4 curves."""
-    runs = {name: read_seeds(root / name) for name in EXPERIMENTS}
+    qualify them, and the Fig. 4 curves; only the given seeds when `seeds` is set."""
+    runs = {name: read_seeds(root / name, seeds) for name in EXPERIMENTS}
     present = {name: seeds for name, seeds in runs.items() if seeds}
     missing = [name for name in EXPERIMENTS if name not in present]
     finals = [records[-1]["epoch"] + 1 for seeds in present.values() for records, _ in seeds.values()]
@@ -286,14 +290,20 @@ def main(argv: list[str] | None = None) -> int:
                                                  "(default: RUNS_ROOT)")
     parser.add_argument("--val-loss", choices=("padded", "valid"), default="padded",
                         help="which validation loss (default padded, the paper's)")
+    parser.add_argument("--seeds", help="only these seeds, comma-separated (default: every seedS folder), e.g. "
+                                        "to leave out a seed that not every experiment has finished")
     args = parser.parse_args(argv)
+    seeds = None if args.seeds is None else parse_seeds(args.seeds)
+    if args.seeds is not None and seeds is None:
+        print(f"error: --seeds {args.seeds!r} must be comma-separated integers >= 0, e.g. 0,1", file=sys.stderr)
+        return 2
     if not args.runs_root.is_dir():
         print(f"error: {args.runs_root} is not a directory (run scripts/table2.sh --out {args.runs_root} first)",
               file=sys.stderr)
         return 2
     out = args.out or args.runs_root
     out.mkdir(parents=True, exist_ok=True)
-    result = build(args.runs_root, args.val_loss)
+    result = build(args.runs_root, args.val_loss, None if seeds is None else set(seeds))
     text = markdown(result)
     (out / "tables.md").write_text(text)
     (out / "tables.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -189,6 +189,10 @@ def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
         assert cell["epoch"] == pytest.approx(mean([h[0] for h in hits])) and cell["epoch"] < stages[i]
     assert tables["Equal training time"][0][0] == "RAND"
     assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 10_000
+    _, only = make_tables(tmp_path, "--seeds", "2,0")  # e.g. leaving out a seed still running
+    rows = [expected_row(runs["RAND", seed], stages) for seed in (0, 2)]
+    assert only["table2"]["RAND"]["seeds"] == [0, 2]
+    assert only["table2"]["RAND"]["vl3"] == pytest.approx(mean([r["vl3"] for r in rows]), rel=1e-12)
 
 
 def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):

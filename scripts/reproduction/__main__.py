@@ -15,6 +15,7 @@ from batching.options import parse_overrides
 from training.hparams import RESUME_MAY_CHANGE
 from training.rundir import has_checkpoint, last_epoch
 
+from . import parse_seeds
 from .paper import EXPERIMENTS, FIXED_HPARAMS
 
 
@@ -41,14 +42,6 @@ def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: i
                   **EXPERIMENTS[name], "seed": str(seed), "output_dir": str(run_dir)}
         rows.append((name, seed, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
     return rows
-
-
-def parse_seeds(text: str) -> list[int] | None:
-    """'0,1,2' -> [0, 1, 2] (duplicates dropped, order kept); None when it is not such a list."""
-    parts = [p.strip() for p in text.split(",")]
-    if not parts or not all(p.isdigit() for p in parts):
-        return None
-    return list(dict.fromkeys(int(p) for p in parts))
 
 
 def main(argv: list[str] | None = None) -> int:
