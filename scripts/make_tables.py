@@ -114,22 +114,28 @@ def over_seeds(rows: dict[int, dict]) -> dict:
     return out
 
 
-def loss_within(curve: list[tuple], minutes: float) -> tuple[int, float] | None:
-    """(epoch, loss) of a seed's last validation reached within `minutes` of training, or None."""
+def loss_within(row: dict, minutes: float, total: int) -> tuple[int, float] | None:
+    """(epoch, loss) of a seed's last validation reached within `minutes` of training; None when it
+    has none that early, or when the run is unfinished and has not yet trained that long."""
+    curve = row["curve"]
+    if not curve or (row["epochs"] < total and curve[-1][2] < minutes):
+        return None
     reached = [(e, v) for e, v, m in curve if m <= minutes * (1 + 1e-9)]
     return reached[-1] if reached else None
 
 
-def equal_time(table2: dict, stages: list[int]) -> dict:
+def equal_time(table2: dict, stages: list[int], total: int) -> dict:
     """The validation loss each experiment reaches within the training minutes RAND needed for
-    the stage epochs (mean and spread over seeds; None when a seed has no validation that early)."""
+    the stage epochs (mean and spread over seeds; None when a seed has no validation that early,
+    or is unfinished and has not trained that long yet). A finished run that needed less time
+    shows its last validation."""
     rand = {e: m for e, _, _, _, m in table2["RAND"]["curve"]} if "RAND" in table2 else {}
     budgets = [rand.get(stage) for stage in stages]
     out = {"budgets_min": budgets, "rows": {}}
     for name, row in table2.items():
         cells = []
         for budget in budgets:
-            hits = [None if budget is None else loss_within(seed["curve"], budget) for seed in row["per_seed"].values()]
+            hits = [None if budget is None else loss_within(seed, budget, total) for seed in row["per_seed"].values()]
             ok = None not in hits
             cells.append({"loss": mean([h[1] for h in hits]) if ok else None,
                           "sd": sample_sd([h[1] for h in hits]) if ok else None,
@@ -191,7 +197,7 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None) -> dict:
         notes.append(f"runs disagree on validate_every ({everies}); the stage epochs use {everies[0]}")
     return {"runs_root": str(root), "val_loss": val_loss, "total_epochs": total, "stage_epochs": stages,
             "validate_every": everies[0], "missing": missing, "unfinished": unfinished, "notes": notes,
-            "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_time(table2, stages),
+            "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_time(table2, stages, total),
             "paper": {"table2": PAPER_TABLE2, "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
                       "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
 

@@ -318,3 +318,14 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     assert max(losses) - min(losses) <= 1e-5 * abs(losses[0])
     assert all(float(row[4]) < 1e-4 for row in rows.values())  # gradient difference against eager
     assert re.fullmatch(r"fast/eager speed ratio: \d+\.\d\d", out.strip().splitlines()[-1])
+
+
+def test_equal_time_leaves_unfinished_runs_out_until_they_have_trained_that_long():
+    sys.path.insert(0, str(REPO / "scripts"))
+    from make_tables import loss_within
+
+    row = {"epochs": 4, "curve": [(2, 0.9, 1.0), (4, 0.7, 2.0)]}
+    assert loss_within(row, 1.5, total=4) == (2, 0.9) and loss_within(row, 3.0, total=4) == (4, 0.7)
+    assert loss_within(row, 0.5, total=4) is None  # no validation that early
+    assert loss_within(row, 1.5, total=8) == (2, 0.9)  # unfinished, but it has trained that long
+    assert loss_within(row, 3.0, total=8) is None  # unfinished and not yet 3 minutes in
