@@ -128,9 +128,11 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
             parts.scaler.load_state_dict(ckpt["scaler"])
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
-            # (dist_utils.average_buffers before validation and checkpoints instead)
+            # (dist_utils.average_buffers before validation and checkpoints instead); a static graph:
+            # every step uses every parameter, in the same order (plain, fast, bucketed and BLoad)
             ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None,
-                                          broadcast_buffers=False, gradient_as_bucket_view=True)
+                                          broadcast_buffers=False, gradient_as_bucket_view=True,
+                                          static_graph=True)
             parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
                               parts.grad_clip)
     # TensorBoard hides events at or after this step from earlier event files: those a killed run
