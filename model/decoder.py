@@ -162,8 +162,10 @@ class Decoder(nn.Module):
                 alignments.append(s.weights)
         else:
             keep = reset_keep(layout, memory.dtype)
+            # the reference loop resets only where some row restarts (a host read; the fast loop is branch-free)
+            reset_steps = [False] + layout.resets[:, 1:].any(0).tolist()
             for i, (x, a_keep, d_keep) in enumerate(loop):
-                if layout.reset_steps[i]:
+                if reset_steps[i]:
                     s = DecoderState(*(v * keep[i] for v in s))
                 s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, mask_bias[i],
                               a_keep, d_keep)

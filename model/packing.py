@@ -12,7 +12,7 @@ are masked out and come after every real step of the row, so they change nothing
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -32,16 +32,15 @@ class Packing(NamedTuple):
 
     def frame_mask(self, mel_lengths: torch.Tensor, rows: int, frames: int) -> torch.Tensor:
         """bool [rows, frames]: True at real frames, False at every padding frame."""
-        flat, _ = self.frame_index(mel_lengths, frames)
+        flat, _ = self.frame_index(mel_lengths, frames, width=frames)  # no utterance is longer than a block
         mask = torch.zeros(rows * frames, dtype=torch.bool, device=mel_lengths.device)
         return mask.index_fill_(0, flat, True).view(rows, frames)
 
-    def frame_index(self, mel_lengths: torch.Tensor, frames: int,
-                    width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(flat, valid): valid [N, width] marks each utterance's real frames (width: the longest
-        utterance unless given), flat [n_real] their positions in the flattened [rows * frames]
-        block axis, utterance-major (the order of x[valid] for x [N, width, ...])."""
-        width = int(mel_lengths.max()) if width is None else width
+    def frame_index(self, mel_lengths: torch.Tensor, frames: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(flat, valid): valid [N, width] marks each utterance's real frames (width: at least the
+        longest utterance, a host number so that nothing waits for the device), flat [n_real] their
+        positions in the flattened [rows * frames] block axis, utterance-major (the order of
+        x[valid] for x [N, width, ...])."""
         t = torch.arange(width, device=mel_lengths.device)
         valid = t < mel_lengths.unsqueeze(1)
         flat = (self.row * frames + self.start).unsqueeze(1) + t
@@ -62,11 +61,10 @@ class StepLayout(NamedTuple):
     step_in_segment: torch.Tensor  # long [R, steps]: steps since that utterance started
     real: torch.Tensor  # bool [R, steps]: the step emits at least one real frame
     resets: torch.Tensor  # bool [R, steps]: an utterance starts at this step
-    reset_steps: List[bool]  # per step: some row restarts there (step 0 left out: the state starts at zero)
 
 
 def step_layout(packing: Packing, mel_lengths: torch.Tensor, rows: int, steps: int, r: int) -> StepLayout:
-    """Segments, real steps and resets of every row (one host sync, for reset_steps)."""
+    """Segments, real steps and resets of every row (on the device: no host read)."""
     device = mel_lengths.device
     n = mel_lengths.numel()
     first_step = torch.div(packing.start, r, rounding_mode="floor")
@@ -75,9 +73,7 @@ def step_layout(packing: Packing, mel_lengths: torch.Tensor, rows: int, steps: i
     segment = torch.cummax(marker, dim=1).values - 1
     step_in_segment = torch.arange(steps, device=device) - first_step[segment]
     n_steps = torch.div(mel_lengths + r - 1, r, rounding_mode="floor")
-    resets = marker > 0
-    reset_steps = resets[:, 1:].any(0).tolist()
-    return StepLayout(segment, step_in_segment, step_in_segment < n_steps[segment], resets, [False] + reset_steps)
+    return StepLayout(segment, step_in_segment, step_in_segment < n_steps[segment], marker > 0)
 
 
 def step_mask_bias(packing: Packing, layout: StepLayout, text_lengths: torch.Tensor,

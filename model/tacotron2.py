@@ -110,7 +110,7 @@ class Tacotron2(nn.Module):
         mask_bias = step_mask_bias(packing, layout, text_lengths, memory.dtype)
         mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, layout)
         # Postnet per utterance: gather each one's frames into a padded batch, scatter back.
-        flat, valid_utt = packing.frame_index(mel_lengths, frames)
+        flat, valid_utt = packing.frame_index(mel_lengths, frames, width=frames)  # a block bounds every utterance
         frame_valid = torch.zeros(rows * frames, dtype=torch.bool, device=mel.device).index_fill_(0, flat, True)
         frame_valid = frame_valid.view(rows, frames)
         mel_out = mel_out.masked_fill(~frame_valid.unsqueeze(1), 0.0)

@@ -44,12 +44,12 @@ class HostReads(TorchFunctionMode):
         (self.allowed if names & ALLOWED else self.in_steps).append(where)
 
 
-@pytest.mark.parametrize("graph_bucket", [0, 16])
-def test_no_host_reads_inside_the_training_loop(tmp_path, graph_bucket):
-    """Two epochs with log_every=3 and a mid-epoch checkpoint, plain and with the bucketed decoder
-    loop: every host read of the loop falls before the first step, after the last one or in the
-    checkpoint (the mode sees those: it is live)."""
-    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,graph_bucket={graph_bucket}")
+@pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "batching=bload"])
+def test_no_host_reads_inside_the_training_loop(tmp_path, variant):
+    """Two epochs with log_every=3 and a mid-epoch checkpoint, plain, with the bucketed decoder loop
+    and with BLoad blocks: every host read of the loop falls before the first step, after the last
+    one or in the checkpoint (the mode sees those: it is live)."""
+    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}")
     with HostReads() as reads:
         assert train.main(["--hparams", hp]) == 0
     assert reads.in_steps == []
