@@ -28,7 +28,7 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   step (multiplying by 1 is exact), not only at the steps where some row restarts.
 
 Dropout masks come from Decoder.teacher_forcing in the same order, so with the same seed both
-decoders draw the same masks.
+decoders draw the same masks. Only the teacher-forced forward differs; inference is inherited.
 
 Graph-ready shapes (batching/buckets.py): given a Bucket, the loop runs that bigger shape: the
 teacher-forced inputs and the dropout masks are drawn at the batch's own shape (the same random
@@ -36,7 +36,7 @@ draws as without a bucket) and then zero-padded (masks with ones) to the bucket'
 text; dummy rows get zero memory and an all-zero (finite) mask, padded text columns of real rows
 -inf; the results are sliced back. Real rows and steps never see the padding (attention gives it
 weight 0, later steps cannot reach earlier ones, dummy rows only reach themselves), and the
-sliced-off outputs send back zero gradients, so outputs and gradients equal the unpadded loop's. Only the teacher-forced forward differs; inference is inherited.
+sliced-off outputs send back zero gradients, so outputs and gradients equal the unpadded loop's.
 Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
 accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
@@ -228,14 +228,15 @@ class FastDecoder(Decoder):
         steps = tf.prenet_out.size(0)
         if bucket is not None:
             memory, mask_bias, tf = pad_to_bucket(memory, mask_bias, tf, bucket, self.r)
+        loop_steps = tf.prenet_out.size(0)  # the bucket's steps when there is one
         projections = self.step_projections(tf.prenet_out)
         keep = None if layout is None else reset_keep(layout, memory.dtype)
-        step_bias = [mask_bias] * tf.prenet_out.size(0) if layout is None else mask_bias.unbind(0)
+        step_bias = [mask_bias] * loop_steps if layout is None else mask_bias.unbind(0)
         s = self.initial_state(memory)
         hidden: List[torch.Tensor] = []
         contexts: List[torch.Tensor] = []
         alignments: List[torch.Tensor] = []
-        for i in range(tf.prenet_out.size(0)):
+        for i in range(loop_steps):
             if keep is not None:  # branch-free resets: x * 1 is exact
                 s = DecoderState(*(v * keep[i] for v in s))
             s = self.fast_step(i, s, projections, memory, tf, step_bias[i])

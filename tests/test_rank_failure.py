@@ -84,9 +84,9 @@ def check_survivor(proc, rank: int, log: Path, run: Path, within: float, what: s
 def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_path, corpus):
     """Rank 1 is SIGKILLed after the first checkpoint; rank 0 notices at its next collective (gloo
     sees the closed socket), well before the timeout. Timed checkpoints after every step, agreed
-    by vote; the run is then finished on one process."""
+    by vote (log_every=1: a vote every step); the run is then finished on one process."""
     run = tmp_path / "run"
-    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,collective_timeout_s=60"
+    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s=60"
     procs = start_ranks(tmp_path, tiny(tmp_path, hparams))
     try:
         wait_for(run / LAST, procs)
@@ -105,7 +105,7 @@ def test_a_stalled_rank_times_the_other_out_with_one_line(tmp_path, corpus):
     """Rank 0 (which also hosts the rendezvous store) is frozen with SIGSTOP; rank 1 gives up
     after collective_timeout_s."""
     run = tmp_path / "run"
-    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,collective_timeout_s=10"
+    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s=10"
     procs = start_ranks(tmp_path, tiny(tmp_path, hparams))
     try:
         wait_for(run / LAST, procs)

@@ -136,8 +136,8 @@ def check_bad_steps(run: Run, epoch: int, step: int, bad_in_row: float) -> None:
 
 
 def log_step(run: Run, state: RunState, values: dict[str, float], bar: tqdm) -> None:
-    """Every log_every steps: the progress bar's loss and TensorBoard's step scalars, from the
-    device sums just read; and a warning when steps were skipped since the last one."""
+    """Every log_every steps: the progress bar's loss and skipped-step count and TensorBoard's step
+    scalars, from the device sums just read."""
     run.logger.scalars({"loss": values["last_loss"], "grad_norm": values["last_grad_norm"],
                         "skipped_steps": values["skipped"]}, state.global_step, "step")
     bar.set_postfix(loss=f"{values['last_loss']:.4f}", skipped=int(values["skipped"]))
@@ -225,6 +225,8 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
     synchronize(run.device)
     sums.seconds += time.perf_counter() - tick
     check_bad_steps(run, epoch, state.step_in_epoch, read_into(sums, dev)["bad_in_row"])
+    if sums.skipped:
+        run.log(f"warning: epoch {epoch}: {sums.skipped} step(s) skipped for a non-finite loss or gradient")
     return record | epoch_record(run, sums)
 
 

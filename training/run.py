@@ -101,7 +101,8 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
     train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
-    common = dict(num_workers=cfg.train.num_workers, pin_memory=device.type == "cuda", persistent_workers=cfg.train.num_workers > 0)
+    common = dict(num_workers=cfg.train.num_workers, pin_memory=device.type == "cuda",
+                  persistent_workers=cfg.train.num_workers > 0)
     train_loader = DataLoader(train.dataset, batch_sampler=train.sampler, collate_fn=train.collate,
                               generator=torch.Generator(), **common)
     val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(cfg.train.n_frames_per_step),
