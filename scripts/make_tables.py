@@ -1,6 +1,7 @@
 """Tables 2, 3, 4 and Fig. 4 of the paper from the run directories that scripts/table2.sh wrote.
 
-    python scripts/make_tables.py runs/table2 [--out DIR] [--val-loss padded|valid]
+    python scripts/make_tables.py runs/table2 [--out DIR] [--val-loss padded|valid] [--seeds S,...]
+                                              [--variant LABEL=DIR ...]
 
 Every number comes from RUNS_ROOT/<experiment>/seed<S>/metrics.jsonl (plus validate_every from
 hparams.json); the paper's own figures are printed beside them, always labelled as the paper's.
@@ -17,6 +18,8 @@ deviation (mean ± sd), the noise any difference between strategies has to beat.
   fixed budget of hours asks.
 - Fig. 4 plots the mean curve over seeds (band: min to max) against the epoch and against the
   training minutes.
+- `--variant LABEL=DIR` adds the experiments of another sweep (e.g. one with a learning-rate rule)
+  as rows `NAME (LABEL)` of Table 2, of the equal-time table and of Fig. 4, beside the main ones.
 """
 from __future__ import annotations
 
@@ -149,12 +152,25 @@ def reduction(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else 100 * (before - after) / before
 
 
-def build(root: Path, val_loss: str, seeds: set[int] | None = None) -> dict:
+def variant_name(name: str, label: str) -> str:
+    return f"{name} ({label})"
+
+
+def build(root: Path, val_loss: str, seeds: set[int] | None = None,
+          variants: dict[str, Path] | None = None) -> dict:
     """Every number of Tables 2-4 (means over seeds), the equal-time table, the notes that
-    qualify them, and the Fig. 4 curves; only the given seeds when `seeds` is set."""
+    qualify them, and the Fig. 4 curves; only the given seeds when `seeds` is set. Each variant
+    (label -> another sweep's root) adds its experiments as rows `NAME (LABEL)`."""
+    variants = variants or {}
     runs = {name: read_seeds(root / name, seeds) for name in EXPERIMENTS}
     present = {name: seeds for name, seeds in runs.items() if seeds}
     missing = [name for name in EXPERIMENTS if name not in present]
+    empty_variants = []
+    for label, variant_root in variants.items():
+        found = {variant_name(name, label): read_seeds(variant_root / name, seeds) for name in EXPERIMENTS}
+        present |= {name: seeds for name, seeds in found.items() if seeds}
+        if not any(found.values()):
+            empty_variants.append(f"{label} ({variant_root})")
     finals = [records[-1]["epoch"] + 1 for seeds in present.values() for records, _ in seeds.values()]
     total = max(finals, default=PAPER_TOTAL_EPOCHS)
     everies = sorted({every for seeds in present.values() for _, every in seeds.values()}) or [DEFAULT_VALIDATE_EVERY]
@@ -189,13 +205,15 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None) -> dict:
                      f"moved to the nearest validated epoch)")
     if missing:
         notes.append(f"missing runs (no metrics.jsonl under {root}/NAME/seedS): {', '.join(missing)}; their cells are empty")
+    if empty_variants:
+        notes.append(f"variants without any run: {', '.join(empty_variants)}")
     unfinished = {f"{name}/seed{seed}": row["epochs"] for name, t in table2.items()
                   for seed, row in t["per_seed"].items() if row["epochs"] < total}
     if unfinished:
         notes.append("unfinished runs (epochs done): " + ", ".join(f"{n} ({e})" for n, e in unfinished.items()))
     if len(everies) > 1:
         notes.append(f"runs disagree on validate_every ({everies}); the stage epochs use {everies[0]}")
-    return {"runs_root": str(root), "val_loss": val_loss, "total_epochs": total, "stage_epochs": stages,
+    return {"runs_root": str(root), "variants": {k: str(v) for k, v in variants.items()}, "val_loss": val_loss, "total_epochs": total, "stage_epochs": stages,
             "validate_every": everies[0], "missing": missing, "unfinished": unfinished, "notes": notes,
             "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_time(table2, stages, total),
             "paper": {"table2": PAPER_TABLE2, "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
@@ -221,7 +239,8 @@ def markdown(result: dict) -> str:
     out = ["# Tables 2-4 (measured) and the paper's", ""] + [f"- {note}" for note in result["notes"]] + [""]
     out += ["## Table 2: efficiency and validation loss (measured)", ""]
     rows = []
-    for name in EXPERIMENTS:
+    extra = [name for name in result["table2"] if name not in EXPERIMENTS]
+    for name in list(EXPERIMENTS) + extra:
         row = result["table2"].get(name)
         rows.append([name] + ([""] * 8 if row is None else [
             str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 4, "g"),
@@ -261,7 +280,7 @@ def equal_time_markdown(result: dict) -> list[str]:
 
 def plot_curves(result: dict, png: Path) -> None:
     """Fig. 4: each experiment's mean validation loss over seeds (band: min to max) against the
-    epoch (the VL epochs marked) and against the training minutes."""
+    epoch (the VL epochs marked) and against the training minutes; variants dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -271,8 +290,9 @@ def plot_curves(result: dict, png: Path) -> None:
     for name, row in result["table2"].items():
         if row["curve"]:
             epochs, losses, lows, highs, minutes = zip(*row["curve"])
-            line, = by_epoch.plot(epochs, losses, label=name, marker="." if len(epochs) < 30 else None)
-            by_time.plot(minutes, losses, label=name, color=line.get_color(), marker="." if len(epochs) < 30 else None)
+            style = {"marker": "." if len(epochs) < 30 else None, "linestyle": "-" if name in EXPERIMENTS else "--"}
+            line, = by_epoch.plot(epochs, losses, label=name, **style)
+            by_time.plot(minutes, losses, label=name, color=line.get_color(), **style)
             if len(row["seeds"]) > 1:
                 by_epoch.fill_between(epochs, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
                 by_time.fill_between(minutes, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
@@ -296,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  "(default: RUNS_ROOT)")
     parser.add_argument("--val-loss", choices=("padded", "valid"), default="padded",
                         help="which validation loss (default padded, the paper's)")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=DIR",
+                        help="another sweep's root whose experiments join Table 2, the equal-time table "
+                             "and Fig. 4 as 'NAME (LABEL)' (repeatable)")
     parser.add_argument("--seeds", help="only these seeds, comma-separated (default: every seedS folder), e.g. "
                                         "to leave out a seed that not every experiment has finished")
     args = parser.parse_args(argv)
@@ -307,9 +330,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.runs_root} is not a directory (run scripts/table2.sh --out {args.runs_root} first)",
               file=sys.stderr)
         return 2
+    variants = {}
+    for spec in args.variant:
+        label, _, where = spec.partition("=")
+        if not label or not where or "(" in label or label in variants:
+            print(f"error: --variant {spec!r} must be LABEL=DIR with a new label without parentheses, "
+                  "e.g. --variant 'lr sqrt=runs/quality/demo-lr-sqrt'", file=sys.stderr)
+            return 2
+        if not Path(where).is_dir():
+            print(f"error: --variant {spec!r}: {where} is not a directory", file=sys.stderr)
+            return 2
+        variants[label] = Path(where)
     out = args.out or args.runs_root
     out.mkdir(parents=True, exist_ok=True)
-    result = build(args.runs_root, args.val_loss, None if seeds is None else set(seeds))
+    result = build(args.runs_root, args.val_loss, None if seeds is None else set(seeds), variants)
     text = markdown(result)
     (out / "tables.md").write_text(text)
     (out / "tables.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -80,22 +80,32 @@ def check_survivor(proc, rank: int, log: Path, run: Path, within: float, what: s
     assert what in errors[0] and f"continue with train.py --resume {run} " in errors[0], errors[0]
 
 
-@pytest.mark.slow
-def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_path, corpus):
-    """Rank 1 is SIGKILLed after the first checkpoint; rank 0 notices at its next collective (gloo
-    sees the closed socket), well before the timeout. Timed checkpoints after every step, agreed
-    by vote (log_every=1: a vote every step); the run is then finished on one process."""
+def signal_a_rank(tmp_path: Path, corpus: str, timeout_s: int, victim: int, sig: signal.Signals,
+                  within: float, what: str) -> Path:
+    """Two ranks with timed checkpoints after every step, agreed by vote (log_every=1: a vote
+    every step); after the first checkpoint `sig` goes to rank `victim`, and the other rank must
+    stop as check_survivor says. Returns the run directory."""
     run = tmp_path / "run"
-    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s=60"
+    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s={timeout_s}"
     procs = start_ranks(tmp_path, tiny(tmp_path, hparams))
+    survivor = 1 - victim
     try:
         wait_for(run / LAST, procs)
-        os.kill(procs[1].pid, signal.SIGKILL)
-        check_survivor(procs[0], 0, tmp_path / "rank0.log", run, within=30, what="lost the connection to another rank")
+        os.kill(procs[victim].pid, sig)
+        check_survivor(procs[survivor], survivor, tmp_path / f"rank{survivor}.log", run, within, what)
     finally:
         for proc in procs:
             proc.kill()
             proc.join()
+    return run
+
+
+@pytest.mark.slow
+def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_path, corpus):
+    """Rank 1 is SIGKILLed after the first checkpoint; rank 0 notices at its next collective (gloo
+    sees the closed socket), well before the timeout; the run is then finished on one process."""
+    run = signal_a_rank(tmp_path, corpus, timeout_s=60, victim=1, sig=signal.SIGKILL, within=30,
+                        what="lost the connection to another rank")
     assert train.main(["--resume", str(run), "--hparams", "checkpoint_every_minutes=0"]) == 0
     assert [r["epoch"] for r in read_metrics(run)] == [0, 1]
 
@@ -104,17 +114,8 @@ def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_pat
 def test_a_stalled_rank_times_the_other_out_with_one_line(tmp_path, corpus):
     """Rank 0 (which also hosts the rendezvous store) is frozen with SIGSTOP; rank 1 gives up
     after collective_timeout_s."""
-    run = tmp_path / "run"
-    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s=10"
-    procs = start_ranks(tmp_path, tiny(tmp_path, hparams))
-    try:
-        wait_for(run / LAST, procs)
-        os.kill(procs[0].pid, signal.SIGSTOP)
-        check_survivor(procs[1], 1, tmp_path / "rank1.log", run, within=10 + 25, what="no answer from another rank")
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.join()
+    signal_a_rank(tmp_path, corpus, timeout_s=10, victim=0, sig=signal.SIGSTOP, within=10 + 25,
+                  what="no answer from another rank")
 
 
 def vote(rank: int, init_file: str, results) -> None:

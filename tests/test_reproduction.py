@@ -195,6 +195,30 @@ def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
     assert only["table2"]["RAND"]["vl3"] == pytest.approx(mean([r["vl3"] for r in rows]), rel=1e-12)
 
 
+def test_make_tables_adds_a_variant_sweep_beside_the_main_one(tmp_path):
+    """--variant LABEL=DIR: DIR's experiments become rows 'NAME (LABEL)' of Table 2, the equal-time
+    table and the JSON, with the same maths; the main rows are unchanged; a bad spec is refused."""
+    main, variant = tmp_path / "main", tmp_path / "lr-sqrt"
+    runs = {"RAND": synthetic(20, 0), "SSB-DBS-BR": synthetic(20, 1)}
+    for name, records in runs.items():
+        write_run(main, name, records)
+    sqrt = synthetic(20, 0.5)
+    write_run(variant, "SSB-DBS-BR", sqrt)
+    tables, result = make_tables(main, "--variant", f"lr sqrt={variant}")
+    stages = [10, 14, 20]
+    got, expected = result["table2"]["SSB-DBS-BR (lr sqrt)"], expected_row(sqrt, stages)
+    for col in ("zpr", "min_per_epoch", "vl1", "vl3", "vl_avg"):
+        assert got[col] == pytest.approx(expected[col], rel=1e-12)
+    assert result["table2"]["SSB-DBS-BR"]["vl3"] == pytest.approx(expected_row(runs["SSB-DBS-BR"], stages)["vl3"])
+    assert [row[0] for row in tables["Table 2"]] == NAMES + ["SSB-DBS-BR (lr sqrt)"]
+    assert same(tables["Table 2"][-1][7], expected["vl3"])
+    assert "SSB-DBS-BR (lr sqrt)" in result["equal_time"]["rows"] and result["variants"] == {"lr sqrt": str(variant)}
+    for spec in ("nolabel", f"lr sqrt={tmp_path / 'absent'}", f"a (b)={variant}"):
+        done = subprocess.run([sys.executable, "scripts/make_tables.py", str(main), "--variant", spec], cwd=REPO,
+                              env=ENV, capture_output=True, text=True)
+        assert done.returncode == 2 and f"--variant {spec!r}" in done.stderr, done.stderr
+
+
 def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
     env = {**ENV, "PYTHONPATH": str(REPO / "scripts")}
     out = subprocess.run([sys.executable, "-m", "reproduction", "plan", "--root", str(tmp_path), "--dataset", "demo",
