@@ -15,9 +15,10 @@ deviation (mean ± sd), the noise any difference between strategies has to beat.
 - VLavg is the mean of the (unsmoothed) validation losses from the VL1 epoch to the VL3 epoch.
 - Equal training time: the loss each experiment reaches within the training minutes RAND took to
   reach the VL1-3 epochs (its last validation within that time), the question a user with a
-  fixed budget of hours asks.
-- Fig. 4 plots the mean curve over seeds (band: min to max) against the epoch and against the
-  training minutes.
+  fixed budget of hours asks. Equal optimiser steps: the same within RAND's steps, which tells
+  whether a strategy that falls behind per epoch (DBS: fewer, larger batches) is behind per step.
+- Fig. 4 plots the mean curve over seeds (band: min to max) against the epoch, the training
+  minutes and the optimiser steps.
 - `--variant LABEL=DIR` adds the experiments of another sweep (e.g. one with a learning-rate rule)
   as rows `NAME (LABEL)` of Table 2, of the equal-time table and of Fig. 4, beside the main ones.
 """
@@ -79,8 +80,10 @@ def sample_sd(values: list[float]) -> float | None:
 
 def run_row(records: list[dict], stages: list[int], key: str) -> dict:
     """One seed's Table 2 row; a VL cell is None when the run has no validation at that epoch.
-    `curve` is (epoch, loss, training minutes up to and including that epoch) per validation."""
+    `curve` has one point per validation: epoch, loss, and the training minutes and steps up to
+    and including that epoch (steps None when a record predates the `steps` field)."""
     minutes = {r["epoch"] + 1: r["train_seconds"] / 60 for r in records}
+    steps = {r["epoch"] + 1: r.get("steps") for r in records}
     vals = [(r["epoch"] + 1, r[key]) for r in records if r.get(key) is not None]
     epochs = [e for e, _ in vals]
     losses = [v for _, v in vals]
@@ -96,49 +99,63 @@ def run_row(records: list[dict], stages: list[int], key: str) -> dict:
         "min_per_epoch": mean(list(minutes.values())),
         "vl1": smoothed[0], "vl2": smoothed[1], "vl3": smoothed[2],
         "vl_avg": mean(in_range) if smoothed[2] is not None else None,
-        "curve": [(e, v, sum(m for k, m in minutes.items() if k <= e)) for e, v in vals],
+        "curve": [{"epoch": e, "loss": v, "minutes": sum(m for k, m in minutes.items() if k <= e),
+                   "steps": cumulative(steps, e)} for e, v in vals],
     }
+
+
+def cumulative(per_epoch: dict[int, int | None], epoch: int) -> int | None:
+    """The sum over epochs 1..epoch, or None when any of them is unknown."""
+    values = [v for k, v in per_epoch.items() if k <= epoch]
+    return None if None in values else sum(values)
 
 
 def over_seeds(rows: dict[int, dict]) -> dict:
     """One experiment's row: each column's mean over the seeds (None unless every seed has it),
     the sample standard deviation of the VL columns (`*_sd`), the seeds' own rows, and the mean
-    curve over the validations that every seed has (epoch, mean, min, max, mean minutes)."""
+    curve over the validations that every seed has (loss: mean, low/high: min/max, minutes and
+    steps: means)."""
     out: dict = {"epochs": min(r["epochs"] for r in rows.values()), "seeds": list(rows), "per_seed": rows}
     for col in ROW_COLUMNS:
         values = [r[col] for r in rows.values()]
         out[col] = None if None in values else mean(values)
         if col.startswith("vl"):
             out[col + "_sd"] = None if None in values else sample_sd(values)
-    points = [{e: (v, m) for e, v, m in r["curve"]} for r in rows.values()]
+    points = [{point["epoch"]: point for point in r["curve"]} for r in rows.values()]
     common = sorted(set.intersection(*(set(p) for p in points)))
-    out["curve"] = [(e, mean([p[e][0] for p in points]), min(p[e][0] for p in points),
-                     max(p[e][0] for p in points), mean([p[e][1] for p in points])) for e in common]
+    out["curve"] = []
+    for e in common:
+        losses, steps = [p[e]["loss"] for p in points], [p[e]["steps"] for p in points]
+        out["curve"].append({"epoch": e, "loss": mean(losses), "low": min(losses), "high": max(losses),
+                             "minutes": mean([p[e]["minutes"] for p in points]),
+                             "steps": None if None in steps else mean(steps)})
     return out
 
 
-def loss_within(row: dict, minutes: float, total: int) -> tuple[int, float] | None:
-    """(epoch, loss) of a seed's last validation reached within `minutes` of training; None when it
-    has none that early, or when the run is unfinished and has not yet trained that long."""
+def loss_within(row: dict, budget: float, total: int, measure: str = "minutes") -> tuple[int, float] | None:
+    """(epoch, loss) of a seed's last validation reached within `budget` (of training minutes or
+    steps, the curve's `measure`); None when it has none that early, when the run is unfinished
+    and has not yet trained that long, or when its records lack the measure."""
     curve = row["curve"]
-    if not curve or (row["epochs"] < total and curve[-1][2] < minutes):
+    if not curve or any(p[measure] is None for p in curve) or (row["epochs"] < total and curve[-1][measure] < budget):
         return None
-    reached = [(e, v) for e, v, m in curve if m <= minutes * (1 + 1e-9)]
+    reached = [(p["epoch"], p["loss"]) for p in curve if p[measure] <= budget * (1 + 1e-9)]
     return reached[-1] if reached else None
 
 
-def equal_time(table2: dict, stages: list[int], total: int) -> dict:
-    """The validation loss each experiment reaches within the training minutes RAND needed for
-    the stage epochs (mean and spread over seeds; None when a seed has no validation that early,
-    or is unfinished and has not trained that long yet). A finished run that needed less time
-    shows its last validation."""
-    rand = {e: m for e, _, _, _, m in table2["RAND"]["curve"]} if "RAND" in table2 else {}
+def equal_budget(table2: dict, stages: list[int], total: int, measure: str) -> dict:
+    """The validation loss each experiment reaches within the training minutes or steps
+    (`measure`) RAND needed for the stage epochs (mean and spread over seeds; None when a seed has
+    no validation that early, or is unfinished and has not trained that long yet). A finished run
+    that needed less shows its last validation."""
+    rand = {p["epoch"]: p[measure] for p in table2["RAND"]["curve"]} if "RAND" in table2 else {}
     budgets = [rand.get(stage) for stage in stages]
-    out = {"budgets_min": budgets, "rows": {}}
+    out = {"measure": measure, "budgets": budgets, "rows": {}}
     for name, row in table2.items():
         cells = []
         for budget in budgets:
-            hits = [None if budget is None else loss_within(seed, budget, total) for seed in row["per_seed"].values()]
+            hits = [None if budget is None else loss_within(seed, budget, total, measure)
+                    for seed in row["per_seed"].values()]
             ok = None not in hits
             cells.append({"loss": mean([h[1] for h in hits]) if ok else None,
                           "sd": sample_sd([h[1] for h in hits]) if ok else None,
@@ -215,7 +232,8 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None,
         notes.append(f"runs disagree on validate_every ({everies}); the stage epochs use {everies[0]}")
     return {"runs_root": str(root), "variants": {k: str(v) for k, v in variants.items()}, "val_loss": val_loss, "total_epochs": total, "stage_epochs": stages,
             "validate_every": everies[0], "missing": missing, "unfinished": unfinished, "notes": notes,
-            "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_time(table2, stages, total),
+            "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_budget(table2, stages, total, "minutes"),
+            "equal_steps": equal_budget(table2, stages, total, "steps"),
             "paper": {"table2": PAPER_TABLE2, "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
                       "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
 
@@ -262,47 +280,62 @@ def markdown(result: dict) -> str:
         rows += [[r["from"], cell(r["from_vl3"], 4), r["to"], cell(r["to_vl3"], 4), cell(r["reduction_pct"], 2),
                   cell(r["paper_reduction_pct"], 2)] for r in result["table4"] if r["part"] == part]
     out += markdown_table(["From", "VL3", "To", "VL3", "reduction %", "paper reduction %"], rows)
-    return "\n".join(out + equal_time_markdown(result)) + "\n"
+    out += equal_budget_markdown(result, "equal_time", "Equal training time: validation loss within RAND's "
+                                 "training minutes at its VL1-3 epochs", "{:.3g} min")
+    out += equal_budget_markdown(result, "equal_steps", "Equal optimiser steps: validation loss within RAND's "
+                                 "steps at its VL1-3 epochs", "{:.0f} steps")
+    return "\n".join(out) + "\n"
 
 
-def equal_time_markdown(result: dict) -> list[str]:
-    """The equal-training-time table: loss (and the epoch reached) within RAND's minutes."""
-    same = result["equal_time"]
-    budgets = same["budgets_min"]
-    out = ["", "## Equal training time: validation loss within RAND's training minutes at its VL1-3 epochs", ""]
+def equal_budget_markdown(result: dict, key: str, title: str, budget_format: str) -> list[str]:
+    """An equal-budget table: loss (and the epoch reached) within RAND's minutes or steps."""
+    same = result[key]
+    budgets = same["budgets"]
+    out = ["", f"## {title}", ""]
     if None in budgets:
-        return out + ["(needs RAND's validations at the VL1-3 epochs)"]
-    header = ["Batching"] + [f"within {b:.3g} min (RAND ep. {e})" for b, e in zip(budgets, result["stage_epochs"])]
+        return out + [f"(needs RAND's validations at the VL1-3 epochs and its {same['measure']})"]
+    header = ["Batching"] + [f"within {budget_format.format(b)} (RAND ep. {e})" for b, e in zip(budgets, result["stage_epochs"])]
     rows = [[name] + [cell_sd(c["loss"], c["sd"], 4) + ("" if c["epoch"] is None else f" (ep. {c['epoch']:.3g})")
                       for c in cells] for name, cells in same["rows"].items()]
     return out + markdown_table(header, rows)
 
 
+PANELS = (("epoch", "epoch", "Fig. 4: validation loss against epochs"),
+          ("minutes", "training minutes (validation excluded)", "... against training time"),
+          ("steps", "optimiser steps", "... and against optimiser steps"))
+
+
 def plot_curves(result: dict, png: Path) -> None:
     """Fig. 4: each experiment's mean validation loss over seeds (band: min to max) against the
-    epoch (the VL epochs marked) and against the training minutes; variants dashed."""
+    epoch (the VL epochs marked), the training minutes and the optimiser steps (a panel is left
+    out when some run lacks its measure); variants dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
-    fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    for name, row in result["table2"].items():
-        if row["curve"]:
-            epochs, losses, lows, highs, minutes = zip(*row["curve"])
-            style = {"marker": "." if len(epochs) < 30 else None, "linestyle": "-" if name in EXPERIMENTS else "--"}
-            line, = by_epoch.plot(epochs, losses, label=name, **style)
-            by_time.plot(minutes, losses, label=name, color=line.get_color(), **style)
+    curves = {name: row for name, row in result["table2"].items() if row["curve"]}
+    panels = [panel for panel in PANELS
+              if all(point[panel[0]] is not None for row in curves.values() for point in row["curve"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), sharey=True, squeeze=False)
+    for ax, (measure, xlabel, title) in zip(axes[0], panels):
+        for name, row in curves.items():
+            x = [point[measure] for point in row["curve"]]
+            style = {"marker": "." if len(x) < 30 else None, "linestyle": "-" if name in EXPERIMENTS else "--"}
+            line, = ax.plot(x, [point["loss"] for point in row["curve"]], label=name, **style)
             if len(row["seeds"]) > 1:
-                by_epoch.fill_between(epochs, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
-                by_time.fill_between(minutes, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
+                ax.fill_between(x, [point["low"] for point in row["curve"]], [point["high"] for point in row["curve"]],
+                                color=line.get_color(), alpha=0.15, linewidth=0)
+        ax.set(xlabel=xlabel, title=title)
     for stage in result["stage_epochs"]:
-        by_epoch.axvline(stage, color="grey", linestyle=":", linewidth=1)
-    by_epoch.set(xlabel="epoch", ylabel=f"validation loss ({result['val_loss']})",
-                 title="Fig. 4: validation loss against epochs")
-    by_time.set(xlabel="training minutes (validation excluded)", title="... and against training time")
-    if result["table2"]:
-        by_epoch.legend(fontsize=8, ncol=2)
+        axes[0][0].axvline(stage, color="grey", linestyle=":", linewidth=1)
+    axes[0][0].set_yscale("log")  # shared: the early losses would flatten the end, which matters most
+    for which in ("major", "minor"):  # plain numbers, not 3 x 10^1
+        getattr(axes[0][0].yaxis, f"set_{which}_formatter")(ScalarFormatter())
+    axes[0][0].set_ylabel(f"validation loss ({result['val_loss']}, log scale)")
+    if curves:
+        axes[0][0].legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(png, dpi=120)
     plt.close(fig)

@@ -116,7 +116,8 @@ def synthetic(epochs: int, offset: float, every: int = 2) -> list[dict]:
     """Epoch records shaped like train.py's, with validation losses that differ at every epoch."""
     records = []
     for e in range(epochs):
-        r = {"epoch": e, "zpr": 30 - offset + e % 3, "abl": 700 + e % 5 - offset, "train_seconds": 90 + 7 * offset + e % 4}
+        r = {"epoch": e, "zpr": 30 - offset + e % 3, "abl": 700 + e % 5 - offset, "train_seconds": 90 + 7 * offset + e % 4,
+             "steps": 20 - round(offset)}
         if (e + 1) % every == 0 or e + 1 == epochs:
             r |= {"val_loss_padded": 1 / (e + 2) + offset / 100 + (e % 3) / 1000,
                   "val_loss_valid": 2 / (e + 2) + offset / 50}
@@ -145,6 +146,7 @@ def test_make_tables_maths_on_paper_length_runs(tmp_path):
 def test_make_tables_scales_short_runs_and_switches_the_loss(tmp_path):
     """20 epochs: epochs 100/160/220 become 10/14/20 (x 20/220, nearest validation), and says so."""
     runs = {"RAND": synthetic(20, 0), "SSB-DBS-BR": synthetic(20, 1), "SB": synthetic(13, 2)}
+    runs["SSB-DBS-BR"][3].pop("steps")  # a record from before the `steps` field: no step budget for it
     for name, records in runs.items():
         write_run(tmp_path, name, records)
     tables, result = make_tables(tmp_path, "--val-loss", "valid")
@@ -152,11 +154,15 @@ def test_make_tables_scales_short_runs_and_switches_the_loss(tmp_path):
     assert any("20/220" in note for note in result["notes"]) and result["unfinished"] == {"SB/seed0": 13}
     check_tables(tables, result, {n: expected_row(r, [10, 14, 20], "val_loss_valid") for n, r in runs.items()})
     assert result["table2"]["SB"]["vl2"] is None and result["table2"]["SB"]["vl1"] is not None
+    assert all(c["loss"] is None for c in result["equal_steps"]["rows"]["SSB-DBS-BR"])
+    assert result["equal_steps"]["rows"]["RAND"][0]["epoch"] == 10
+    assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 0  # drawn without the steps panel
 
 
 def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
-    """Three seeds: each cell is the seeds' mean, VL cells add the sample sd; the equal-time table
-    takes each seed's last validation within RAND's mean training minutes at the stage epochs."""
+    """Three seeds: each cell is the seeds' mean, VL cells add the sample sd; the equal-time (-steps)
+    table takes each seed's last validation within RAND's mean training minutes (steps) at the
+    stage epochs."""
     runs = {(name, seed): synthetic(20, offset + seed / 3) for name, offset in (("RAND", 0), ("SSB-DBS-BR", 1))
             for seed in range(3)}
     for (name, seed), records in runs.items():
@@ -175,19 +181,23 @@ def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
             assert got[col + "_sd"] == pytest.approx(sd, rel=1e-9) and sd > 0
         printed = {row[0]: row for row in tables["Table 2"]}[name]
         assert printed[7] == f"{got['vl3']:.4f} ± {got['vl3_sd']:.4f}"
-    minutes = {(n, s): [sum(r["train_seconds"] for r in recs[:e]) / 60 for e in range(1, 21)] for (n, s), recs in runs.items()}
-    budgets = [mean([minutes["RAND", s][e - 1] for s in range(3)]) for e in stages]
-    assert result["equal_time"]["budgets_min"] == pytest.approx(budgets, rel=1e-12)
-    for i, budget in enumerate(budgets):  # SSB-DBS-BR's synthetic epochs are slower: it reaches fewer
-        hits = []
-        for s in range(3):
-            vals = [(e, r["val_loss_padded"]) for e, r in enumerate(runs["SSB-DBS-BR", s], 1)
-                    if "val_loss_padded" in r and minutes["SSB-DBS-BR", s][e - 1] <= budget]
-            hits.append(vals[-1])
-        cell = result["equal_time"]["rows"]["SSB-DBS-BR"][i]
-        assert cell["loss"] == pytest.approx(mean([h[1] for h in hits]), rel=1e-12)
-        assert cell["epoch"] == pytest.approx(mean([h[0] for h in hits])) and cell["epoch"] < stages[i]
-    assert tables["Equal training time"][0][0] == "RAND"
+    # SSB-DBS-BR's synthetic epochs are slower (it reaches fewer within RAND's minutes) and have
+    # fewer steps (it reaches more within RAND's steps)
+    for key, field, scale, fewer in (("equal_time", "train_seconds", 1 / 60, True), ("equal_steps", "steps", 1, False)):
+        used = {(n, s): [sum(r[field] for r in recs[:e]) * scale for e in range(1, 21)] for (n, s), recs in runs.items()}
+        budgets = [mean([used["RAND", s][e - 1] for s in range(3)]) for e in stages]
+        assert result[key]["budgets"] == pytest.approx(budgets, rel=1e-12)
+        for i, budget in enumerate(budgets):
+            hits = []
+            for s in range(3):
+                vals = [(e, r["val_loss_padded"]) for e, r in enumerate(runs["SSB-DBS-BR", s], 1)
+                        if "val_loss_padded" in r and used["SSB-DBS-BR", s][e - 1] <= budget]
+                hits.append(vals[-1])
+            cell = result[key]["rows"]["SSB-DBS-BR"][i]
+            assert cell["loss"] == pytest.approx(mean([h[1] for h in hits]), rel=1e-12)
+            assert cell["epoch"] == pytest.approx(mean([h[0] for h in hits]))
+            assert cell["epoch"] < stages[i] if fewer else cell["epoch"] >= stages[i]
+    assert tables["Equal training time"][0][0] == "RAND" and tables["Equal optimiser steps"][1][0] == "SSB-DBS-BR"
     assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 10_000
     _, only = make_tables(tmp_path, "--seeds", "2,0")  # e.g. leaving out a seed still running
     rows = [expected_row(runs["RAND", seed], stages) for seed in (0, 2)]
@@ -348,8 +358,10 @@ def test_equal_time_leaves_unfinished_runs_out_until_they_have_trained_that_long
     sys.path.insert(0, str(REPO / "scripts"))
     from make_tables import loss_within
 
-    row = {"epochs": 4, "curve": [(2, 0.9, 1.0), (4, 0.7, 2.0)]}
+    row = {"epochs": 4, "curve": [{"epoch": 2, "loss": 0.9, "minutes": 1.0, "steps": 30},
+                                  {"epoch": 4, "loss": 0.7, "minutes": 2.0, "steps": 60}]}
     assert loss_within(row, 1.5, total=4) == (2, 0.9) and loss_within(row, 3.0, total=4) == (4, 0.7)
     assert loss_within(row, 0.5, total=4) is None  # no validation that early
     assert loss_within(row, 1.5, total=8) == (2, 0.9)  # unfinished, but it has trained that long
     assert loss_within(row, 3.0, total=8) is None  # unfinished and not yet 3 minutes in
+    assert loss_within(row, 59, total=4, measure="steps") == (2, 0.9)
