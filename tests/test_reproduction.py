@@ -284,6 +284,29 @@ def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
     assert result["table4"][-1]["from_vl3"] is not None and result["table4"][-1]["reduction_pct"] is None
 
 
+@pytest.mark.slow
+def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them(tmp_path):
+    """scripts/quality.sh demo at a tiny size: the five experiments, SSB-DBS-BR again with each
+    lr_batch_scaling rule at the paper's constant rate, and both losses' tables with the variants."""
+    extra = (f"demo_utterances=48,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},batch_size=8,"
+             f"val_batch_size=8,{TINY}")
+    out = run("scripts/quality.sh", "demo", "--epochs", "1", "--seeds", "0", "--out", tmp_path / "runs",
+              "--tables", tmp_path / "docs", "--hparams", extra)
+    assert out.count("training in") == 7
+    for rule in ("sqrt", "linear"):
+        hp = json.loads((tmp_path / "runs" / f"demo-lr-{rule}" / "SSB-DBS-BR" / "seed0" / "hparams.json").read_text())
+        assert (hp["lr_batch_scaling"], hp["learning_rate"], hp["warmup_steps"], hp["dbs"]) == (rule, 0.001, 0, True)
+    for loss in ("valid", "padded"):
+        result = json.loads((tmp_path / "docs" / f"demo-{loss}" / "tables.json").read_text())
+        assert result["val_loss"] == loss
+        assert set(result["table2"]) == {"RAND", "SB-BR", "SSB-BR", "ATS-BR", "SSB-DBS-BR",
+                                         "SSB-DBS-BR (lr sqrt)", "SSB-DBS-BR (lr linear)"}
+        assert all(row["vl3"] is not None for row in result["table2"].values())
+        assert (tmp_path / "docs" / f"demo-{loss}" / "fig4_val_loss.png").stat().st_size > 0
+    bad = subprocess.run(["scripts/quality.sh", "speech"], cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown corpus 'speech'" in bad.stderr
+
+
 def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
     out = run("scripts/table1.sh", ljspeech_lengths_tsv, tmp_path)
     rows = [line for line in (tmp_path / "table1.md").read_text().splitlines() if line.startswith("| ")][1:]
