@@ -173,21 +173,29 @@ def variant_name(name: str, label: str) -> str:
     return f"{name} ({label})"
 
 
+def read_experiments(root: Path, variants: dict[str, Path], seeds: set[int] | None
+                     ) -> tuple[dict[str, dict], list[str], list[str]]:
+    """(name -> read_seeds() for every experiment with a run, the main experiments without any,
+    the variants without any), the variants' experiments named `NAME (LABEL)`."""
+    runs = {name: read_seeds(root / name, seeds) for name in EXPERIMENTS}
+    present = {name: found for name, found in runs.items() if found}
+    missing = [name for name in EXPERIMENTS if name not in present]
+    empty_variants = []
+    for label, variant_root in variants.items():
+        found = {variant_name(name, label): read_seeds(variant_root / name, seeds) for name in EXPERIMENTS}
+        present |= {name: runs for name, runs in found.items() if runs}
+        if not any(found.values()):
+            empty_variants.append(f"{label} ({variant_root})")
+    return present, missing, empty_variants
+
+
 def build(root: Path, val_loss: str, seeds: set[int] | None = None,
           variants: dict[str, Path] | None = None) -> dict:
     """Every number of Tables 2-4 (means over seeds), the equal-time table, the notes that
     qualify them, and the Fig. 4 curves; only the given seeds when `seeds` is set. Each variant
     (label -> another sweep's root) adds its experiments as rows `NAME (LABEL)`."""
     variants = variants or {}
-    runs = {name: read_seeds(root / name, seeds) for name in EXPERIMENTS}
-    present = {name: seeds for name, seeds in runs.items() if seeds}
-    missing = [name for name in EXPERIMENTS if name not in present]
-    empty_variants = []
-    for label, variant_root in variants.items():
-        found = {variant_name(name, label): read_seeds(variant_root / name, seeds) for name in EXPERIMENTS}
-        present |= {name: seeds for name, seeds in found.items() if seeds}
-        if not any(found.values()):
-            empty_variants.append(f"{label} ({variant_root})")
+    present, missing, empty_variants = read_experiments(root, variants, seeds)
     finals = [records[-1]["epoch"] + 1 for seeds in present.values() for records, _ in seeds.values()]
     total = max(finals, default=PAPER_TOTAL_EPOCHS)
     everies = sorted({every for seeds in present.values() for _, every in seeds.values()}) or [DEFAULT_VALIDATE_EVERY]
