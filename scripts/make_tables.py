@@ -20,7 +20,8 @@ deviation (mean ± sd), the noise any difference between strategies has to beat.
 - Fig. 4 plots the mean curve over seeds (band: min to max) against the epoch, the training
   minutes and the optimiser steps.
 - `--variant LABEL=DIR` adds the experiments of another sweep (e.g. one with a learning-rate rule)
-  as rows `NAME (LABEL)` of Table 2, of the equal-time table and of Fig. 4, beside the main ones.
+  as rows `NAME (LABEL)` of Table 2, of the equal-time and equal-steps tables and of Fig. 4,
+  beside the main ones.
 """
 from __future__ import annotations
 
@@ -238,9 +239,10 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None,
         notes.append("unfinished runs (epochs done): " + ", ".join(f"{n} ({e})" for n, e in unfinished.items()))
     if len(everies) > 1:
         notes.append(f"runs disagree on validate_every ({everies}); the stage epochs use {everies[0]}")
-    return {"runs_root": str(root), "variants": {k: str(v) for k, v in variants.items()}, "val_loss": val_loss, "total_epochs": total, "stage_epochs": stages,
-            "validate_every": everies[0], "missing": missing, "unfinished": unfinished, "notes": notes,
-            "table2": table2, "table3": table3, "table4": table4, "equal_time": equal_budget(table2, stages, total, "minutes"),
+    return {"runs_root": str(root), "variants": {k: str(v) for k, v in variants.items()}, "val_loss": val_loss,
+            "total_epochs": total, "stage_epochs": stages, "validate_every": everies[0], "missing": missing,
+            "unfinished": unfinished, "notes": notes, "table2": table2, "table3": table3, "table4": table4,
+            "equal_time": equal_budget(table2, stages, total, "minutes"),
             "equal_steps": equal_budget(table2, stages, total, "steps"),
             "paper": {"table2": PAPER_TABLE2, "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
                       "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
@@ -302,7 +304,8 @@ def equal_budget_markdown(result: dict, key: str, title: str, budget_format: str
     out = ["", f"## {title}", ""]
     if None in budgets:
         return out + [f"(needs RAND's validations at the VL1-3 epochs and its {same['measure']})"]
-    header = ["Batching"] + [f"within {budget_format.format(b)} (RAND ep. {e})" for b, e in zip(budgets, result["stage_epochs"])]
+    header = ["Batching"] + [f"within {budget_format.format(b)} (RAND ep. {e})"
+                             for b, e in zip(budgets, result["stage_epochs"])]
     rows = [[name] + [cell_sd(c["loss"], c["sd"], 4) + ("" if c["epoch"] is None else f" (ep. {c['epoch']:.3g})")
                       for c in cells] for name, cells in same["rows"].items()]
     return out + markdown_table(header, rows)
@@ -358,8 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--val-loss", choices=("padded", "valid"), default="padded",
                         help="which validation loss (default padded, the paper's)")
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL=DIR",
-                        help="another sweep's root whose experiments join Table 2, the equal-time table "
-                             "and Fig. 4 as 'NAME (LABEL)' (repeatable)")
+                        help="another sweep's root whose experiments join Table 2, the equal-time and "
+                             "equal-steps tables and Fig. 4 as 'NAME (LABEL)' (repeatable)")
     parser.add_argument("--seeds", help="only these seeds, comma-separated (default: every seedS folder), e.g. "
                                         "to leave out a seed that not every experiment has finished")
     args = parser.parse_args(argv)

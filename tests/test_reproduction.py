@@ -125,6 +125,11 @@ def synthetic(epochs: int, offset: float, every: int = 2) -> list[dict]:
     return records
 
 
+def png_width(path: Path) -> int:
+    """A PNG's width in pixels, from its IHDR chunk."""
+    return int.from_bytes(path.read_bytes()[16:20], "big")
+
+
 def test_make_tables_maths_on_paper_length_runs(tmp_path):
     """220 epochs: VL1-3 at 100/160/220 exactly as hand-computed; missing runs leave empty cells."""
     runs = {name: synthetic(220, i) for i, name in enumerate(["RAND", "SB", "SSB", "SSB-BR", "SSB-DBS-BR"])}
@@ -156,7 +161,7 @@ def test_make_tables_scales_short_runs_and_switches_the_loss(tmp_path):
     assert result["table2"]["SB"]["vl2"] is None and result["table2"]["SB"]["vl1"] is not None
     assert all(c["loss"] is None for c in result["equal_steps"]["rows"]["SSB-DBS-BR"])
     assert result["equal_steps"]["rows"]["RAND"][0]["epoch"] == 10
-    assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 0  # drawn without the steps panel
+    assert png_width(tmp_path / "tables" / "fig4_val_loss.png") == 2 * 6 * 120  # two panels: no steps one
 
 
 def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
@@ -199,6 +204,7 @@ def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
             assert cell["epoch"] < stages[i] if fewer else cell["epoch"] >= stages[i]
     assert tables["Equal training time"][0][0] == "RAND" and tables["Equal optimiser steps"][1][0] == "SSB-DBS-BR"
     assert (tmp_path / "tables" / "fig4_val_loss.png").stat().st_size > 10_000
+    assert png_width(tmp_path / "tables" / "fig4_val_loss.png") == 3 * 6 * 120  # epochs, minutes, steps
     _, only = make_tables(tmp_path, "--seeds", "2,0")  # e.g. leaving out a seed still running
     rows = [expected_row(runs["RAND", seed], stages) for seed in (0, 2)]
     assert only["table2"]["RAND"]["seeds"] == [0, 2]
