@@ -30,9 +30,9 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
 Dropout masks come from Decoder.teacher_forcing in the same order, so with the same seed both
 decoders draw the same masks. Only the teacher-forced forward differs; inference is inherited.
 
-Graph-ready shapes (batching/buckets.py): given a Bucket, the loop runs that bigger shape: the
+Graph-ready shapes (model/shapes.py): given a LoopShape, the loop runs that bigger shape: the
 teacher-forced inputs and the dropout masks are drawn at the batch's own shape (the same random
-draws as without a bucket) and then zero-padded (masks with ones) to the bucket's rows, steps and
+draws as without a shape) and then zero-padded (masks with ones) to the shape's rows, steps and
 text; dummy rows get zero memory and an all-zero (finite) mask, padded text columns of real rows
 -inf; the results are sliced back. Real rows and steps never see the padding (attention gives it
 weight 0, later steps cannot reach earlier ones, dummy rows only reach themselves), and the
@@ -46,10 +46,9 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from batching.buckets import Bucket
-
 from .decoder import Decoder, DecoderState, TeacherForcing, reset_keep
 from .packing import StepLayout
+from .shapes import LoopShape
 
 
 class StepProjection(NamedTuple):
@@ -220,15 +219,15 @@ class FastDecoder(Decoder):
 
     def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
                 layout: Optional[StepLayout] = None,
-                bucket: Optional[Bucket] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Decoder.forward, computed as the module docstring says; with a bucket (unpacked batches
-        only), the loop runs the bucket's shape and the results are sliced back."""
+                shape: Optional[LoopShape] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decoder.forward, computed as the module docstring says; with a shape (unpacked batches
+        only), the loop runs that padded shape and the results are sliced back."""
         tf = self.teacher_forcing(memory, mel, layout)
         b, t_text = memory.shape[:2]
         steps = tf.prenet_out.size(0)
-        if bucket is not None:
-            memory, mask_bias, tf = pad_to_bucket(memory, mask_bias, tf, bucket, self.r)
-        loop_steps = tf.prenet_out.size(0)  # the bucket's steps when there is one
+        if shape is not None:
+            memory, mask_bias, tf = pad_to_shape(memory, mask_bias, tf, shape, self.r)
+        loop_steps = tf.prenet_out.size(0)  # the shape's steps when there is one
         projections = self.step_projections(tf.prenet_out)
         keep = None if layout is None else reset_keep(layout, memory.dtype)
         step_bias = [mask_bias] * loop_steps if layout is None else mask_bias.unbind(0)
@@ -244,28 +243,28 @@ class FastDecoder(Decoder):
             contexts.append(s.context)
             alignments.append(s.weights)
         mel_out, gate, alignment = self.project(hidden, contexts, alignments)
-        if bucket is None:
+        if shape is None:
             return mel_out, gate, alignment
         return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
 
 
-def pad_to_bucket(memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, bucket: Bucket,
-                  r: int) -> Tuple[torch.Tensor, torch.Tensor, TeacherForcing]:
-    """memory, mask_bias and the teacher-forced inputs zero-padded to the bucket's rows, steps and
+def pad_to_shape(memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, shape: LoopShape,
+                 r: int) -> Tuple[torch.Tensor, torch.Tensor, TeacherForcing]:
+    """memory, mask_bias and the teacher-forced inputs zero-padded to the shape's rows, steps and
     text (dropout masks with ones); dummy rows attend with an all-zero mask, padded text is -inf."""
     b, t_text = mask_bias.shape
     steps = tf.prenet_out.size(0)
-    rows, text, bucket_steps = bucket.batch, bucket.text, bucket.frames // r
-    if rows < b or text < t_text or bucket_steps < steps or bucket.frames % r:
-        raise ValueError(f"bucket {tuple(bucket)} is smaller than the batch ({b} rows, {steps * r} frames, "
+    rows, text, loop_steps = shape.rows, shape.text, shape.frames // r
+    if rows < b or text < t_text or loop_steps < steps or shape.frames % r:
+        raise ValueError(f"loop shape {shape} is smaller than the batch ({b} rows, {steps * r} frames, "
                          f"{t_text} symbols) or not a multiple of n_frames_per_step={r}")
     bias = mask_bias.new_full((rows, text), float("-inf"))
     bias[:b, :t_text] = mask_bias
     bias[b:] = 0.0
     padded = TeacherForcing(
-        F.pad(tf.prenet_out, (0, 0, 0, rows - b, 0, bucket_steps - steps)),
+        F.pad(tf.prenet_out, (0, 0, 0, rows - b, 0, loop_steps - steps)),
         F.pad(tf.processed_memory, (0, 0, 0, text - t_text, 0, rows - b)),
-        tf.location_matrix, _pad_keep(tf.attention_keep, rows, bucket_steps), _pad_keep(tf.decoder_keep, rows, bucket_steps))
+        tf.location_matrix, _pad_keep(tf.attention_keep, rows, loop_steps), _pad_keep(tf.decoder_keep, rows, loop_steps))
     return F.pad(memory, (0, 0, 0, text - t_text, 0, rows - b)), bias, padded
 
 

@@ -18,13 +18,12 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
-from batching.buckets import Bucket
-
 from .config import Tacotron2Config
 from .decoder import Decoder
 from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
 from .packing import Packing, scatter_text, step_layout, step_mask_bias
+from .shapes import LoopShape
 
 # Gate logit written at padded frames: sigmoid(1e3) == 1, i.e. "stop", with ~0 BCE against 1.
 GATE_PAD_LOGIT = 1e3
@@ -71,27 +70,27 @@ class Tacotron2(nn.Module):
 
     def forward(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
                 mel_lengths: torch.Tensor, packing: Optional[Packing] = None,
-                text_lengths_host: Optional[torch.Tensor] = None, bucket: Optional[Bucket] = None) -> Tacotron2Output:
+                text_lengths_host: Optional[torch.Tensor] = None, shape: Optional[LoopShape] = None) -> Tacotron2Output:
         """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step.
 
         With packing (BLoad blocks): text [N, T_text] and text_lengths, mel_lengths [N] are per
         utterance, mel [R, n_mels, T] per block; outputs are per block, alignments over the
         blocks' concatenated text axes [R, T / r, packing.n_text].
-        With a bucket (batching/buckets.py) the decoder loop runs that bigger shape; the outputs
-        are the same.
+        With a shape (model/shapes.py) the decoder loop runs that bigger, padded shape; the
+        outputs are the same.
         """
         r = self.cfg.n_frames_per_step
         if mel.size(2) % r:
             raise ValueError(f"mel has {mel.size(2)} frames, not a multiple of n_frames_per_step={r}")
-        if bucket is not None and (packing is not None or not isinstance(self.decoder, FastDecoder)):
-            raise ValueError("a decoder bucket (graph_bucket) needs fast_decoder=true and unpacked batches")
+        if shape is not None and (packing is not None or not isinstance(self.decoder, FastDecoder)):
+            raise ValueError("a decoder loop shape (graph_bucket) needs fast_decoder=true and unpacked batches")
         if packing is not None:
             return self._forward_packed(text, text_lengths, mel, mel_lengths, packing, text_lengths_host)
         memory, mask_bias = self.encode(text, text_lengths, text_lengths_host)
-        if bucket is None:
+        if shape is None:
             mel_out, gate, alignments = self.decoder(memory, mask_bias, mel)
-        else:  # the loop runs the bucket's shape (model/fast_decoder.py); the results are the batch's
-            mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, bucket=bucket)
+        else:  # the loop runs the padded shape (model/fast_decoder.py); the results are the batch's
+            mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, shape=shape)
         valid = _valid_mask(mel_lengths, mel.size(2))
         mel_out, mel_postnet = self._postnet(mel_out, valid)
         steps_valid = _valid_mask(torch.div(mel_lengths + r - 1, r, rounding_mode="floor"),

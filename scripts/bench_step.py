@@ -7,8 +7,8 @@ random text ids and mels of exactly those lengths. Variants:
 
 * eager: the plain decoder loop (model/decoder.py), today's reference;
 * fast: the decoder loop with deferred recurrent weight gradients (model/fast_decoder.py);
-* bucketed: fast, with the loop run at the graph-ready bucketed shape (graph_bucket=64, the
-  table from the whole epoch's plan; batching/buckets.py);
+* bucketed: fast, with the loop run at the graph-ready padded shape (graph_bucket=64, the
+  table from the whole epoch's plan; model/shapes.py);
 * bf16: fast under bf16 autocast (CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
@@ -36,12 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 from batching import BatchingConfig, LengthsFileError, plan_epoch, train_split  # noqa: E402
-from batching.buckets import bucket_table  # noqa: E402
 from bench_epoch import DEFAULT_LENGTHS, Bench, device_name, pick_timed, read_shapes  # noqa: E402
 from reproduction.paper import EXPERIMENTS  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
-from training.step import decoder_bucket, forward_loss, train_step  # noqa: E402
+from model.shapes import shape_table  # noqa: E402
+from training.step import forward_loss, loop_shape, train_step  # noqa: E402
 
 GRAPH_BUCKET = 64
 VARIANTS = {"eager": "fast_decoder=false", "fast": "fast_decoder=true",
@@ -55,31 +55,31 @@ def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
 
 def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], dict]:
     """(frames, text lengths, K batches of the strategy's epoch-0 plan spread over their cost, and
-    the plan's bucket table)."""
+    the plan's shape table)."""
     frames, text_lengths = read_shapes(args.lengths)
     keep = train_split(frames.size, 0.8, 0)
     frames, text_lengths = frames[keep], text_lengths[keep]
     batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[args.strategy], "seed": 0}))
     costs = np.array([len(b) * -(-int(frames[b].max()) // r) for b in batches])
     return (frames, text_lengths, [batches[i] for i in pick_timed(costs, args.batches)],
-            bucket_table(batches, frames, GRAPH_BUCKET))
+            shape_table(batches, frames, text_lengths, GRAPH_BUCKET))
 
 
-def gradient(bench: Bench, batch, bucket) -> tuple[float, torch.Tensor]:
+def gradient(bench: Bench, batch, shape) -> tuple[float, torch.Tensor]:
     """The first batch's loss and flattened gradient (no optimiser step), with the same dropout masks
     for every variant."""
     bench.parts.optimizer.zero_grad(set_to_none=True)
     torch.manual_seed(1234)
-    terms = forward_loss(bench.parts, batch, bucket)
+    terms = forward_loss(bench.parts, batch, shape)
     terms.loss.backward()
     grads = [p.grad.flatten() for p in bench.parts.core.parameters() if p.grad is not None]
     return float(terms.loss), torch.cat(grads).double()
 
 
-def timed_step(bench: Bench, batch, bucket) -> float:
+def timed_step(bench: Bench, batch, shape) -> float:
     bench.sync()
     start = time.perf_counter()
-    train_step(bench.parts, batch, bucket=bucket)
+    train_step(bench.parts, batch, shape=shape)
     bench.sync()
     return time.perf_counter() - start
 
@@ -89,18 +89,18 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
     r = benches[variants[0]].cfg.train.n_frames_per_step
     frames, text_lengths, batches, table = chosen_batches(args, r)
     inputs = [benches[variants[0]].batch(frames[b], text_lengths[b], seed=k) for k, b in enumerate(batches)]
-    buckets = {v: [decoder_bucket(table if benches[v].cfg.train.graph_bucket else None, batch, GRAPH_BUCKET)
-                   for batch in inputs] for v in variants}
+    shapes = {v: [loop_shape(table if benches[v].cfg.train.graph_bucket else None, batch) for batch in inputs]
+              for v in variants}
     rows = {v: {"seconds": [], "steps": 0, "frames": 0} for v in variants}
     reference = None
     for v in variants:
-        loss, grad = gradient(benches[v], inputs[0], buckets[v][0])
+        loss, grad = gradient(benches[v], inputs[0], shapes[v][0])
         reference = reference or (loss, grad)
         rows[v].update(loss=loss, grad_diff=float((grad - reference[1]).norm() / reference[1].norm()))
     train_step(benches[variants[0]].parts, inputs[0])  # warm-up of the allocator and kernels
     for k, batch in enumerate(inputs):
         for v in variants[k % len(variants):] + variants[: k % len(variants)]:
-            rows[v]["seconds"].append(timed_step(benches[v], batch, buckets[v][k]))
+            rows[v]["seconds"].append(timed_step(benches[v], batch, shapes[v][k]))
             rows[v]["steps"] += batch.mel.size(2) // r
             rows[v]["frames"] += int(batch.mel_lengths.sum())
             print(f"batch {k + 1}/{len(inputs)} {v}: {len(batch.mel_lengths)} x {batch.mel.size(2)} frames "

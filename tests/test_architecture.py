@@ -87,6 +87,15 @@ def test_no_import_circle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+def test_the_model_and_the_planner_know_nothing_of_each_other():
+    """model/ imports nothing of batching/, and batching/ nothing else of the project (it ships alone)."""
+    for name, imports in module_graph().items():
+        if name.startswith("model"):
+            assert not [m for m in imports if m.startswith("batching")], f"{name} imports {imports}"
+        if name.startswith("batching"):
+            assert all(m.startswith("batching") for m in imports), f"{name} imports {imports}"
+
+
 def test_find_cycle_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -20,7 +20,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from batching.buckets import bucket_table
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from training import distributed as dist_utils
 from training.checkpoint import (RunState, atomic_torch_save, from_known_fields, remove_stale_temporaries, rng_state,
@@ -28,7 +27,7 @@ from training.checkpoint import (RunState, atomic_torch_save, from_known_fields,
 from training.device_sums import DeviceSums
 from training.run import Run
 from training.rundir import BEST, LAST, write_hparams, write_metrics
-from training.step import decoder_bucket, learning_rate, train_step
+from training.step import learning_rate, loop_shape, train_step
 
 VAL_SEED = 1234  # validation draws its prenet-dropout masks from this seed, for comparable losses
 
@@ -194,15 +193,13 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
     record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.cfg.train.n_frames_per_step)}
     run.parts.model.train()
     dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
-    graph_bucket = run.cfg.train.graph_bucket
-    buckets = bucket_table(run.train_sampler.plan.batches(), run.train_set.frames, graph_bucket) if graph_bucket else None
     bar = tqdm(device_batches(run.train_loader, run.device), total=len(run.train_sampler) + state.step_in_epoch,
                initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
                disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
     tick, copied = time.perf_counter(), False
     for batch in bar:
         lr = learning_rate(run.cfg, state.global_step, len(batch.text_lengths_host))
-        result = train_step(run.parts, batch, lr, decoder_bucket(buckets, batch, graph_bucket))
+        result = train_step(run.parts, batch, lr, loop_shape(run.shapes, batch))
         if copied:  # the previous step's copy: finished, or nearly, while this step was queued
             check_bad_steps(run, epoch, state.step_in_epoch, dev.read()["bad_in_row"])
         dev.add(result)

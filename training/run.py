@@ -12,11 +12,12 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from batching import BatchingConfig
+from batching import BatchingConfig, plan_global
 from batching.sampler import PlanBatchSampler
 from data.collate import TextMelCollate
 from data.dataset import TextMelDataset
 from data.loader import loader_parts
+from model.shapes import ShapeTable, shape_table
 from training import distributed as dist_utils
 from training.checkpoint import CheckpointClock
 from training.config import RunConfig
@@ -71,6 +72,7 @@ class Run:
     logger: RunLogger
     stop: StopFlag
     clock: CheckpointClock  # time since the last checkpoint (checkpoint_every_minutes)
+    shapes: ShapeTable | None  # the decoder loop's padded shapes for the whole run (graph_bucket > 0)
 
     def log(self, message: str) -> None:
         """Print on the main rank only."""
@@ -110,6 +112,16 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
     return train_set, train.sampler, train_loader, val_set, val_sampler, val_loader
 
 
+def run_shape_table(cfg: RunConfig, train_set: TextMelDataset, world_size: int) -> ShapeTable | None:
+    """The decoder loop's shapes for the whole run (None with graph_bucket=0): from every epoch's
+    global plan, so that every epoch and every rank uses the same few shapes."""
+    if not cfg.train.graph_bucket:
+        return None
+    batches = (batch for epoch in range(cfg.train.epochs)
+               for batch in plan_global(train_set.frames, cfg.batching, epoch, world_size).batches())
+    return shape_table(batches, train_set.frames, train_set.text_lengths, cfg.train.graph_bucket)
+
+
 def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -> Run:
     """Set up everything in the recipe's order: ranks, data, model (restored from ckpt if given).
     A rank that dies or stalls meanwhile makes the others raise dist_utils.RankFailure."""
@@ -141,4 +153,5 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
     global_step = ckpt["progress"]["global_step"] if ckpt else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
     return Run(cfg, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main),
-               CheckpointClock(cfg.train.checkpoint_every_minutes * 60))
+               CheckpointClock(cfg.train.checkpoint_every_minutes * 60),
+               run_shape_table(cfg, loaders[0], info.world_size))

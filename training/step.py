@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from batching.buckets import Bucket, bucket_of
 from model import Tacotron2, Tacotron2Loss
 from model.loss import LossTerms
+from model.shapes import LoopShape, ShapeTable
 from training.hparams import HParamsError
 
 if TYPE_CHECKING:  # annotations only: training/config.py takes AMP_DTYPES from here
@@ -86,21 +86,21 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
                 optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
 
 
-def decoder_bucket(table: dict[int, int] | None, batch, graph_bucket: int) -> Bucket | None:
-    """The bucketed shape of a batch's decoder loop (batching/buckets.py), from host-side shapes;
-    None without a table (graph_bucket=0)."""
+def loop_shape(table: ShapeTable | None, batch) -> LoopShape | None:
+    """The padded shape of a batch's decoder loop (model/shapes.py), from host-side sizes; None
+    without a table (graph_bucket=0)."""
     if table is None:
         return None
-    return bucket_of(table, batch.mel.size(0), batch.mel.size(2), batch.text.size(1), graph_bucket)
+    return table.shape_of(batch.mel.size(0), batch.mel.size(2), batch.text.size(1))
 
 
-def forward_loss(parts: StepParts, batch, bucket: Bucket | None = None) -> LossTerms:
+def forward_loss(parts: StepParts, batch, shape: LoopShape | None = None) -> LossTerms:
     """Forward pass and loss under the configured autocast; packed batches carry their table."""
     packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
     autocast = torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype) if parts.amp_dtype else nullcontext()
     with autocast:
         out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
-                          text_lengths_host=batch.text_lengths_host, bucket=bucket)
+                          text_lengths_host=batch.text_lengths_host, shape=shape)
         return parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
 
 
@@ -115,14 +115,14 @@ def learning_rate(cfg: RunConfig, global_step: int, batch_size: int) -> float:
     return train.learning_rate * warm * scale
 
 
-def train_step(parts: StepParts, batch, lr: float | None = None, bucket: Bucket | None = None) -> StepResult:
+def train_step(parts: StepParts, batch, lr: float | None = None, shape: LoopShape | None = None) -> StepResult:
     """Forward, backward, clip, and an Adam step that the device skips when the gradient norm is
     not finite (a non-finite loss makes its gradients non-finite too). Under DDP every rank holds
     the same all-reduced gradients, so every rank skips together without another collective. A
     skipped step leaves the weights, Adam's moments and its step count untouched. `lr` (a host
     number, see learning_rate()) replaces the optimiser's rate from this step on; None keeps it.
-    `bucket`: the decoder loop's padded shape (decoder_bucket()); the results are the same."""
-    terms = forward_loss(parts, batch, bucket)
+    `shape`: the decoder loop's padded shape (loop_shape()); the results are the same."""
+    terms = forward_loss(parts, batch, shape)
     parts.optimizer.zero_grad(set_to_none=True)
     parts.scaler.scale(terms.loss).backward()
     parts.scaler.unscale_(parts.optimizer)

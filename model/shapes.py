@@ -1,0 +1,76 @@
+"""The decoder loop's padded shapes: a few fixed shapes for a whole run, ready for CUDA graphs.
+
+A CUDA graph replays one fixed shape, and the decoder loop's shape (rows, decoder steps, text
+symbols) differs for nearly every batch. Rounding each batch's mel frames up to a multiple of
+`graph_bucket` and, per frame bucket, its rows up to the largest batch the run ever has there and
+its text up to the longest text any utterance that fits there has, leaves one shape per frame
+bucket for the whole run. The rounding happens inside the decoder (model/fast_decoder.py), which
+runs the bigger shape on zero-padded inputs and slices the results back, so the plan, ZPR, ABL
+and the loss stay the paper's; only the decoder computes a few more steps and rows.
+
+The table is built from host-side lengths and the run's batches (index arrays): the model never
+sees the planner, and the caller decides which batches (every epoch of the run, every rank).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+#: Text positions are rounded up to a multiple of this.
+TEXT_MULTIPLE = 16
+
+
+@dataclass(frozen=True, order=True)
+class LoopShape:
+    """The padded shape a batch's decoder loop runs: rows, mel frames (a multiple of r) and text."""
+
+    rows: int
+    frames: int
+    text: int
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+@dataclass(frozen=True)
+class ShapeTable:
+    """Frame bucket -> the rows and text that every batch of that bucket is padded to."""
+
+    graph_bucket: int
+    rows: Mapping[int, int]
+    text: Mapping[int, int]
+
+    def shape_of(self, rows: int, frames: int, text: int) -> LoopShape:
+        """The shape of a batch of `rows` rows padded to `frames` mel frames and `text` symbols. A
+        batch the table does not cover (a plan it was not built from) keeps its own rows or text,
+        and so gets a shape of its own (LoopShape not in shapes())."""
+        bucket = round_up(frames, self.graph_bucket)
+        return LoopShape(max(rows, self.rows.get(bucket, 0)), bucket,
+                         max(round_up(text, TEXT_MULTIPLE), self.text.get(bucket, 0)))
+
+    def shapes(self) -> list[LoopShape]:
+        """Every shape of the table, largest (most frames) first: the capture order."""
+        return sorted((LoopShape(self.rows[f], f, self.text[f]) for f in self.rows), reverse=True)
+
+
+def shape_table(batches: Iterable[np.ndarray], frames: np.ndarray, text_lengths: np.ndarray,
+                graph_bucket: int) -> ShapeTable:
+    """The table of a run from its batches (sample indices; pass every epoch's batches of every
+    rank, so every epoch and rank uses the same shapes), the samples' mel frames and text lengths.
+    Text per frame bucket is the longest text of any sample short enough for that bucket, so a
+    bucket's text never depends on which batches were seen."""
+    frames, text_lengths = np.asarray(frames), np.asarray(text_lengths)
+    rows: dict[int, int] = {}
+    for batch in batches:
+        bucket = round_up(int(frames[batch].max()), graph_bucket)
+        rows[bucket] = max(rows.get(bucket, 0), len(batch))
+    order = np.argsort(frames, kind="stable")
+    longest_text = np.maximum.accumulate(text_lengths[order])  # over all samples up to each length
+    text = {}
+    for bucket in rows:
+        fits = int(np.searchsorted(frames[order], bucket, side="right"))
+        text[bucket] = round_up(int(longest_text[fits - 1]), TEXT_MULTIPLE)
+    return ShapeTable(graph_bucket, rows, text)
