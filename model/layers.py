@@ -79,13 +79,17 @@ class Encoder(nn.Module):
 
         The rows are sorted by length here, from the CPU lengths, rather than by
         pack_padded_sequence(enforce_sorted=False), whose unpacking copies its device-side
-        order back to the host and so waits for the device."""
+        order back to the host and so waits for the device. The BiLSTM runs in fp32 under
+        autocast: CUDA's autocast runs the cuDNN RNN in fp16 whatever the autocast dtype, which
+        under bf16 would mean fp16 without loss scaling."""
         for conv in self.convolutions:
             x = F.dropout(F.relu(conv(x, valid)), self.p, self.training)
         order = torch.argsort(lengths, descending=True, stable=True)
         restore = torch.argsort(order)
         rows = x.transpose(1, 2).index_select(0, order.to(x.device, non_blocking=True))
-        out, _ = self.lstm(pack_padded_sequence(rows, lengths[order], batch_first=True))
+        with torch.autocast(x.device.type, enabled=False):
+            rows = rows.to(self.lstm.weight_ih_l0.dtype)  # the weights' dtype: fp32 (fp64 in float64 tests)
+            out, _ = self.lstm(pack_padded_sequence(rows, lengths[order], batch_first=True))
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(2))
         return out.index_select(0, restore.to(x.device, non_blocking=True))
 

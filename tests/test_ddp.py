@@ -71,3 +71,14 @@ def test_ranks_with_different_plans_stop_with_a_clear_error(tmp_path):
                        start_method="spawn", join=True)
     messages = [errors.get() for _ in range(2)]
     assert all("epoch 3: the ranks' batch plans differ (rank 0: aaaa, rank 1: bbbb)" in m for m in messages)
+
+
+def test_force_ddp_runs_ddp_in_a_group_of_one(tmp_path):
+    """force_ddp=true in one process started without torchrun: the model is DDP-wrapped over a
+    process group of one (gloo here, NCCL on a GPU: the GPU check's single-GPU DDP run)."""
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--hparams",
+                             tiny(tmp_path, "epochs=1,force_ddp=true")], cwd=REPO, capture_output=True, text=True,
+                            timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "parameters identical on all 1 ranks" in result.stdout
+    assert load_checkpoint(tmp_path / "run" / LAST)["world_size"] == 1

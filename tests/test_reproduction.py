@@ -20,7 +20,7 @@ TABLE4 = [("SB", "SSB"), ("SB-BR", "SSB-BR"), ("SB-DBS", "SSB-DBS"), ("SB", "SB-
 PAPER_TABLE3 = {"SB-BR": (12.00, 36.57), "SSB-BR": (9.84, 29.98), "SSB-DBS-BR": (13.54, 41.25)}
 TINY = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
         "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
-        "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
+        "model.attention_location_n_filters=4,model.postnet_embedding_dim=16,device=cpu")
 # One torch thread: on a busy shared CPU, two threads waiting on each other make a step ~100x slower.
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
 

@@ -21,7 +21,7 @@ def tiny(tmp_path, extra=""):
     paper's constant learning rate (the demo preset's warm-up would outlast such a run)."""
     base = (f"demo_utterances=40,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
             f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
-            f"validate_every=1,learning_rate=0.001,warmup_steps=0,{TINY_MODEL}")
+            f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}")
     return base + ("," + extra if extra else "")
 
 

@@ -52,6 +52,7 @@ class TrainConfig:
     checkpoint_every_steps: int
     checkpoint_every_minutes: float
     collective_timeout_s: int
+    force_ddp: bool
     stop_after_steps: int
     log_every: int
     device: str

@@ -40,14 +40,14 @@ class DeviceSums:
         return cls(values, host, host.numpy(), torch.cuda.Event() if cuda else None)
 
     def add(self, result: StepResult) -> None:
-        """Add one step: loss terms only when it was applied; the skipped-in-a-row run length."""
-        skipped = result.skipped.to(torch.float64)
+        """Add one step: loss terms only when it was applied; the run length of bad steps in a row."""
+        skipped, bad = result.skipped.to(torch.float64), result.bad.to(torch.float64)
         terms = result.terms
         losses = torch.stack([terms.valid.total.detach(), terms.padded.total.detach(),
                               terms.guided_attention.detach()]).to(torch.float64)
         applied_sums = torch.where(skipped > 0, torch.zeros_like(losses), losses)  # NaN * 0 would be NaN
         self.values[:_SUMS] += torch.cat([applied_sums, (1 - skipped).reshape(1), skipped.reshape(1)])
-        self.values[_SUMS] = (self.values[_SUMS] + skipped) * skipped
+        self.values[_SUMS] = (self.values[_SUMS] + bad) * bad
         self.values[_SUMS + 1] = terms.loss.detach().to(torch.float64)
         self.values[_SUMS + 2] = result.grad_norm.detach().to(torch.float64)
 

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import socket
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    #: in a process group with DDP even at world size 1 (force_ddp: tests NCCL and DDP on one GPU)
+    forced: bool = False
     #: a gloo group with PREPARE_TIMEOUT for main_rank_first's waits (None: the default group)
     prepare_group: Any = field(default=None, compare=False, repr=False)
 
@@ -45,7 +48,7 @@ class DistInfo:
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1
+        return self.world_size > 1 or self.forced
 
 
 class RankFailure(RuntimeError):
@@ -105,20 +108,33 @@ def describe_position(progress: RunState | None) -> str:
     return f"in epoch {progress.epoch} after step {progress.step_in_epoch}"
 
 
-def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | str = "RUN_DIR") -> DistInfo:
+def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | str = "RUN_DIR",
+                     force: bool = False) -> DistInfo:
     """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs).
-    `timeout_s` bounds every collective (and the rendezvous) of the run: collective_timeout_s."""
+    `timeout_s` bounds every collective (and the rendezvous) of the run: collective_timeout_s.
+    A single process joins a group of one only when `force`d (force_ddp), on a free local port if
+    torchrun did not start it."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size == 1:
+    if world_size == 1 and not force:
         return DistInfo()
-    info = DistInfo(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
+    alone = world_size == 1 and "MASTER_PORT" not in os.environ  # not started by torchrun
+    info = DistInfo(int(os.environ.get("RANK", "0")), world_size, int(os.environ.get("LOCAL_RANK", "0")),
+                    forced=world_size == 1)
     backend = "nccl" if device_kind == "cuda" else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(info.local_rank)
     with rank_failures(info, run_dir):
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        where = dict(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1) if alone else {}
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s), **where)
         prepare_group = dist.new_group(backend="gloo", timeout=PREPARE_TIMEOUT)
     return dataclasses.replace(info, prepare_group=prepare_group)
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @contextmanager

@@ -130,7 +130,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     run_dir = Path(cfg.train.output_dir)
-    info = dist_utils.init_distributed(device_kind, cfg.train.collective_timeout_s, run_dir)
+    info = dist_utils.init_distributed(device_kind, cfg.train.collective_timeout_s, run_dir, cfg.train.force_ddp)
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
         loaders = build_loaders(cfg, info, device)
@@ -142,9 +142,10 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
             # (dist_utils.average_buffers before validation and checkpoints instead); a static graph:
-            # every step uses every parameter, in the same order (plain, fast, bucketed and BLoad)
-            ddp = DistributedDataParallel(parts.model, device_ids=[device.index] if device.type == "cuda" else None,
-                                          broadcast_buffers=False, gradient_as_bucket_view=True,
+            # every step uses every parameter, in the same order (plain, fast, padded and BLoad).
+            # No device_ids: with them DDP moves every tensor argument of forward to the GPU, the
+            # CPU text lengths the encoder packs with too; the batch is on the device already.
+            ddp = DistributedDataParallel(parts.model, broadcast_buffers=False, gradient_as_bucket_view=True,
                                           static_graph=True)
             parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
                               parts.grad_clip)

@@ -47,11 +47,15 @@ class StepParts:
 
 @dataclass(frozen=True)
 class StepResult:
-    """One step's loss terms, gradient norm, and 1.0 where the update was skipped (all on the device)."""
+    """One step's loss terms, gradient norm, 1.0 where the update was skipped, and 1.0 where that
+    counts toward max_bad_steps (all on the device). Under fp16 the gradient scaler skips a step
+    whose scaled gradients overflowed and lowers its scale: that is its normal start-up, not a bad
+    step, so there only a non-finite loss is bad."""
 
     terms: LossTerms
     grad_norm: torch.Tensor
     skipped: torch.Tensor
+    bad: torch.Tensor
 
 
 def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
@@ -59,7 +63,7 @@ def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
     amp_dtype = AMP_DTYPES[cfg.train.amp]
     if amp_dtype is not None and device.type != "cuda":
         raise HParamsError(f"hparam 'amp': {cfg.train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
-    torch.set_float32_matmul_precision(cfg.train.matmul_precision)
+    set_matmul_precision(cfg.train.matmul_precision)
     torch.manual_seed(cfg.train.seed)
     model = Tacotron2(cfg.model).to(device)
     # fused: one kernel for the whole update, and it honours `found_inf` without a host read
@@ -71,6 +75,13 @@ def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
                               gate_pos_weight=cfg.train.gate_pos_weight)
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
     return StepParts(model, model, optimizer, criterion, scaler, amp_dtype, cfg.train.grad_clip)
+
+
+def set_matmul_precision(precision: str) -> None:
+    """float32 matrix products and convolutions at `precision`: `highest` is true fp32 everywhere,
+    which on CUDA also needs cuDNN's own TF32 switch (convolutions, the cuDNN LSTM) turned off."""
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cudnn.allow_tf32 = precision != "highest"
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
@@ -97,7 +108,10 @@ def loop_shape(table: ShapeTable | None, batch) -> LoopShape | None:
 def forward_loss(parts: StepParts, batch, shape: LoopShape | None = None) -> LossTerms:
     """Forward pass and loss under the configured autocast; packed batches carry their table."""
     packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
-    autocast = torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype) if parts.amp_dtype else nullcontext()
+    # no cast cache: a weight the plain decoder reuses every step is cast per use, so its per-step
+    # gradients are summed in fp32 (one cached cast would sum them in the autocast dtype)
+    autocast = (torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype, cache_enabled=False)
+                if parts.amp_dtype else nullcontext())
     with autocast:
         out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
                           text_lengths_host=batch.text_lengths_host, shape=shape)
@@ -128,6 +142,7 @@ def train_step(parts: StepParts, batch, lr: float | None = None, shape: LoopShap
     parts.scaler.unscale_(parts.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(), parts.grad_clip, foreach=True)
     skipped = (~torch.isfinite(grad_norm)).float()
+    bad = (~torch.isfinite(terms.loss.detach())).float() if parts.scaler.is_enabled() else skipped
     if lr is not None:
         for group in parts.optimizer.param_groups:
             group["lr"] = lr
@@ -138,4 +153,4 @@ def train_step(parts: StepParts, batch, lr: float | None = None, shape: LoopShap
         parts.optimizer.grad_scale, parts.optimizer.found_inf = None, skipped
         parts.optimizer.step()
         del parts.optimizer.grad_scale, parts.optimizer.found_inf
-    return StepResult(terms, grad_norm, skipped)
+    return StepResult(terms, grad_norm, skipped, bad)
