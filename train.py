@@ -80,6 +80,10 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
     run.log(f"{len(run.train_set)} train / {len(run.val_set)} val utterances | {n_params / 1e6:.2f}M parameters | "
             f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
             f"{run.run_dir}")
+    if run.shapes is not None:
+        graphs = run.parts.graphs
+        how = "eager" if graphs is None else "CUDA graphs" if graphs.captured else "static buffers, eager"
+        run.log(f"decoder loop: {len(run.shapes.shapes())} padded shapes (graph_bucket={run.shapes.graph_bucket}), {how}")
 
 
 def check_only(cfg: RunConfig) -> None:

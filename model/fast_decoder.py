@@ -40,7 +40,7 @@ sliced-off outputs send back zero gradients, so outputs and gradients equal the 
 Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
 accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -50,6 +50,9 @@ from .decoder import Decoder, DecoderState, TeacherForcing, reset_keep
 from .packing import StepLayout
 from .shapes import LoopShape
 
+if TYPE_CHECKING:  # annotations only: model/graphs.py runs this decoder's loop
+    from .graphs import LoopGraphs
+
 
 class StepProjection(NamedTuple):
     """One per-step linear map of the loop: y_i = pre[i] + rows[i, :, skip:] @ weight^T."""
@@ -58,6 +61,7 @@ class StepProjection(NamedTuple):
     weight: torch.Tensor  # [out, width - skip], compute dtype, outside autograd
     rows: torch.Tensor  # [steps, B, width]: every step's input X (the first skip columns precomputed)
     skip: int
+    zeros: Optional[torch.Tensor] = None  # [B, out] zeros: the hidden gates of CUDA's fused LSTM cell
 
 
 class StepProjections(NamedTuple):
@@ -71,7 +75,7 @@ class StepProjections(NamedTuple):
 def compute_dtype(weight: torch.Tensor) -> torch.dtype:
     """The dtype of the step GEMMs: autocast's for fp32 weights inside autocast, else the weight's."""
     device = weight.device.type
-    if weight.dtype == torch.float32 and torch.is_autocast_enabled(device):
+    if weight.dtype == torch.float32 and device != "meta" and torch.is_autocast_enabled(device):
         return torch.get_autocast_dtype(device)
     return weight.dtype
 
@@ -171,18 +175,26 @@ class _StepLinear(torch.autograd.Function):
 
 
 def step_projection(x_pre: Optional[torch.Tensor], weights: Sequence[torch.Tensor],
-                    biases: Sequence[torch.Tensor], steps: int, batch: int) -> StepProjection:
+                    biases: Sequence[torch.Tensor], steps: int, batch: int, lstm: bool = False) -> StepProjection:
     """A StepProjection over `weights` (same output size, their inputs side by side); x_pre
-    [steps, B, n], if given, is the input of the first n columns, for every step at once."""
+    [steps, B, n], if given, is the input of the first n columns, for every step at once. For an
+    LSTM's gates on CUDA it also holds the zeros that lstm_update's fused kernel adds."""
     dtype = compute_dtype(weights[0])
     width = sum(w.size(1) for w in weights)
     rows = weights[0].new_empty((steps, batch, width), dtype=dtype)
     pre, weight = _DeferredWeights.apply(rows, x_pre, dtype, len(weights), *weights, *biases)
-    return StepProjection(pre.unbind(0), weight, rows, 0 if x_pre is None else x_pre.size(2))
+    zeros = rows.new_zeros(batch, weight.size(0)) if lstm and rows.is_cuda else None
+    return StepProjection(pre.unbind(0), weight, rows, 0 if x_pre is None else x_pre.size(2), zeros)
 
 
-def lstm_update(gates: torch.Tensor, cell: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """LSTMCell's pointwise part on precomputed gates (order i, f, g, o, as nn.LSTMCell)."""
+def lstm_update(gates: torch.Tensor, cell: torch.Tensor,
+                zeros: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LSTMCell's pointwise part on precomputed gates (order i, f, g, o, as nn.LSTMCell). Given
+    `zeros` (CUDA) and one dtype, it is CUDA's fused LSTM-cell kernel (nn.LSTMCell's own): one
+    kernel forward and one backward instead of about ten each."""
+    if zeros is not None and gates.dtype == cell.dtype:
+        hidden, cell, _ = torch.ops.aten._thnn_fused_lstm_cell(gates, zeros, cell)
+        return hidden, cell
     i, f, g, o = gates.chunk(4, 1)
     c = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c), c
@@ -196,15 +208,17 @@ class FastDecoder(Decoder):
         steps, batch, _ = prenet_out.shape
         att, dec, query = self.attention_rnn, self.decoder_rnn, self.attention.query_layer
         return StepProjections(
-            step_projection(prenet_out, [att.weight_ih, att.weight_hh], [att.bias_ih, att.bias_hh], steps, batch),
+            step_projection(prenet_out, [att.weight_ih, att.weight_hh], [att.bias_ih, att.bias_hh], steps, batch,
+                            lstm=True),
             step_projection(None, [query.weight], [], steps, batch),
-            step_projection(None, [dec.weight_ih, dec.weight_hh], [dec.bias_ih, dec.bias_hh], steps, batch))
+            step_projection(None, [dec.weight_ih, dec.weight_hh], [dec.bias_ih, dec.bias_hh], steps, batch,
+                            lstm=True))
 
     def fast_step(self, i: int, s: DecoderState, p: StepProjections, memory: torch.Tensor,
                   tf: TeacherForcing, mask_bias: torch.Tensor) -> DecoderState:
         """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)."""
         gates = _StepLinear.apply(p.attention.pre[i], p.attention, i, s.context, s.attention_hidden)
-        ah, ac = lstm_update(gates, s.attention_cell)
+        ah, ac = lstm_update(gates, s.attention_cell, p.attention.zeros)
         if tf.attention_keep[i] is not None:
             ah = ah * tf.attention_keep[i]
         query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
@@ -212,22 +226,35 @@ class FastDecoder(Decoder):
         context, weights = self.attention.attend(query, memory, tf.processed_memory, weights_cat,
                                                  tf.location_matrix, mask_bias)
         gates = _StepLinear.apply(p.decoder.pre[i], p.decoder, i, ah, context, s.decoder_hidden)
-        dh, dc = lstm_update(gates, s.decoder_cell)
+        dh, dc = lstm_update(gates, s.decoder_cell, p.decoder.zeros)
         if tf.decoder_keep[i] is not None:
             dh = dh * tf.decoder_keep[i]
         return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
 
     def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
-                layout: Optional[StepLayout] = None,
-                shape: Optional[LoopShape] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                layout: Optional[StepLayout] = None, shape: Optional[LoopShape] = None,
+                graphs: Optional["LoopGraphs"] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Decoder.forward, computed as the module docstring says; with a shape (unpacked batches
-        only), the loop runs that padded shape and the results are sliced back."""
+        only), the loop runs that padded shape and the results are sliced back; and if `graphs`
+        (model/graphs.py) holds that shape, it runs on its static buffers (a CUDA graph replay)."""
         tf = self.teacher_forcing(memory, mel, layout)
+        if shape is None:
+            return self.loop(memory, mask_bias, tf, layout)
         b, t_text = memory.shape[:2]
         steps = tf.prenet_out.size(0)
-        if shape is not None:
-            memory, mask_bias, tf = pad_to_shape(memory, mask_bias, tf, shape, self.r)
-        loop_steps = tf.prenet_out.size(0)  # the shape's steps when there is one
+        memory, mask_bias, tf = pad_to_shape(memory, mask_bias, tf, shape, self.r)
+        static = None if graphs is None else graphs.get(shape)
+        if static is None:
+            mel_out, gate, alignment = self.loop(memory, mask_bias, tf)
+        else:
+            mel_out, gate, alignment = static.run(memory, mask_bias, tf, self.loop_parameters())
+        return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
+
+    def loop(self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing,
+             layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The teacher-forced loop over every step of tf and the projections of all steps: mel
+        [B, n_mels, T], gate [B, T], alignments [B, steps, T_text]. Its shapes are its inputs'."""
+        loop_steps = tf.prenet_out.size(0)
         projections = self.step_projections(tf.prenet_out)
         keep = None if layout is None else reset_keep(layout, memory.dtype)
         step_bias = [mask_bias] * loop_steps if layout is None else mask_bias.unbind(0)
@@ -242,10 +269,14 @@ class FastDecoder(Decoder):
             hidden.append(s.decoder_hidden)
             contexts.append(s.context)
             alignments.append(s.weights)
-        mel_out, gate, alignment = self.project(hidden, contexts, alignments)
-        if shape is None:
-            return mel_out, gate, alignment
-        return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
+        return self.project(hidden, contexts, alignments)
+
+    def loop_parameters(self) -> List[torch.nn.Parameter]:
+        """The parameters `loop` reads itself (the rest reach it through the teacher-forced inputs:
+        the prenet, the memory layer and the location filter)."""
+        layers = (self.attention_rnn, self.decoder_rnn, self.attention.query_layer, self.attention.v,
+                  self.projection, self.gate_layer)
+        return [p for layer in layers for p in layer.parameters()]
 
 
 def pad_to_shape(memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, shape: LoopShape,

@@ -20,14 +20,17 @@ from training.config import resolve_config
 from training.hparams import HParamsError, load_hparams
 
 
-def float64_pass(cfg, state: dict, inputs, shape: LoopShape | None, seed: int = 7):
+def float64_pass(cfg, state: dict, inputs, shape: LoopShape | None, seed: int = 7, graphs=None, model=None):
     """Train-mode float64 forward (dropout seeded) and the backward of a random projection of
-    every output; the outputs and every parameter's gradient."""
-    model = Tacotron2(cfg).double().train()
-    model.load_state_dict(state)
+    every output; the outputs and every parameter's gradient. `model`: one already holding
+    `state` (the one `graphs` were built on), else a new one."""
+    if model is None:
+        model = Tacotron2(cfg).double().train()
+        model.load_state_dict(state)
+    model.zero_grad(set_to_none=True)
     text, tl, mel, ml = inputs
     torch.manual_seed(seed)
-    out = model(text, tl, mel.double(), ml, shape=shape)
+    out = model(text, tl, mel.double(), ml, shape=shape, graphs=graphs)
     g = torch.Generator().manual_seed(3)
     loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in out)
     loss.backward()

@@ -18,7 +18,7 @@ from model import Tacotron2Config
 from model.loss import LOSS_NORMS
 from training.datasets import DATASETS
 from training.hparams import HParamsError
-from training.step import AMP_DTYPES, LR_BATCH_SCALINGS, MATMUL_PRECISIONS
+from training.step import AMP_DTYPES, CUDA_GRAPHS, LR_BATCH_SCALINGS, MATMUL_PRECISIONS
 
 # 0 means "the default" for capacity (B0 x L_max), max_length (no limit), block_length (longest utterance)
 _ZERO_IS_NONE = ("capacity", "max_length", "block_length")
@@ -44,6 +44,7 @@ class TrainConfig:
     max_bad_steps: int
     n_frames_per_step: int
     graph_bucket: int
+    cuda_graphs: str
     seed: int
     validate_every: int
     val_batch_size: int
@@ -65,6 +66,7 @@ class TrainConfig:
         _choose("amp", self.amp, tuple(AMP_DTYPES))
         _choose("matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
         _choose("lr_batch_scaling", self.lr_batch_scaling, tuple(LR_BATCH_SCALINGS))
+        _choose("cuda_graphs", self.cuda_graphs, CUDA_GRAPHS)
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
                                 "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size",
                                 "collective_timeout_s", "log_every"),
@@ -124,8 +126,12 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
 
 
 def _check_graph_bucket(cfg: RunConfig) -> None:
-    """graph_bucket pads the fast decoder loop of unpacked batches (batching/buckets.py)."""
+    """graph_bucket pads the fast decoder loop of unpacked batches (model/shapes.py); CUDA graphs
+    replay those shapes."""
     g, r = cfg.train.graph_bucket, cfg.train.n_frames_per_step
+    if cfg.train.cuda_graphs == "true" and not g:
+        raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
+                           "loop the few fixed shapes a graph replays")
     if g and (g % r or not cfg.model.fast_decoder or strategy_of(cfg.batching).packed):
         raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
                            f"fast_decoder=true and an unpacked strategy (BLoad's blocks have one shape already); "

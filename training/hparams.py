@@ -45,6 +45,8 @@ def split_overrides(overrides: str | dict[str, Any]) -> dict[str, Any]:
 def _typed(key: str, raw: Any, default: Any) -> Any:
     """`raw` as the type of `default` (its YAML value)."""
     kind = bool if isinstance(default, bool) else type(default) if isinstance(default, (int, float, str)) else object
+    if kind is str and isinstance(raw, bool):  # YAML's true/false for a text setting (cuda_graphs)
+        raw = str(raw).lower()
     if kind is int and isinstance(raw, float) and not raw.is_integer():
         raise HParamsError(f"hparam '{key}': '{raw}' is not an integer")
     try:

@@ -3,6 +3,7 @@ parts, the logger, the stop flag and the checkpoint clock. `Run` is the small fr
 loop functions take."""
 from __future__ import annotations
 
+import dataclasses
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from training.datacheck import check_data
 from training.datasets import build_datasets, corpus_filelists
 from training.hparams import HParamsError
 from training.run_logger import RunLogger
-from training.step import StepParts, build_step_parts, load_optimizer_state
+from training.step import StepParts, build_step_parts, load_optimizer_state, with_graphs
 
 
 class StopFlag:
@@ -139,6 +140,8 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
             parts.core.load_state_dict(ckpt["model"])
             load_optimizer_state(parts.optimizer, ckpt["optimizer"])
             parts.scaler.load_state_dict(ckpt["scaler"])
+        shapes = run_shape_table(cfg, loaders[0], info.world_size)
+        parts = with_graphs(parts, cfg, shapes, device)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
             # (dist_utils.average_buffers before validation and checkpoints instead); a static graph:
@@ -147,12 +150,10 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
             # CPU text lengths the encoder packs with too; the batch is on the device already.
             ddp = DistributedDataParallel(parts.model, broadcast_buffers=False, gradient_as_bucket_view=True,
                                           static_graph=True)
-            parts = StepParts(ddp, parts.core, parts.optimizer, parts.criterion, parts.scaler, parts.amp_dtype,
-                              parts.grad_clip)
+            parts = dataclasses.replace(parts, model=ddp)
     # TensorBoard hides events at or after this step from earlier event files: those a killed run
     # wrote after its last checkpoint (they are logged again), or all of them for a run started over
     global_step = ckpt["progress"]["global_step"] if ckpt else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
     return Run(cfg, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main),
-               CheckpointClock(cfg.train.checkpoint_every_minutes * 60),
-               run_shape_table(cfg, loaders[0], info.world_size))
+               CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes)

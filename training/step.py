@@ -10,6 +10,7 @@ tensor it reads when it chooses (training/device_sums.py).
 """
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ import torch
 
 from model import Tacotron2, Tacotron2Loss
 from model.loss import LossTerms
+from model.graphs import LoopGraphs, build_loop_graphs
 from model.shapes import LoopShape, ShapeTable
 from training.hparams import HParamsError
 
@@ -30,6 +32,8 @@ AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 LR_BATCH_SCALINGS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
 #: `matmul_precision` hparam: torch.set_float32_matmul_precision's levels (high: TF32 on CUDA).
 MATMUL_PRECISIONS = ("highest", "high", "medium")
+#: `cuda_graphs` hparam: auto (CUDA runs with graph_bucket > 0), true, false.
+CUDA_GRAPHS = ("auto", "true", "false")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class StepParts:
     scaler: torch.amp.GradScaler
     amp_dtype: torch.dtype | None
     grad_clip: float
+    graphs: LoopGraphs | None = None  # the decoder loop's static shapes (CUDA graphs), see with_graphs()
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,17 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
                 optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
 
 
+def with_graphs(parts: StepParts, cfg: RunConfig, table: ShapeTable | None, device: torch.device) -> StepParts:
+    """The parts with every shape of the run's table on static buffers, captured as CUDA graphs on
+    CUDA (cuda_graphs: auto does this for CUDA runs with graph_bucket > 0; true also on the CPU,
+    where the buffers run eagerly). Call it before DDP wraps the model and before the loaders start."""
+    wanted = cfg.train.cuda_graphs == "true" or (cfg.train.cuda_graphs == "auto" and device.type == "cuda")
+    if table is None or not wanted:
+        return parts
+    graphs = build_loop_graphs(parts.core.decoder, table.shapes(), device, parts.amp_dtype)
+    return dataclasses.replace(parts, graphs=graphs)
+
+
 def loop_shape(table: ShapeTable | None, batch) -> LoopShape | None:
     """The padded shape of a batch's decoder loop (model/shapes.py), from host-side sizes; None
     without a table (graph_bucket=0)."""
@@ -114,7 +130,7 @@ def forward_loss(parts: StepParts, batch, shape: LoopShape | None = None) -> Los
                 if parts.amp_dtype else nullcontext())
     with autocast:
         out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
-                          text_lengths_host=batch.text_lengths_host, shape=shape)
+                          text_lengths_host=batch.text_lengths_host, shape=shape, graphs=parts.graphs)
         return parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
 
 
