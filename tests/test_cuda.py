@@ -1,0 +1,197 @@
+"""What only a CUDA GPU can show (marker `cuda`; each test skips with the reason on a machine
+without one). Written and run on the CPU-only machine as skips only, until the GPU issue runs them
+(`make gpu-check` runs this file as its `tests` part):
+
+* one training step on CUDA equals the CPU step in fp32 with TF32 off, plain and fast decoder;
+* a non-finite gradient skips the fused Adam step on CUDA, weights and moments bit-identical;
+* bf16, and fp16 with the gradient scaler, give finite steps with gradients near fp32's;
+* the steady-state training step makes no host sync (torch.cuda.set_sync_debug_mode("error")),
+  eager, padded and graphed;
+* the graphed decoder loop (model/graphs.py) equals the eager one within 1e-5 relative in fp32
+  with TF32 off, outputs and every gradient, over 3 shapes replayed in random order;
+* DDP over NCCL in one process (force_ddp=true), a short training run.
+"""
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from model import Tacotron2
+from model.graphs import build_loop_graphs
+from model.shapes import LoopShape
+from tests.test_model import make_batch, tiny_config
+from tests.test_sync_free import make_parts_and_batches
+from training.step import set_matmul_precision, train_step
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none is visible here)")]
+REPO = Path(__file__).resolve().parents[1]
+CUDA = torch.device("cuda")
+SHAPES = [LoopShape(rows=5, frames=24, text=16), LoopShape(rows=7, frames=32, text=16),
+          LoopShape(rows=4, frames=48, text=32)]
+BATCHES = {SHAPES[0]: ([4, 7, 2], [9, 13, 20]), SHAPES[1]: ([4, 7, 2, 5], [9, 13, 6, 27]),
+           SHAPES[2]: ([20, 3], [40, 11])}
+
+
+@pytest.fixture(autouse=True)
+def true_fp32():
+    """TF32 off for matrix products and cuDNN (matmul_precision=highest), restored afterwards."""
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    set_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(before[0])
+    torch.backends.cudnn.allow_tf32 = before[1]
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return float((a - b).norm() / b.norm().clamp(min=1e-30))
+
+
+def to_device(batch, device):
+    """A collated batch on `device` (the CPU lengths stay on the CPU)."""
+    return batch._replace(**{k: v.to(device) for k, v in batch._asdict().items()
+                             if isinstance(v, torch.Tensor) and k != "text_lengths_host"})
+
+
+SMALL = ("dataset=demo,model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
+         "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=8,model.attention_location_n_filters=4,"
+         "model.postnet_embedding_dim=16")
+NO_DROPOUT = ("model.prenet_dropout=0.0,model.p_attention_dropout=0.0,model.p_decoder_dropout=0.0,"
+              "model.encoder_dropout=0.0,model.postnet_dropout=0.0")
+
+
+def step_on(device, fast: bool):
+    """One training step of the small model (the same initial weights on every device, no dropout:
+    the devices' generators differ) on `device`: loss, gradients, new weights."""
+    from training.config import resolve_config
+    from training.hparams import load_hparams
+    from training.step import build_step_parts
+
+    _, (batch, *_) = make_parts_and_batches()
+    parts = build_step_parts(resolve_config(load_hparams(f"{SMALL},{NO_DROPOUT},fast_decoder={fast}")), device)
+    result = train_step(parts, to_device(batch, device))
+    grads = [p.grad.detach().clone() for p in parts.core.parameters()]
+    return float(result.terms.loss), grads, [p.detach().clone() for p in parts.core.parameters()]
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["plain", "fast"])
+def test_a_cuda_step_equals_the_cpu_step_in_fp32(fast):
+    loss_cpu, grads_cpu, weights_cpu = step_on(torch.device("cpu"), fast)
+    loss_gpu, grads_gpu, weights_gpu = step_on(CUDA, fast)
+    assert loss_gpu == pytest.approx(loss_cpu, rel=1e-4)
+    for a, b in zip(grads_gpu, grads_cpu):
+        assert relative(a, b) < 1e-3
+    for a, b in zip(weights_gpu, weights_cpu):
+        assert relative(a, b) < 1e-4
+
+
+def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
+    parts, (good, bad, _) = make_parts_and_batches()
+    parts.core.to(CUDA)
+    parts = dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=1e-3, fused=True))
+    train_step(parts, to_device(good, CUDA))
+    weights = [p.detach().clone() for p in parts.core.parameters()]
+    moments = [t.clone() for s in parts.optimizer.state.values() for t in s.values()]
+    poisoned = to_device(bad, CUDA)
+    poisoned = poisoned._replace(mel=poisoned.mel.index_fill(2, torch.tensor([3], device=CUDA), float("nan")))
+    result = train_step(parts, poisoned)
+    assert float(result.skipped) == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(weights, parts.core.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(moments, [t for s in parts.optimizer.state.values() for t in s.values()]))
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
+    from training.step import AMP_DTYPES
+
+    parts, (batch, *_) = make_parts_and_batches()
+    parts.core.to(CUDA)
+    on = to_device(batch, CUDA)
+    torch.manual_seed(0)  # lr 0: both steps see the same weights
+    fp32 = train_step(dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0,
+                                                                            fused=True)), on)
+    want = [p.grad.clone() for p in parts.core.parameters()]
+    parts.core.zero_grad(set_to_none=True)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp == "fp16")
+    mixed = dataclasses.replace(parts, amp_dtype=AMP_DTYPES[amp], scaler=scaler,
+                                optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0, fused=True))
+    torch.manual_seed(0)
+    result = train_step(mixed, on)
+    assert torch.isfinite(result.terms.loss) and float(result.bad) == 0.0
+    assert float(fp32.terms.loss) == pytest.approx(float(result.terms.loss), rel=0.05)
+    if float(result.skipped) == 0.0:  # fp16 may skip its first step (scale 65536): not a bad step
+        got = [p.grad for p in parts.core.parameters()]  # train_step unscaled them
+        total = relative(torch.cat([g.flatten() for g in got]), torch.cat([g.flatten() for g in want]))
+        assert total < 0.05
+
+
+@pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "graph_bucket=16,cuda_graphs=true"])
+def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant):
+    """Two warm-up steps, then three under set_sync_debug_mode('error'): any synchronising call
+    (a host read, a nonzero, an item) raises."""
+    from tests.test_train import tiny
+    from training.config import resolve_config
+    from training.hparams import load_hparams
+    from training.loop import device_batches
+    from training.run import build_run
+
+    cfg = resolve_config(load_hparams(tiny(tmp_path, f"device=cuda,fast_decoder=true,{variant}")))
+    run = build_run(cfg, {}, None)
+    from training.step import learning_rate, loop_shape
+
+    batches = list(device_batches(run.train_loader, run.device))[:5]
+    for k, batch in enumerate(batches):
+        lr = learning_rate(cfg, k, len(batch.text_lengths_host))
+        shape = loop_shape(run.shapes, batch)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error" if k >= 2 else "default")
+        try:
+            train_step(run.parts, batch, lr, shape)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
+def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order():
+    """fp32, TF32 off: outputs and every parameter gradient within 1e-5 relative, 3 shapes, each
+    replayed twice in a random order; the graphs really were captured."""
+    cfg = tiny_config(n_frames_per_step=2, fast_decoder=True)
+    eager = Tacotron2(cfg).to(CUDA).train()
+    graphed = Tacotron2(cfg).to(CUDA).train()
+    graphed.load_state_dict(eager.state_dict())
+    graphs = build_loop_graphs(graphed.decoder, SHAPES, CUDA)
+    assert graphs.captured
+    order = [shape for shape in SHAPES for _ in range(2)]
+    random.Random(0).shuffle(order)
+    for k, shape in enumerate(order):
+        text, tl, mel, ml, _ = make_batch(*BATCHES[shape], 2, seed=k)
+        outs, grads = [], []
+        for model, g in ((eager, None), (graphed, graphs)):
+            model.zero_grad(set_to_none=True)
+            torch.manual_seed(k)
+            out = model(text.to(CUDA), tl.to(CUDA), mel.to(CUDA), ml.to(CUDA), text_lengths_host=tl,
+                        shape=shape, graphs=g)
+            gen = torch.Generator(device=CUDA).manual_seed(3)
+            sum((o * torch.randn(o.shape, generator=gen, device=CUDA)).sum() for o in out).backward()
+            outs.append([o.detach().clone() for o in out])
+            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        for a, b in zip(*outs):
+            assert relative(a, b) < 1e-5, shape
+        for name, grad in grads[0].items():
+            assert relative(grads[1][name], grad) < 1e-5, (shape, name)
+
+
+def test_ddp_over_nccl_in_one_process(tmp_path):
+    from tests.test_train import tiny
+
+    hp = tiny(tmp_path, "epochs=1,device=cuda,force_ddp=true")
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--hparams", hp], cwd=REPO, capture_output=True,
+                            text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "parameters identical on all 1 ranks" in result.stdout
