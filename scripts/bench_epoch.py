@@ -8,6 +8,10 @@ builds random text ids and random mels of exactly those lengths, and times train
     python scripts/bench_epoch.py --threads 1              # CPU: small model, 1,024 utterances
     python scripts/bench_epoch.py --device cuda            # GPU: full model, all 10,480 clips
 
+With --graph-bucket G (the fast decoder, model/shapes.py) every batch's decoder loop runs at its
+padded shape from the strategy's own epoch-0 table; --cuda-graphs also captures the shapes of the
+timed batches as CUDA graphs (model/graphs.py) before timing, and reports the capture time.
+
 With --max-batches K it times K batches of each plan (spread evenly over the plan's batch
 sizes), fits time = a + b * decoder_steps + c * batch_size * decoder_steps over all timed
 batches, and predicts every batch of the epoch from that fit; the output says so. Strategies
@@ -17,6 +21,7 @@ processes) hits them all alike; the ratios are the result, absolute times are th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -40,7 +45,9 @@ from data.text import N_SYMBOLS, UnknownSymbolError, text_to_sequence  # noqa: E
 from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
-from training.step import build_step_parts, train_step  # noqa: E402
+from model.graphs import LoopGraphs, build_loop_graphs  # noqa: E402
+from model.shapes import ShapeTable, shape_table  # noqa: E402
+from training.step import build_step_parts, loop_shape, train_step  # noqa: E402
 
 DEFAULT_LENGTHS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
@@ -105,11 +112,13 @@ class Bench:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def step(self, batch) -> float:
-        """Seconds of one training step, from a batch already on the device to the updated weights."""
+    def step(self, batch, table: ShapeTable | None = None, graphs: LoopGraphs | None = None) -> float:
+        """Seconds of one training step, from a batch already on the device to the updated weights;
+        the decoder loop at the batch's shape of `table`, replayed from `graphs` if given."""
+        parts = self.parts if graphs is None else dataclasses.replace(self.parts, graphs=graphs)
         self.sync()
         tick = time.perf_counter()
-        train_step(self.parts, batch)
+        train_step(parts, batch, shape=loop_shape(table, batch))
         self.sync()
         return time.perf_counter() - tick
 
@@ -124,8 +133,10 @@ def device_name(device: torch.device) -> str:
             f"{torch.get_num_threads()} torch threads)")
 
 
-def make_plans(frames: np.ndarray, names: list[str], common: dict, r: int, max_batches: int) -> dict[str, dict]:
-    """Each strategy's epoch-0 batches, their shapes and padding stats, and which ones to time."""
+def make_plans(frames: np.ndarray, text_lengths: np.ndarray, names: list[str], common: dict, r: int,
+               max_batches: int, graph_bucket: int = 0) -> dict[str, dict]:
+    """Each strategy's epoch-0 batches, their shapes and padding stats, which ones to time, and
+    with graph_bucket its decoder loop shape table."""
     plans = {}
     for name in names:
         batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[name], **common}), epoch=0)
@@ -133,8 +144,22 @@ def make_plans(frames: np.ndarray, names: list[str], common: dict, r: int, max_b
         sizes = np.array([len(b) for b in batches])
         plans[name] = dict(batches=batches, steps=steps, sizes=sizes, stats=batch_stats(frames, batches),
                            features=np.stack([np.ones(len(batches)), steps, sizes * steps], 1),
-                           timed=pick_timed(sizes * steps, max_batches), seconds=[])
+                           timed=pick_timed(sizes * steps, max_batches), seconds=[], graphs=None,
+                           table=shape_table(batches, frames, text_lengths, graph_bucket) if graph_bucket else None)
     return plans
+
+
+def capture_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_lengths: np.ndarray) -> float:
+    """Each plan's graphs, for the shapes of its timed batches; the seconds it took."""
+    tick = time.perf_counter()
+    r = bench.cfg.train.n_frames_per_step
+    for p in plans.values():
+        table = p["table"]
+        shapes = {table.shape_of(len(b), -(-int(frames[b].max()) // r) * r, int(text_lengths[b].max()))
+                  for b in (p["batches"][i] for i in p["timed"])}
+        p["graphs"] = build_loop_graphs(bench.parts.core.decoder, sorted(shapes), bench.device, bench.parts.amp_dtype)
+    bench.sync()
+    return time.perf_counter() - tick
 
 
 def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_lengths: np.ndarray,
@@ -144,14 +169,15 @@ def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_le
     biggest = max(((p, i) for p in plans.values() for i in p["timed"]), key=lambda pi: pi[0]["features"][pi[1], 2])
     for w in range(warmup):  # the largest shape first: allocator and kernels settle before timing
         b = biggest[0]["batches"][biggest[1]]
-        bench.step(bench.batch(frames[b], text_lengths[b], seed=w))
+        bench.step(bench.batch(frames[b], text_lengths[b], seed=w), biggest[0]["table"], biggest[0]["graphs"])
     rounds = max(len(p["timed"]) for p in plans.values())
     for k in range(rounds):
         for name in names[k % len(names):] + names[: k % len(names)]:
             p = plans[name]
             if k < len(p["timed"]):
                 b = p["batches"][p["timed"][k]]
-                p["seconds"].append(bench.step(bench.batch(frames[b], text_lengths[b], seed=1000 + k)))
+                batch = bench.batch(frames[b], text_lengths[b], seed=1000 + k)
+                p["seconds"].append(bench.step(batch, p["table"], p["graphs"]))
                 print(f"round {k + 1}/{rounds} {name}: batch of {len(b)} x {p['steps'][p['timed'][k]]} steps "
                       f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
 
@@ -162,8 +188,9 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     preset = args.preset or ("small" if on_cpu else "full")
     subset = args.subset if args.subset is not None else (1024 if on_cpu else 0)
     max_batches = args.max_batches if args.max_batches is not None else (3 if on_cpu else 32)
+    graphed = f"fast_decoder=true,graph_bucket={args.graph_bucket}," if args.graph_bucket else ""
     cfg = resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
-                                      f"seed={args.seed},{args.hparams}"))
+                                      f"seed={args.seed},{graphed}{args.hparams}"))
     if args.threads:
         torch.set_num_threads(args.threads)
     if on_cpu:
@@ -179,8 +206,10 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     common = {"batch_size": cfg.batching.batch_size, "seed": args.seed}
     if subset:
         common |= subset_parameters(frames, BatchingConfig.from_dict({**EXPERIMENTS["SSB-BR"], **common}))
-    plans = make_plans(frames, names, common, r, max_batches)
-    time_plans(Bench(cfg, device), plans, frames, text_lengths, args.warmup)
+    plans = make_plans(frames, text_lengths, names, common, r, max_batches, args.graph_bucket)
+    bench = Bench(cfg, device)
+    capture_seconds = capture_plans(bench, plans, frames, text_lengths) if args.cuda_graphs else None
+    time_plans(bench, plans, frames, text_lengths, args.warmup)
 
     extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
     coef = fit_times(np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
@@ -197,10 +226,11 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
         row["reduction_pct"] = None if base is None else 100 * (base - row["seconds_per_epoch"]) / base
         row["paper_reduction_pct"] = PAPER_TABLE3.get(name, (None, None))[1]
     return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                device=device_name(device), torch=torch.__version__, lengths=str(args.lengths),
+                device=device_name(device), device_type=device.type, torch=torch.__version__, lengths=str(args.lengths),
                 utterances=int(frames.size), split=args.split, subset=subset, preset=preset,
                 n_frames_per_step=r, batch_size=cfg.batching.batch_size, amp=cfg.train.amp, warmup=args.warmup,
-                max_batches=max_batches, extrapolated=extrapolated,
+                max_batches=max_batches, extrapolated=extrapolated, graph_bucket=args.graph_bucket,
+                cuda_graphs=bool(args.cuda_graphs), capture_seconds=capture_seconds,
                 bucket_size=common.get("bucket_size", int(EXPERIMENTS["BKT-BR"]["bucket_size"])),
                 n_bins=common.get("n_bins", int(EXPERIMENTS["ATS-BR"]["n_bins"])),
                 fit=None if coef is None else dict(zip(("seconds_per_batch", "seconds_per_step",
@@ -208,11 +238,23 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
                 strategies=rows)
 
 
+def decoder_loop(result: dict) -> str:
+    """How the decoder loop ran, for the table's caption."""
+    if not result.get("graph_bucket"):
+        return "decoder loop eager"
+    if not result.get("cuda_graphs"):
+        return f"decoder loop padded to graph_bucket={result['graph_bucket']} shapes"
+    how = "CUDA graphs" if result["device_type"] == "cuda" else "static buffers, eager"
+    return (f"decoder loop as {how} of graph_bucket={result['graph_bucket']} shapes "
+            f"(captured in {result['capture_seconds']:.1f} s)")
+
+
 def markdown(result: dict) -> str:
     lines = [f"Shape-faithful epoch time, {result['date']}: {result['device']}, torch {result['torch']}",
              f"({result['utterances']} utterances of {Path(result['lengths']).name}"
              f"{', a random subset' if result['subset'] else ''}; model preset {result['preset']}, "
              f"r = {result['n_frames_per_step']}, B0 = {result['batch_size']}, amp {result['amp']}; "
+             f"{decoder_loop(result)}; "
              f"BKT bucket size {result['bucket_size']}, ATS {result['n_bins']} bins"
              f"{', re-calibrated to SSB-BR ZPR on the subset' if result['subset'] else ''})", ""]
     if result["extrapolated"]:
@@ -242,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hparams", default="", help="extra train.py hparams, e.g. n_frames_per_step=2,model.attention_dim=64")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--amp", choices=("off", "bf16", "fp16"), default="off", help="autocast (CUDA only; the paper: off)")
+    parser.add_argument("--graph-bucket", type=int, default=0, help="pad the fast decoder loop to shapes of this many "
+                        "frames (model/shapes.py; default 0: off)")
+    parser.add_argument("--cuda-graphs", action="store_true", help="with --graph-bucket: replay the decoder loop "
+                        "as CUDA graphs (on the CPU: the same static buffers, eager)")
     parser.add_argument("--max-batches", type=int, help="timed batches per strategy, 0 = the whole epoch "
                                                         "(default: 3 on CPU, 32 on GPU); fewer are extrapolated")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps on the largest batch first (default 1)")

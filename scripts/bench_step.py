@@ -9,7 +9,9 @@ random text ids and mels of exactly those lengths. Variants:
 * fast: the decoder loop with deferred recurrent weight gradients (model/fast_decoder.py);
 * bucketed: fast, with the loop run at the graph-ready padded shape (graph_bucket=64, the
   table from the whole epoch's plan; model/shapes.py);
-* bf16: fast under bf16 autocast (CUDA only).
+* graphed: bucketed, each shape's loop on static buffers captured as a CUDA graph (model/graphs.py;
+  on the CPU the same buffers run eagerly: a check of the path, not a speed);
+* bf16, graphed+bf16: fast and graphed under bf16 autocast (CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
 gradient on the first batch against eager's. Then timing: K rounds, each running one batch through
@@ -41,11 +43,14 @@ from reproduction.paper import EXPERIMENTS  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
 from model.shapes import shape_table  # noqa: E402
-from training.step import forward_loss, loop_shape, train_step  # noqa: E402
+from training.step import forward_loss, loop_shape, train_step, with_graphs  # noqa: E402
 
 GRAPH_BUCKET = 64
+GRAPHED = f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=true"
 VARIANTS = {"eager": "fast_decoder=false", "fast": "fast_decoder=true",
-            "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET}", "bf16": "fast_decoder=true,amp=bf16"}
+            "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=false", "graphed": GRAPHED,
+            "bf16": "fast_decoder=true,amp=bf16", "graphed+bf16": f"{GRAPHED},amp=bf16"}
+CUDA_ONLY = ("bf16", "graphed+bf16")
 
 
 def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
@@ -88,6 +93,12 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
     benches = {v: Bench(variant_config(args, v), device) for v in variants}
     r = benches[variants[0]].cfg.train.n_frames_per_step
     frames, text_lengths, batches, table = chosen_batches(args, r)
+    for v, bench in benches.items():  # the graphed variants capture every shape of the epoch's table
+        tick = time.perf_counter()
+        bench.parts = with_graphs(bench.parts, bench.cfg, table if bench.cfg.train.graph_bucket else None, device)
+        if bench.parts.graphs is not None:
+            print(f"{v}: {len(table.shapes())} shapes {'captured' if bench.parts.graphs.captured else 'built'} "
+                  f"in {time.perf_counter() - tick:.1f} s", file=sys.stderr)
     inputs = [benches[variants[0]].batch(frames[b], text_lengths[b], seed=k) for k, b in enumerate(batches)]
     shapes = {v: [loop_shape(table if benches[v].cfg.train.graph_bucket else None, batch) for batch in inputs]
               for v in variants}
@@ -142,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    variants = ["eager", "fast", "bucketed"] + (["bf16"] if device.type == "cuda" else [])
+    variants = [v for v in VARIANTS if device.type == "cuda" or v not in CUDA_ONLY]
     try:
         rows = measure(args, variants, device)
     except (LengthsFileError, FileNotFoundError) as err:

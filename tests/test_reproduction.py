@@ -330,7 +330,7 @@ def test_bench_epoch_runs_end_to_end(tmp_path):
         f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
     out = run(sys.executable, "scripts/bench_epoch.py", "--lengths", lengths, "--split", "1", "--max-batches", "1",
               "--warmup", "0", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--json",
-              "--out", tmp_path / "bench.md")
+              "--out", tmp_path / "bench.md", "--device", "cpu")
     result = json.loads(out)
     assert result["torch"] and result["device"] and result["extrapolated"] and result["utterances"] == 40
     rows = result["strategies"]
@@ -341,6 +341,20 @@ def test_bench_epoch_runs_end_to_end(tmp_path):
     assert rows["RAND"]["reduction_pct"] == 0 and rows["SSB-BR"]["paper_reduction_pct"] == 29.98
     text = (tmp_path / "bench.md").read_text()
     assert "Extrapolated" in text and "torch " + result["torch"] in text and "| SSB-DBS-BR |" in text
+
+
+def test_bench_epoch_times_the_decoder_loop_on_its_static_shapes(tmp_path):
+    """--graph-bucket with --cuda-graphs: each strategy's shapes built before timing (on the CPU
+    the static buffers run eagerly), the capture time reported."""
+    lengths = tmp_path / "lengths.tsv"
+    lengths.write_text("id\tframes\ttext\n" + "".join(
+        f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
+    out = run(sys.executable, "scripts/bench_epoch.py", "--lengths", lengths, "--split", "1", "--max-batches", "2",
+              "--warmup", "1", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--device", "cpu",
+              "--strategies", "RAND,SSB-DBS-BR", "--graph-bucket", "32", "--cuda-graphs", "--json")
+    result = json.loads(out)
+    assert result["graph_bucket"] == 32 and result["cuda_graphs"] and result["capture_seconds"] >= 0
+    assert all(row["seconds_per_epoch"] > 0 for row in result["strategies"].values())
 
 
 def test_docker_image_keeps_the_base_torch():
@@ -367,8 +381,9 @@ def test_docker_image_keeps_the_base_torch():
     assert {".venv", "runs", "corpora", ".cache"} <= set(ignored)
 
 def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
-    """A synthetic lengths file and a tiny model: one batch through eager, fast and bucketed; the
-    first losses agree (same weights, same dropout masks) and the last line is the ratio."""
+    """A synthetic lengths file and a tiny model: one batch through eager, fast, bucketed and graphed
+    (static buffers, eager on the CPU); the first losses agree (same weights, same dropout masks)
+    and the last line is the ratio."""
     lengths = tmp_path / "lengths.tsv"
     lengths.write_text("id\tframes\ttext\n" + "".join(
         f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60)))
@@ -376,7 +391,7 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
               "--hparams", f"n_frames_per_step=4,{TINY}")
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in out.splitlines() if line.startswith("| ") and not line.startswith("| variant")}
-    assert list(rows) == ["eager", "fast", "bucketed"]
+    assert list(rows) == ["eager", "fast", "bucketed", "graphed"]
     losses = [float(row[3]) for row in rows.values()]
     assert max(losses) - min(losses) <= 1e-5 * abs(losses[0])
     assert all(float(row[4]) < 1e-4 for row in rows.values())  # gradient difference against eager
