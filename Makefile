@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench-planner clean
+.PHONY: demo test bench-planner gpu-check clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ test: $(VENV)/.installed
 
 bench-planner: $(VENV)/.installed
 	$(PY) scripts/bench_planner.py
+
+# The GPU measurement (scripts/gpu_check.py). Needs no venv where torch and the requirements are
+# already installed (a GPU machine without a registry): it uses the venv's Python if there is one.
+GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	$(GPU_PY) scripts/gpu_check.py $(ARGS)
 
 clean:
 	rm -rf runs corpora .cache

@@ -54,6 +54,7 @@ class TrainConfig:
     checkpoint_every_minutes: float
     collective_timeout_s: int
     force_ddp: bool
+    dist_backend: str
     stop_after_steps: int
     log_every: int
     device: str
@@ -67,6 +68,7 @@ class TrainConfig:
         _choose("matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
         _choose("lr_batch_scaling", self.lr_batch_scaling, tuple(LR_BATCH_SCALINGS))
         _choose("cuda_graphs", self.cuda_graphs, CUDA_GRAPHS)
+        _choose("dist_backend", self.dist_backend, ("auto", "nccl", "gloo"))
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
                                 "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size",
                                 "collective_timeout_s", "log_every"),

@@ -109,18 +109,19 @@ def describe_position(progress: RunState | None) -> str:
 
 
 def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | str = "RUN_DIR",
-                     force: bool = False) -> DistInfo:
+                     force: bool = False, backend: str = "auto") -> DistInfo:
     """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs).
     `timeout_s` bounds every collective (and the rendezvous) of the run: collective_timeout_s.
     A single process joins a group of one only when `force`d (force_ddp), on a free local port if
-    torchrun did not start it."""
+    torchrun did not start it. `backend` auto is NCCL on CUDA, gloo on the CPU (dist_backend)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1 and not force:
         return DistInfo()
     alone = world_size == 1 and "MASTER_PORT" not in os.environ  # not started by torchrun
     info = DistInfo(int(os.environ.get("RANK", "0")), world_size, int(os.environ.get("LOCAL_RANK", "0")),
                     forced=world_size == 1)
-    backend = "nccl" if device_kind == "cuda" else "gloo"
+    if backend == "auto":
+        backend = "nccl" if device_kind == "cuda" else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(info.local_rank)
     with rank_failures(info, run_dir):

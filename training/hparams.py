@@ -19,7 +19,8 @@ DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
 #: The only settings a resumed run may change: where and how fast it runs, not what it trains.
 RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "progress", "checkpoint_every_steps",
                                "checkpoint_every_minutes", "collective_timeout_s", "stop_after_steps",
-                               "validate_every", "max_bad_steps", "log_every"})
+                               "validate_every", "max_bad_steps", "log_every", "cuda_graphs", "force_ddp",
+                               "dist_backend"})
 
 
 class HParamsError(ValueError):

@@ -131,7 +131,8 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     run_dir = Path(cfg.train.output_dir)
-    info = dist_utils.init_distributed(device_kind, cfg.train.collective_timeout_s, run_dir, cfg.train.force_ddp)
+    info = dist_utils.init_distributed(device_kind, cfg.train.collective_timeout_s, run_dir, cfg.train.force_ddp,
+                                       cfg.train.dist_backend)
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
         loaders = build_loaders(cfg, info, device)

@@ -1,0 +1,371 @@
+"""The whole GPU measurement in one command: every check the first GPU session needs, one report.
+
+    make gpu-check                                   # every part on CUDA (about 25 minutes on one H100)
+    make gpu-check ARGS="--parts env,tests,train"    # some parts: each fits in 10 minutes
+    make gpu-check ARGS="--device cpu --tiny"        # every part at toy sizes on the CPU (the test suite runs it)
+
+Parts, in order:
+  env      torch, CUDA, the GPU and its memory, and measured ceilings: a large device-to-device copy
+           (GB/s) and large bf16, TF32 and fp32 matrix products (TFLOP/s)
+  tests    tests/test_cuda.py (the CUDA tests; they skip without CUDA)
+  train    the demo on the device in fp32, bf16 and fp16 (losses fall, none is NaN); a run stopped
+           mid-epoch and resumed; synthesis from its checkpoint; DDP in one process (force_ddp: NCCL
+           on CUDA); two DDP ranks on the one device over gloo (CUDA tensors on a GPU)
+  bench    scripts/bench_step.py (eager, fast, bucketed, graphed, bf16, graphed+bf16) and
+           scripts/bench_epoch.py on the paper's Table 3 strategies, eager and graphed, time-boxed
+           (--max-batches timed batches per strategy spread over the epoch's cost)
+  graphed  a short demo training run on the graphed decoder loop beside the same run eager: the
+           per-epoch losses must track each other
+
+Each check runs as its own process with a time limit, its output kept in OUT/logs/. The report,
+OUT/report.md and OUT/report.json, is rewritten after every check (a part cut short by a time
+limit keeps what it measured), and a short summary is printed last. Exit 0 when no check failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+PARTS = ("env", "tests", "train", "bench", "graphed")
+LENGTHS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
+TINY_MODEL = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
+              "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
+              "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
+TABLE3 = "RAND,SB-BR,SSB-BR,SSB-DBS-BR"
+
+
+@dataclass
+class Check:
+    """One check's verdict: ok True/False, None when skipped (the reason in `detail`)."""
+
+    part: str
+    name: str
+    ok: bool | None
+    seconds: float
+    detail: str
+    figures: dict = field(default_factory=dict)
+    log: str = ""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where and how big: the device, toy sizes or real ones, the output folder."""
+
+    device: str
+    tiny: bool
+    out: Path
+    timeout: int
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def demo(self, name: str, extra: str = "") -> str:
+        """train.py hparams for a demo run named `name` in OUT, sharing one corpus and mel cache."""
+        size = (f"demo_utterances=24,batch_size=4,val_batch_size=4,epochs=2,learning_rate=0.003,warmup_steps=0,"
+                f"{TINY_MODEL}" if self.tiny else "epochs=4")
+        return (f"dataset=demo,{size},device={self.device},progress=false,num_workers=0,overwrite=true,"
+                f"demo_dir={self.out / 'demo'},mel_cache_dir={self.out / 'mels'},output_dir={self.out / name}"
+                + ("," + extra if extra else ""))
+
+
+def run_logged(setup: Setup, name: str, cmd: list[str], timeout: int | None = None) -> tuple[int, str, float]:
+    """Run a command from the repository root, its output to OUT/logs/NAME.log: (exit code, output,
+    seconds); exit code 124 when it ran past its time limit."""
+    logs = setup.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    tick = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=timeout or setup.timeout)
+        code, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as err:
+        code = 124
+        output = ((err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else err.stdout or "")
+        output += f"\n[stopped after {timeout or setup.timeout} s]"
+    (logs / f"{name}.log").write_text(" ".join(cmd) + "\n\n" + output)
+    return code, output, time.perf_counter() - tick
+
+
+def train_cmd(setup: Setup, name: str, extra: str = "", resume: bool = False) -> list[str]:
+    if resume:
+        return [sys.executable, "train.py", "--resume", str(setup.out / name)] + (["--hparams", extra] if extra else [])
+    return [sys.executable, "train.py", "--hparams", setup.demo(name, extra)]
+
+
+def read_records(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def learns(records: list[dict], tiny: bool) -> tuple[bool, str, dict]:
+    """Every epoch's training loss finite and, at real sizes, the last below the first (a toy run
+    of two epochs checks the plumbing, not the learning)."""
+    losses = [r.get("train_loss") for r in records]
+    finite = bool(losses) and all(isinstance(v, float) and v == v and abs(v) != float("inf") for v in losses)
+    falls = len(losses) > 1 and losses[-1] < losses[0]
+    return finite and (falls or tiny), f"train loss {' -> '.join(f'{v:.4f}' for v in losses) or 'none'}", \
+        {"train_loss": losses}
+
+
+def training_check(setup: Setup, part: str, name: str, extra: str = "") -> Check:
+    """A demo run that must finish and learn."""
+    code, output, seconds = run_logged(setup, name, train_cmd(setup, name, extra))
+    records = read_records(setup.out / name)
+    ok, detail, figures = learns(records, setup.tiny)
+    figures["seconds_per_epoch"] = [r.get("train_seconds") for r in records]
+    return Check(part, name, code == 0 and ok, seconds, f"exit {code}; {detail}", figures, tail(output))
+
+
+def tail(text: str, chars: int = 1500) -> str:
+    return text[-chars:]
+
+
+def env_part(setup: Setup) -> list[Check]:
+    """Versions and the measured ceilings, in this process."""
+    import torch
+
+    tick = time.perf_counter()
+    device = torch.device(setup.device)
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+            "device": torch.cuda.get_device_name(device) if setup.cuda else platform.processor() or "CPU"}
+    if setup.cuda:
+        info["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
+    size = 256 if setup.tiny else 8192
+    info["copy_gb_per_s"] = round(copy_bandwidth(device, 2**22 if setup.tiny else 2**30), 1)
+    for label, dtype, precision in (("bf16", torch.bfloat16, "highest"), ("tf32", torch.float32, "high"),
+                                    ("fp32", torch.float32, "highest")):
+        info[f"matmul_{label}_tflops"] = round(matmul_tflops(device, size, dtype, precision), 2)
+    detail = ", ".join(f"{k} {v}" for k, v in info.items())
+    return [Check("env", "env", True, time.perf_counter() - tick, detail, info)]
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def copy_bandwidth(device, nbytes: int, repeats: int = 10) -> float:
+    """GB/s of a device-to-device copy of nbytes, counting the read and the write."""
+    import torch
+
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    synchronize(device)
+    tick = time.perf_counter()
+    for _ in range(repeats):
+        dst.copy_(src)
+    synchronize(device)
+    return 2 * nbytes * repeats / (time.perf_counter() - tick) / 1e9
+
+
+def matmul_tflops(device, n: int, dtype, precision: str, repeats: int = 10) -> float:
+    """TFLOP/s of an n x n by n x n product at a float32 matmul precision (high: TF32 on CUDA)."""
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        a @ b
+        synchronize(device)
+        tick = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        synchronize(device)
+        return 2 * n ** 3 * repeats / (time.perf_counter() - tick) / 1e12
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def tests_part(setup: Setup) -> list[Check]:
+    code, output, seconds = run_logged(setup, "cuda-tests", [sys.executable, "-m", "pytest", "-q", "-rs",
+                                                             "-p", "no:cacheprovider", "tests/test_cuda.py"])
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", output)}
+    if not setup.cuda:
+        ok = None if code == 0 and not counts.get("failed") else False
+        return [Check("tests", "cuda-tests", ok, seconds, f"no CUDA here: {counts}", counts, tail(output))]
+    return [Check("tests", "cuda-tests", code == 0 and counts.get("passed", 0) > 0, seconds, f"exit {code}: {counts}",
+                  counts, tail(output))]
+
+
+def train_part(setup: Setup) -> list[Check]:
+    checks = [training_check(setup, "train", "train-fp32")]
+    for amp in ("bf16", "fp16"):
+        if setup.cuda:
+            checks.append(training_check(setup, "train", f"train-{amp}", f"amp={amp}"))
+        else:
+            checks.append(Check("train", f"train-{amp}", None, 0.0, f"amp={amp} needs CUDA"))
+    checks += [resume_check(setup), synthesis_check(setup), ddp_one_check(setup), ddp_two_check(setup)]
+    return checks
+
+
+def resume_check(setup: Setup) -> Check:
+    """Stopped after 3 steps (a checkpoint inside epoch 0), then resumed to the end."""
+    name = "train-resume"
+    code1, out1, s1 = run_logged(setup, name + "-stop", train_cmd(setup, name, "stop_after_steps=3"))
+    code2, out2, s2 = run_logged(setup, name, train_cmd(setup, name, "stop_after_steps=0", resume=True))
+    records = read_records(setup.out / name)
+    ok, detail, figures = learns(records, setup.tiny)
+    resumed = "resumed" in out2
+    return Check("train", name, code1 == 0 and code2 == 0 and resumed and ok, s1 + s2,
+                 f"exit {code1} then {code2}; {'resumed' if resumed else 'did not resume'}; {detail}", figures,
+                 tail(out2))
+
+
+def synthesis_check(setup: Setup) -> Check:
+    checkpoint = setup.out / "train-fp32" / "checkpoint_best.pt"
+    if not checkpoint.is_file():
+        return Check("train", "synthesis", False, 0.0, f"{checkpoint} is missing (train-fp32 failed)")
+    out = setup.out / "synth"
+    code, output, seconds = run_logged(setup, "synthesis", [
+        sys.executable, "scripts/synthesize.py", "--checkpoint", str(checkpoint), "--text", "a short test sentence",
+        "--out", str(out)])
+    wavs = sorted(p.name for p in out.glob("*.wav")) if out.is_dir() else []
+    return Check("train", "synthesis", code == 0 and bool(wavs), seconds, f"exit {code}; wrote {wavs}", {}, tail(output))
+
+
+def ddp_one_check(setup: Setup) -> Check:
+    """force_ddp=true: DDP over a process group of one (NCCL on CUDA)."""
+    name = "ddp-one-process"
+    code, output, seconds = run_logged(setup, name, train_cmd(setup, name, "force_ddp=true,epochs=1"))
+    ok = code == 0 and "parameters identical on all 1 ranks" in output
+    backend = "NCCL" if setup.cuda else "gloo"
+    return Check("train", name, ok, seconds, f"exit {code}; DDP over {backend} at world size 1", {}, tail(output))
+
+
+def ddp_two_check(setup: Setup) -> Check:
+    """Two ranks on the one device over gloo (NCCL cannot put two ranks on one GPU)."""
+    name = "ddp-two-ranks"
+    device = "cuda:0" if setup.cuda else "cpu"
+    hp = setup.demo(name, "epochs=1,dist_backend=gloo").replace(f"device={setup.device}", f"device={device}")
+    code, output, seconds = run_logged(setup, name, [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                                     "--nproc_per_node=2", "train.py", "--hparams", hp])
+    ok = code == 0 and "parameters identical on all 2 ranks" in output
+    return Check("train", name, ok, seconds, f"exit {code}; 2 ranks on {device} over gloo", {}, tail(output))
+
+
+def bench_part(setup: Setup) -> list[Check]:
+    if not LENGTHS.is_file():
+        return [Check("bench", "bench", None, 0.0, f"{LENGTHS} is absent (it ships in ../shared)")]
+    size = (["--preset", "small", "--batches", "1", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny
+            else ["--preset", "full", "--batches", "8"])
+    code, output, seconds = run_logged(setup, "bench-step", [sys.executable, "scripts/bench_step.py", "--device",
+                                                             setup.device, *size])
+    table = [line for line in output.splitlines() if line.startswith("|")]
+    ratio = re.search(r"fast/eager speed ratio: ([\d.]+)", output)
+    checks = [Check("bench", "bench-step", code == 0 and ratio is not None, seconds,
+                    f"exit {code}; fast/eager {ratio[1] if ratio else 'n/a'}", {"table": table}, tail(output))]
+    epoch = (["--subset", "96", "--max-batches", "1", "--warmup", "0", "--hparams",
+              f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny else ["--max-batches", "16"])
+    for label, extra in (("eager", []), ("graphed", ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"])):
+        name = f"bench-epoch-{label}"
+        code, output, seconds = run_logged(setup, name, [
+            sys.executable, "scripts/bench_epoch.py", "--device", setup.device, "--strategies", TABLE3, "--json",
+            *epoch, *extra])
+        try:  # the JSON comes first (stdout), the per-batch timings after it (stderr)
+            result = json.JSONDecoder().raw_decode(output[output.index("{"):])[0]
+        except ValueError:
+            result = {}
+        rows = {k: {f: v.get(f) for f in ("seconds_per_epoch", "reduction_pct", "paper_reduction_pct",
+                                          "frames_per_second")} for k, v in result.get("strategies", {}).items()}
+        reductions = ", ".join(f"{k} {v['reduction_pct']:.1f} %" for k, v in rows.items()
+                               if v["reduction_pct"] is not None)
+        checks.append(Check("bench", name, code == 0 and bool(rows), seconds,
+                            f"exit {code}; time reduction vs RAND: {reductions or 'n/a'}",
+                            {"strategies": rows, "capture_seconds": result.get("capture_seconds")}, tail(output)))
+    return checks
+
+
+def graphed_part(setup: Setup) -> list[Check]:
+    """The same demo run with the decoder loop eager and graphed: per-epoch losses within 1e-3."""
+    bucket = 16 if setup.tiny else 64
+    runs = {}
+    checks = []
+    for label, graphs in (("eager", "false"), ("graphed", "true")):
+        name = f"graphed-{label}"
+        check = training_check(setup, "graphed", name, f"fast_decoder=true,graph_bucket={bucket},cuda_graphs={graphs}")
+        runs[label] = check.figures.get("train_loss", [])
+        checks.append(check)
+    pairs = list(zip(runs["eager"], runs["graphed"]))
+    worst = max((abs(a - b) / abs(a) for a, b in pairs if a and b), default=float("inf"))
+    ok = bool(pairs) and len(runs["eager"]) == len(runs["graphed"]) and worst < 1e-3
+    checks.append(Check("graphed", "graphed-tracks-eager", ok, 0.0,
+                        f"largest relative difference of the per-epoch training losses {worst:.2e}",
+                        {"eager": runs["eager"], "graphed": runs["graphed"]}))
+    return checks
+
+
+PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
+    "env": env_part, "tests": tests_part, "train": train_part, "bench": bench_part, "graphed": graphed_part}
+
+
+def write_report(setup: Setup, checks: list[Check]) -> None:
+    setup.out.mkdir(parents=True, exist_ok=True)
+    (setup.out / "report.json").write_text(json.dumps([asdict(c) for c in checks], indent=1))
+    lines = [f"# GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
+             f"{' (tiny sizes)' if setup.tiny else ''}", "", "| part | check | result | seconds | detail |",
+             "|---|---|---|---|---|"]
+    for c in checks:
+        verdict = "skipped" if c.ok is None else "ok" if c.ok else "FAILED"
+        lines.append(f"| {c.part} | {c.name} | {verdict} | {c.seconds:.1f} | {c.detail} |")
+    tables = [c for c in checks if c.figures.get("table")]
+    for c in tables:
+        lines += ["", f"## {c.name}", "", *c.figures["table"]]
+    (setup.out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
+    parser.add_argument("--tiny", action="store_true", help="toy sizes: every part in about a minute on a CPU")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "gpu-check", help="report folder (default runs/gpu-check)")
+    parser.add_argument("--timeout", type=int, default=540, help="seconds one check may run (default 540)")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        print(f"error: --parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}", file=sys.stderr)
+        return 2
+    if args.device.startswith("cuda") and not cuda_available():
+        print(f"error: --device {args.device}: this PyTorch sees no CUDA GPU; use --device cpu --tiny to try the "
+              "script on the CPU", file=sys.stderr)
+        return 2
+    setup = Setup(args.device, args.tiny, args.out.resolve(), args.timeout)
+    checks: list[Check] = []
+    for part in parts:
+        for check in PART_RUNNERS[part](setup):
+            checks.append(check)
+            write_report(setup, checks)
+            verdict = "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
+            print(f"{part:8s} {check.name:22s} {verdict:8s} {check.seconds:7.1f}s  {check.detail}", flush=True)
+    failed = [c.name for c in checks if c.ok is False]
+    print(f"gpu-check: {sum(c.ok is True for c in checks)} ok, {len(failed)} failed, "
+          f"{sum(c.ok is None for c in checks)} skipped; report in {setup.out / 'report.md'}")
+    return 1 if failed else 0
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""scripts/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
+that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
+skipped and why, nothing fails, and the report names every check."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
+    out = tmp_path / "report"
+    done = subprocess.run([sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--tiny", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    checks = {c["name"]: c for c in json.loads((out / "report.json").read_text())}
+    assert {c["part"] for c in checks.values()} == {"env", "tests", "train", "bench", "graphed"}
+    skipped = {name for name, c in checks.items() if c["ok"] is None}
+    assert skipped <= {"cuda-tests", "train-bf16", "train-fp16", "bench"}, skipped
+    assert {"cuda-tests", "train-bf16", "train-fp16"} <= skipped  # no CUDA here
+    assert not [name for name, c in checks.items() if c["ok"] is False]
+    assert checks["env"]["figures"]["matmul_fp32_tflops"] > 0
+    assert checks["graphed-tracks-eager"]["figures"]["eager"] == pytest.approx(
+        checks["graphed-tracks-eager"]["figures"]["graphed"], rel=1e-5)
+    report = (out / "report.md").read_text()
+    assert all(f"| {name} |" in report for name in checks)
+    assert done.stdout.strip().splitlines()[-1].startswith("gpu-check: ")
+
+
+def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    assert gpu_check.main(["--parts", "env,nope", "--out", str(tmp_path)]) == 2
+    if not gpu_check.cuda_available():
+        assert gpu_check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
