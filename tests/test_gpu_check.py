@@ -32,11 +32,8 @@ def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
 
 
 def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
-    import importlib.util
+    import gpu_check
 
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
     assert gpu_check.main(["--parts", "env,nope", "--out", str(tmp_path)]) == 2
     if not gpu_check.cuda_available():
         assert gpu_check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
