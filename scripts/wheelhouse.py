@@ -4,12 +4,13 @@ machine without a package index, leaving its torch as it is.
     python scripts/wheelhouse.py download [--dest wheelhouse] [--python-version 3.12]
                                           [--platform manylinux_2_28_x86_64] [--target-has FREEZE]
     python scripts/wheelhouse.py install --wheelhouse DIR [--only-missing]
+    (both take --requirements FILE; default requirements-docker.txt)
 
 `download` resolves requirements-docker.txt (requirements.txt minus torch) with all its dependencies,
 binary wheels only, for this Python and platform or for the ones given: a GPU machine keeps the CUDA
 build of torch it came with, and a cluster node without internet gets the rest from the folder.
 --platform names the newest manylinux tag the target accepts (its glibc); older ones are implied.
-For another Python on Linux it defaults to manylinux_2_28 (what any machine running PyPI's torch has).
+For another Python on Linux it defaults to manylinux_2_28 (what PyPI's torch 2.11 wheel itself needs).
 --target-has takes `pip list --format=freeze` of the target and leaves out the wheels of what it
 already has, so that only the missing ones travel.
 
@@ -35,8 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 REQUIREMENTS = REPO / "requirements-docker.txt"
 MANYLINUX = re.compile(r"manylinux_2_(\d+)_(\w+)")
-# The platform for another Python on Linux when none is given: glibc 2.28, the floor of PyPI's CUDA torch
-# wheels since 2.6, so any machine that runs one of them runs these.
+# The platform for another Python on Linux when none is given: glibc 2.28, which PyPI's torch 2.11 wheel
+# (manylinux_2_28_x86_64) needs too, so a machine that runs it runs these.
 OTHER_PYTHON_GLIBC = "2_28"
 # manylinux's legacy names for glibc 2.17, 2.12 and 2.5: wheels are still published under them
 LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
@@ -103,25 +104,28 @@ def freeze_names(path: Path) -> set[str]:
 
 def download(requirements: Path, dest: Path, python_version: str | None, platform: str | None,
              target_has: Path | None) -> None:
-    """Fill dest with the binary wheels of the requirements and all their dependencies."""
+    """Fill dest with the binary wheels of the requirements and all their dependencies. pip fills a
+    folder beside it first: a download that fails half-way leaves no half wheelhouse behind."""
     options = target_options(python_version, platform)
     have = freeze_names(target_has) if target_has else set()
     if dest.is_dir() and any(dest.glob("*.whl")):
         raise UsageError(f"{dest} already holds wheels: remove it, or choose another folder (WHEELHOUSE=...)")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest),
-                    "-r", str(requirements), *options], check=True)
-    wheels = sorted(dest.glob("*.whl"))
-    torch = [w.name for w in wheels if wheel_name(w) == "torch"]
-    if torch:
-        sys.exit(f"error: the wheelhouse must leave torch out, yet {torch[0]} came in as a dependency")
-    left_out = [w for w in wheels if wheel_name(w) in have]
-    for wheel in left_out:
-        wheel.unlink()
-    kept = len(wheels) - len(left_out)
-    size = sum(w.stat().st_size for w in dest.glob("*.whl")) / 2**20
-    print(f"{dest}: {kept} wheels, {size:.1f} MiB"
-          + (f"; left out {len(left_out)} the target has ({target_has}): "
-             + ", ".join(wheel_name(w) for w in left_out) if left_out else ""))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", tmp,
+                        "-r", str(requirements), *options], check=True)
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        torch = [w.name for w in wheels if wheel_name(w) == "torch"]
+        if torch:
+            sys.exit(f"error: the wheelhouse must leave torch out, yet {torch[0]} came in as a dependency")
+        kept = [w for w in wheels if wheel_name(w) not in have]
+        dest.mkdir(exist_ok=True)
+        for wheel in kept:
+            wheel.rename(dest / wheel.name)
+    left_out = sorted({wheel_name(w) for w in wheels} - {wheel_name(w) for w in kept})
+    size = sum((dest / w.name).stat().st_size for w in kept) / 2**20
+    print(f"{dest}: {len(kept)} wheels, {size:.1f} MiB"
+          + (f"; left out {len(left_out)} the target has ({target_has}): {', '.join(left_out)}" if left_out else ""))
 
 
 def torch_install() -> tuple[str, str]:

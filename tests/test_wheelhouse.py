@@ -187,3 +187,11 @@ def test_download_refuses_bad_input_before_downloading(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith(f"error: {message}"), err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_failed_download_leaves_no_wheelhouse(tmp_path, capsys):
+    (tmp_path / "broken.txt").write_text("numpy=== ==\n")  # pip refuses it before any download
+    assert wheelhouse.main(["download", "--requirements", str(tmp_path / "broken.txt"),
+                            "--dest", str(tmp_path / "wh")]) == 1
+    assert "error: " in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.txt"]
