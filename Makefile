@@ -1,11 +1,15 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   creates .venv, installs requirements, trains on the embedded demo corpus
 #   make test   creates .venv, installs requirements + test tools, runs the test suite
+# Offline install (README, "On a GPU"): everything but torch, downloaded here, installed there:
+#   make wheelhouse [PYTHON_VERSION=3.12] [PLATFORM=manylinux_2_28_x86_64] [TARGET_HAS=freeze.txt] [REQUIREMENTS=FILE]
+#   make install-offline WHEELHOUSE=DIR [ONLY_MISSING=1]   (into $(PYTHON), its torch kept)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+WHEELHOUSE ?= wheelhouse
 
-.PHONY: demo test bench-planner gpu-check clean
+.PHONY: demo test bench-planner gpu-check clean wheelhouse install-offline
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +31,15 @@ bench-planner: $(VENV)/.installed
 GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
 	$(GPU_PY) scripts/gpu_check.py $(ARGS)
+
+wheelhouse:
+	$(PYTHON) scripts/wheelhouse.py download --dest $(WHEELHOUSE) $(if $(REQUIREMENTS),--requirements $(REQUIREMENTS)) \
+		$(if $(PYTHON_VERSION),--python-version $(PYTHON_VERSION)) $(if $(PLATFORM),--platform $(PLATFORM)) \
+		$(if $(TARGET_HAS),--target-has $(TARGET_HAS))
+
+install-offline:
+	$(PYTHON) scripts/wheelhouse.py install --wheelhouse $(WHEELHOUSE) $(if $(ONLY_MISSING),--only-missing) \
+		$(if $(REQUIREMENTS),--requirements $(REQUIREMENTS))
 
 clean:
 	rm -rf runs corpora .cache

@@ -4,7 +4,6 @@ torch, the library and the `batching` command work; and the README's example of 
 another task (ASR features) runs.
 """
 import email.parser
-import importlib.metadata
 import json
 import os
 import re
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+
+from tests.lent_packages import dependency_closure, lend
 
 REPO = Path(__file__).resolve().parents[1]
 # Offline and quiet; PYTHONPATH could put the checkout's own batching/ in front of the installed one.
@@ -79,30 +80,6 @@ def requires(wheel: Path) -> list[Requirement]:
     return [Requirement(line) for line in metadata.get_all("Requires-Dist") or []]
 
 
-def dependency_closure(names: list[str]) -> list[importlib.metadata.Distribution]:
-    """These installed distributions and everything they require (no extras), as installed here."""
-    seen, todo, found = set(), [n.lower() for n in names], []
-    while todo:
-        name = todo.pop().replace("_", "-")
-        if name in seen:
-            continue
-        seen.add(name)
-        found.append(importlib.metadata.distribution(name))
-        for req in map(Requirement, found[-1].requires or []):
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name.lower())
-    return found
-
-
-def link_distributions(dists: list[importlib.metadata.Distribution], folder: Path) -> None:
-    """Symlink each distribution's top-level entries (packages, .libs, dist-info) into folder."""
-    folder.mkdir()
-    for dist in dists:
-        assert dist.files, f"{dist.metadata['Name']} has no RECORD: its files are unknown"
-        for top in {Path(f).parts[0] for f in dist.files if not str(f).startswith("..")}:
-            (folder / top).symlink_to(Path(dist.locate_file(top)))
-
-
 @pytest.fixture(scope="module")
 def venv(wheel, tmp_path_factory) -> Path:
     """A fresh venv with only the wheel installed in it. numpy, numba and what they need (read from
@@ -114,9 +91,7 @@ def venv(wheel, tmp_path_factory) -> Path:
     run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel, cwd=root)
     dists = dependency_closure([r.name for r in requires(wheel) if r.marker is None])
     assert "torch" not in {d.metadata["Name"].lower() for d in dists}
-    link_distributions(dists, root / "outer")
-    site = run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=root).strip()
-    (Path(site) / "outer.pth").write_text(f"{root / 'outer'}\n")
+    lend(python, dists, root / "outer")
     return root / "env"
 
 
