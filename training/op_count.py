@@ -22,10 +22,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 aten = torch.ops.aten
-#: Operations that launch nothing though their schema does not mark them as views.
-NO_KERNEL = frozenset({aten._unsafe_view, aten._reshape_alias, aten.unsafe_split, aten.unsafe_split_with_sizes,
-                       aten.unsafe_chunk, aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
-                       aten.new_empty_strided, aten.lift_fresh, aten.resize_})
+#: Operations that launch nothing though their schema does not mark them as views (by name: one
+#: that this torch lacks is left out rather than failing the import).
+NO_KERNEL = frozenset(getattr(aten, name) for name in (
+    "_unsafe_view", "_reshape_alias", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "empty",
+    "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh", "resize_") if hasattr(aten, name))
 
 
 @dataclass(frozen=True)
