@@ -153,25 +153,15 @@ class Decoder(nn.Module):
         hidden: List[torch.Tensor] = []
         contexts: List[torch.Tensor] = []
         alignments: List[torch.Tensor] = []
-        loop = zip(tf.prenet_out.unbind(0), tf.attention_keep, tf.decoder_keep)
-        if layout is None:
-            for x, a_keep, d_keep in loop:
-                s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, mask_bias, a_keep, d_keep)
-                hidden.append(s.decoder_hidden)
-                contexts.append(s.context)
-                alignments.append(s.weights)
-        else:
-            keep = reset_keep(layout, memory.dtype)
-            # the reference loop resets only where some row restarts (a host read; the fast loop is branch-free)
-            reset_steps = [False] + layout.resets[:, 1:].any(0).tolist()
-            for i, (x, a_keep, d_keep) in enumerate(loop):
-                if reset_steps[i]:
-                    s = DecoderState(*(v * keep[i] for v in s))
-                s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, mask_bias[i],
-                              a_keep, d_keep)
-                hidden.append(s.decoder_hidden)
-                contexts.append(s.context)
-                alignments.append(s.weights)
+        keep = None if layout is None else reset_keep(layout, memory.dtype)
+        step_bias = [mask_bias] * len(tf.attention_keep) if layout is None else mask_bias.unbind(0)
+        for i, (x, a_keep, d_keep) in enumerate(zip(tf.prenet_out.unbind(0), tf.attention_keep, tf.decoder_keep)):
+            if keep is not None:  # packed: branch-free resets at every step (x * 1 is exact; no host read)
+                s = DecoderState(*(v * keep[i] for v in s))
+            s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, step_bias[i], a_keep, d_keep)
+            hidden.append(s.decoder_hidden)
+            contexts.append(s.context)
+            alignments.append(s.weights)
         return self.project(hidden, contexts, alignments)
 
     @torch.no_grad()

@@ -24,8 +24,8 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   input's gradient, and returns them as its inputs' gradients. Each parameter's .grad is therefore
   written once per backward through its ordinary AccumulateGrad: gradient accumulation adds as
   usual, and DDP's hooks fire as usual.
-* Packed (BLoad) blocks are branch-free: the state is multiplied by the reset keep-mask at every
-  step (multiplying by 1 is exact), not only at the steps where some row restarts.
+* Packed (BLoad) blocks are branch-free, as in the reference loop: the state is multiplied by the
+  reset keep-mask at every step (multiplying by 1 is exact).
 
 Dropout masks come from Decoder.teacher_forcing in the same order, so with the same seed both
 decoders draw the same masks. Only the teacher-forced forward differs; inference is inherited.

@@ -32,26 +32,42 @@ class Packing(NamedTuple):
 
     def frame_mask(self, mel_lengths: torch.Tensor, rows: int, frames: int) -> torch.Tensor:
         """bool [rows, frames]: True at real frames, False at every padding frame."""
-        flat, _ = self.frame_index(mel_lengths, frames, width=frames)  # no utterance is longer than a block
-        mask = torch.zeros(rows * frames, dtype=torch.bool, device=mel_lengths.device)
-        return mask.index_fill_(0, flat, True).view(rows, frames)
+        index, valid = self.frame_index(mel_lengths, frames, width=frames)  # no utterance is longer than a block
+        mask = torch.zeros(rows * frames + 1, dtype=torch.bool, device=mel_lengths.device)  # + the dump slot
+        return mask.index_fill_(0, _or_dump(index, valid, rows * frames).flatten(), True)[:-1].view(rows, frames)
 
     def frame_index(self, mel_lengths: torch.Tensor, frames: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(flat, valid): valid [N, width] marks each utterance's real frames (width: at least the
-        longest utterance, a host number so that nothing waits for the device), flat [n_real] their
-        positions in the flattened [rows * frames] block axis, utterance-major (the order of
-        x[valid] for x [N, width, ...])."""
+        """(index, valid), both [N, width]: valid marks each utterance's real frames (width: at least
+        the longest utterance, a host number), index their positions in the flattened
+        [rows * frames] block axis (meaningless where not valid). Fixed shapes, no compaction:
+        selecting x[valid] would size its result from device values, a host sync on a GPU."""
         t = torch.arange(width, device=mel_lengths.device)
-        valid = t < mel_lengths.unsqueeze(1)
-        flat = (self.row * frames + self.start).unsqueeze(1) + t
-        return flat[valid], valid
+        return (self.row * frames + self.start).unsqueeze(1) + t, t < mel_lengths.unsqueeze(1)
 
     def text_index(self, text_lengths: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(flat, valid) as frame_index, for symbols: positions in the flattened [rows * n_text] axis."""
+        """(index, valid) as frame_index, for symbols: positions in the flattened [rows * n_text] axis."""
         t = torch.arange(width, device=text_lengths.device)
-        valid = t < text_lengths.unsqueeze(1)
-        flat = (self.row * self.n_text + self.text_start).unsqueeze(1) + t
-        return flat[valid], valid
+        return (self.row * self.n_text + self.text_start).unsqueeze(1) + t, t < text_lengths.unsqueeze(1)
+
+
+def _or_dump(index: torch.Tensor, valid: torch.Tensor, dump: int) -> torch.Tensor:
+    """index where valid, else `dump` (a slot one past the real ones, dropped afterwards)."""
+    return torch.where(valid, index, dump)
+
+
+def gather_utterances(by_position: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """by_position [M, D] (flattened block axis) -> [N, width, D]: each utterance's rows, zero
+    beyond its length. Fixed-size gather: index_select and masked_fill, no host sync."""
+    n, width = index.shape
+    rows = by_position.index_select(0, torch.where(valid, index, 0).flatten()).view(n, width, -1)
+    return rows.masked_fill(~valid.unsqueeze(2), 0.0)
+
+
+def scatter_utterances(values: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, size: int) -> torch.Tensor:
+    """values [N, width, D] -> [size, D]: each utterance's valid rows at its positions, zeros
+    elsewhere (the inverse of gather_utterances). Invalid rows go to a dump slot that is dropped."""
+    out = values.new_zeros(size + 1, values.size(2))
+    return out.index_put((_or_dump(index, valid, size).flatten(),), values.flatten(0, 1))[:-1]
 
 
 class StepLayout(NamedTuple):
@@ -89,9 +105,8 @@ def step_mask_bias(packing: Packing, layout: StepLayout, text_lengths: torch.Ten
 
 def scatter_text(memory: torch.Tensor, text_lengths: torch.Tensor, packing: Packing, rows: int) -> torch.Tensor:
     """Per-utterance encoder outputs [N, T_text, D] -> the blocks' text axes [R, n_text, D] (zeros between)."""
-    flat, valid = packing.text_index(text_lengths, memory.size(1))
-    out = memory.new_zeros(rows * packing.n_text, memory.size(2))
-    return out.index_put((flat,), memory[valid]).view(rows, packing.n_text, memory.size(2))
+    index, valid = packing.text_index(text_lengths, memory.size(1))
+    return scatter_utterances(memory, index, valid, rows * packing.n_text).view(rows, packing.n_text, memory.size(2))
 
 
 def packed_guided_attention(alignments: torch.Tensor, packing: Packing, text_lengths: torch.Tensor,

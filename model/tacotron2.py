@@ -22,7 +22,8 @@ from .config import Tacotron2Config
 from .decoder import Decoder
 from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
-from .packing import Packing, scatter_text, step_layout, step_mask_bias
+from .packing import (Packing, gather_utterances, scatter_text, scatter_utterances, step_layout,
+                      step_mask_bias)
 from .shapes import LoopShape
 
 if TYPE_CHECKING:  # annotations only: model/graphs.py imports the decoders
@@ -113,14 +114,13 @@ class Tacotron2(nn.Module):
         mask_bias = step_mask_bias(packing, layout, text_lengths, memory.dtype)
         mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, layout)
         # Postnet per utterance: gather each one's frames into a padded batch, scatter back.
-        flat, valid_utt = packing.frame_index(mel_lengths, frames, width=frames)  # a block bounds every utterance
-        frame_valid = torch.zeros(rows * frames, dtype=torch.bool, device=mel.device).index_fill_(0, flat, True)
-        frame_valid = frame_valid.view(rows, frames)
+        # Fixed-size index grids (packing.frame_index): no boolean selection, so no host sync on a GPU.
+        index, valid_utt = packing.frame_index(mel_lengths, frames, width=frames)  # a block bounds every utterance
+        frame_valid = packing.frame_mask(mel_lengths, rows, frames)
         mel_out = mel_out.masked_fill(~frame_valid.unsqueeze(1), 0.0)
-        by_frame = mel_out.transpose(1, 2).reshape(rows * frames, n_mels)
-        utt = by_frame.new_zeros(*valid_utt.shape, n_mels).index_put((valid_utt,), by_frame[flat])
+        utt = gather_utterances(mel_out.transpose(1, 2).reshape(rows * frames, n_mels), index, valid_utt)
         _, post_utt = self._postnet(utt.transpose(1, 2), valid_utt)
-        post = post_utt.new_zeros(rows * frames, n_mels).index_put((flat,), post_utt.transpose(1, 2)[valid_utt])
+        post = scatter_utterances(post_utt.transpose(1, 2), index, valid_utt, rows * frames)
         mel_postnet = post.view(rows, frames, n_mels).transpose(1, 2)
         return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~frame_valid, GATE_PAD_LOGIT),
                                alignments.masked_fill(~layout.real.unsqueeze(2), 0.0))

@@ -14,11 +14,16 @@ random text ids and mels of exactly those lengths. Variants:
 * bf16, graphed+bf16: fast and graphed under bf16 autocast (CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
-gradient on the first batch against eager's. Then timing: K rounds, each running one batch through
+gradient on the first batch against eager's, and the ATen operations that batch's forward and
+backward dispatch (training/op_count.py: compute operations only, views and allocations left out;
+the whole forward with the loss, and the whole backward), per decoder step of the batch: an eager
+step on a GPU launches about one kernel per operation, so this is its host cost, and it can be
+counted on the CPU. (On the CPU the encoder's BiLSTM counts as the per-time-step operations it
+decomposes into, one cuDNN call on a GPU.) Then timing: K rounds, each running one batch through
 every variant in a rotating order, so drift and other processes hit all variants alike. Prints a
 Markdown table (microseconds per decoder step, real mel frames per second, peak memory on CUDA,
-first loss, relative gradient difference, speed against eager); the last line is
-`fast/eager speed ratio: X.XX`.
+first loss, relative gradient difference, speed against eager), a second one of the operations
+per decoder step, and last the line `fast/eager speed ratio: X.XX`.
 
     python scripts/bench_step.py                        # CPU, full model, 1 thread, 4 batches
     python scripts/bench_step.py --device cuda --batches 16
@@ -43,6 +48,7 @@ from reproduction.paper import EXPERIMENTS  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
 from model.shapes import shape_table  # noqa: E402
+from training.op_count import count_ops  # noqa: E402
 from training.step import forward_loss, loop_shape, train_step, with_graphs  # noqa: E402
 
 GRAPH_BUCKET = 64
@@ -70,23 +76,29 @@ def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.nda
             shape_table(batches, frames, text_lengths, GRAPH_BUCKET))
 
 
-def gradient(bench: Bench, batch, shape) -> tuple[float, torch.Tensor]:
-    """The first batch's loss and flattened gradient (no optimiser step), with the same dropout masks
-    for every variant."""
+def gradient(bench: Bench, batch, shape) -> dict:
+    """The first batch's loss, flattened gradient (no optimiser step) and compute operations per
+    decoder step of its forward and backward, with the same dropout masks for every variant."""
     bench.parts.optimizer.zero_grad(set_to_none=True)
     torch.manual_seed(1234)
-    terms = forward_loss(bench.parts, batch, shape)
-    terms.loss.backward()
+    terms, forward = count_ops(forward_loss, bench.parts, batch, shape)
+    _, backward = count_ops(terms.loss.backward)
     grads = [p.grad.flatten() for p in bench.parts.core.parameters() if p.grad is not None]
-    return float(terms.loss), torch.cat(grads).double()
+    steps = batch.mel.size(2) // bench.cfg.train.n_frames_per_step
+    return {"loss": terms.loss.item(), "grad": torch.cat(grads).double(),
+            "ops_forward": forward.compute / steps, "ops_backward": backward.compute / steps}
 
 
-def timed_step(bench: Bench, batch, shape) -> float:
+def timed_step(bench: Bench, batch, shape) -> tuple[float, float]:
+    """Seconds of one step, and its peak memory in GiB on CUDA (0 on the CPU)."""
     bench.sync()
+    if bench.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(bench.device)
     start = time.perf_counter()
     train_step(bench.parts, batch, shape=shape)
     bench.sync()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return seconds, torch.cuda.max_memory_allocated(bench.device) / 2**30 if bench.device.type == "cuda" else 0.0
 
 
 def measure(args: argparse.Namespace, variants: list[str], device: torch.device) -> dict[str, dict]:
@@ -105,20 +117,19 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
     rows = {v: {"seconds": [], "steps": 0, "frames": 0} for v in variants}
     reference = None
     for v in variants:
-        loss, grad = gradient(benches[v], inputs[0], shapes[v][0])
-        reference = reference or (loss, grad)
-        rows[v].update(loss=loss, grad_diff=float((grad - reference[1]).norm() / reference[1].norm()))
+        first = gradient(benches[v], inputs[0], shapes[v][0])
+        reference = reference if reference is not None else first["grad"]
+        rows[v].update(grad_diff=float((first.pop("grad") - reference).norm() / reference.norm()), **first)
     train_step(benches[variants[0]].parts, inputs[0])  # warm-up of the allocator and kernels
     for k, batch in enumerate(inputs):
         for v in variants[k % len(variants):] + variants[: k % len(variants)]:
-            rows[v]["seconds"].append(timed_step(benches[v], batch, shapes[v][k]))
+            seconds, peak = timed_step(benches[v], batch, shapes[v][k])
+            rows[v]["seconds"].append(seconds)
+            rows[v]["peak_gb"] = max(rows[v].get("peak_gb", 0.0), peak)
             rows[v]["steps"] += batch.mel.size(2) // r
             rows[v]["frames"] += int(batch.mel_lengths.sum())
             print(f"batch {k + 1}/{len(inputs)} {v}: {len(batch.mel_lengths)} x {batch.mel.size(2)} frames "
                   f"{rows[v]['seconds'][-1]:.3f} s", file=sys.stderr)
-    if device.type == "cuda":
-        for v in variants:
-            rows[v]["peak_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
     return rows
 
 
@@ -130,9 +141,13 @@ def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.devi
                  "| speed vs eager |", "|---|---|---|---|---|---|---|"]
     for v, row in rows.items():
         seconds = sum(row["seconds"])
-        peak = f"{row['peak_gb']:.1f} GB" if "peak_gb" in row else "n/a (CPU)"
+        peak = f"{row['peak_gb']:.1f} GB" if device.type == "cuda" else "n/a (CPU)"
         lines.append(f"| {v} | {1e6 * seconds / row['steps']:.0f} | {row['frames'] / seconds:.0f} | {peak} | "
                      f"{row['loss']:.6f} | {row['grad_diff']:.1e} | {eager / seconds:.2f}x |")
+    lines += ["", "ATen compute operations per decoder step, the first batch (about one kernel launch each "
+                  "on a GPU):", "", "| variant | forward | backward | total |", "|---|---|---|---|"]
+    lines += [f"| {v} | {row['ops_forward']:.1f} | {row['ops_backward']:.1f} | "
+              f"{row['ops_forward'] + row['ops_backward']:.1f} |" for v, row in rows.items()]
     spread = [e / f for e, f in zip(rows["eager"]["seconds"], rows["fast"]["seconds"])]
     lines += ["", f"per-batch fast/eager ratios: min {min(spread):.2f}, median {statistics.median(spread):.2f}, "
                   f"max {max(spread):.2f}",

@@ -380,18 +380,34 @@ def test_docker_image_keeps_the_base_torch():
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".venv", "runs", "corpora", ".cache"} <= set(ignored)
 
+def markdown_tables(text: str) -> list[dict[str, list[str]]]:
+    """Each Markdown table of `text` as {first cell: the other cells}, header and rule left out."""
+    tables, rows = [], None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            rows = None
+        elif rows is None:
+            rows = {}
+            tables.append(rows)
+        elif not line.startswith("|---"):
+            rows[line.split("|")[1].strip()] = [c.strip() for c in line.split("|")[2:-1]]
+    return tables
+
+
 def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     """A synthetic lengths file and a tiny model: one batch through eager, fast, bucketed and graphed
-    (static buffers, eager on the CPU); the first losses agree (same weights, same dropout masks)
-    and the last line is the ratio."""
+    (static buffers, eager on the CPU); the first losses agree (same weights, same dropout masks),
+    every variant's operations per decoder step are printed and positive, and the last line is the
+    ratio."""
     lengths = tmp_path / "lengths.tsv"
     lengths.write_text("id\tframes\ttext\n" + "".join(
         f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60)))
     out = run(sys.executable, "scripts/bench_step.py", "--lengths", lengths, "--batches", "1",
               "--hparams", f"n_frames_per_step=4,{TINY}")
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
-            for line in out.splitlines() if line.startswith("| ") and not line.startswith("| variant")}
-    assert list(rows) == ["eager", "fast", "bucketed", "graphed"]
+    rows, ops = markdown_tables(out)
+    assert list(rows) == list(ops) == ["eager", "fast", "bucketed", "graphed"]
+    for forward, backward, total in ([float(c) for c in row] for row in ops.values()):
+        assert forward > 0 and backward > 0 and total == pytest.approx(forward + backward, abs=0.11)
     losses = [float(row[3]) for row in rows.values()]
     assert max(losses) - min(losses) <= 1e-5 * abs(losses[0])
     assert all(float(row[4]) < 1e-4 for row in rows.values())  # gradient difference against eager

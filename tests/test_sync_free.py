@@ -1,14 +1,19 @@
-"""The training step never waits for the device: no host read of a tensor inside the training
-loop (counted with a torch function mode), and a non-finite step is skipped on the device,
-leaving the weights and Adam's state exactly as they were."""
+"""The training step never waits for the device: no host read of a tensor and no ATen operation
+that synchronises on CUDA inside the training loop (counted with a torch function mode and a
+dispatch mode), and a non-finite step is skipped on the device, leaving the weights and Adam's
+state exactly as they were."""
+import functools
 import traceback
 
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 import train
-from data.collate import TextMelCollate
+import training.loop
+from data.collate import HOST_FIELDS, TextMelCollate
 from tests.test_train import tiny
 from training.config import resolve_config
 from training.device_sums import DeviceSums
@@ -21,39 +26,160 @@ HOST_READS = {"item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int_
 #: epoch), after the last step, and while writing a checkpoint.
 ALLOWED = {"start_epoch", "for_epoch", "epoch_record", "mid_epoch_checkpoint", "save_checkpoint"}
 
+aten = torch.ops.aten
+#: ATen operations that make the host wait for a CUDA device, whoever calls them (the torch function
+#: mode sees only Python-level reads; these come from inside torch too, e.g. x[mask]):
+#: - a value copied to the host: _local_scalar_dense (item(), float(t), int(t)), item, is_nonzero
+#:   (bool(t)), equal (returns a Python bool);
+#: - an output whose size is a device value, which the host must learn before it can allocate:
+#:   nonzero (also torch.where(cond), argwhere), masked_select, the unique family, bincount (max + 1);
+#: - masked_scatter: CUDA kernels of some torch versions read mask.sum() to check the source size.
+#: Checked by argument (SYNC_IF): index / index_put with a boolean or uint8 index (a nonzero first),
+#: and repeat_interleave with a tensor of repeats and no output_size (the sum of the repeats).
+#: Not visible on the CPU: device-to-host copies (the function mode's cpu/tolist/numpy cover
+#: Python's), and syncs inside CUDA kernels; tests of the CUDA step under
+#: torch.cuda.set_sync_debug_mode("error") see those.
+SYNC_OPS = {aten._local_scalar_dense, aten.item, aten.is_nonzero, aten.equal, aten.nonzero, aten.masked_select,
+            aten._unique, aten._unique2, aten.unique_dim, aten.unique_consecutive, aten.bincount,
+            aten.masked_scatter, aten.masked_scatter_}
+BOOL_INDEXED = {aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_}
 
-class HostReads(TorchFunctionMode):
-    """Records each host read made while train_epoch runs, with where it was made; reads of the
-    data pipeline's own CPU tensors (collate, dataset, DataLoader) are not device reads."""
+
+class Reads:
+    """Where each host read or syncing operation of a train_epoch was made; those of the data
+    pipeline's own CPU tensors (collate, dataset, DataLoader) are not device reads."""
 
     def __init__(self):
-        super().__init__()
         self.in_steps, self.allowed = [], []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in HOST_READS:
-            self.record(func.__name__, traceback.extract_stack()[:-1])
-        return func(*args, **(kwargs or {}))
 
     def record(self, name: str, stack: list) -> None:
         names = {frame.name for frame in stack}
         if "train_epoch" not in names or any("/data/" in f.filename or "torch/utils/data" in f.filename for f in stack):
             return
-        ours = [f for f in stack if "site-packages" not in f.filename][-1]
+        ours = [f for f in stack if "site-packages" not in f.filename and f.filename != __file__][-1]
         where = (name, ours.filename.rsplit("/", 2)[-1], ours.lineno, ours.line)
         (self.allowed if names & ALLOWED else self.in_steps).append(where)
 
 
-@pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "batching=bload"])
-def test_no_host_reads_inside_the_training_loop(tmp_path, variant):
+class HostReads(TorchFunctionMode):
+    """Records the Python-level host reads (HOST_READS)."""
+
+    def __init__(self, reads: Reads):
+        super().__init__()
+        self.reads = reads
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in HOST_READS:
+            self.reads.record(func.__name__, traceback.extract_stack()[:-1])
+        return func(*args, **(kwargs or {}))
+
+
+def argument(func, args: tuple, kwargs: dict, name: str):
+    """An ATen operation's argument by its schema name (None when left at its default)."""
+    for position, arg in enumerate(func._schema.arguments):
+        if arg.name == name:
+            return args[position] if position < len(args) else kwargs.get(name)
+    return None
+
+
+def syncs(func, args: tuple, kwargs: dict) -> bool:
+    """True when the operation makes the host wait for a CUDA device (SYNC_OPS)."""
+    packet = func.overloadpacket
+    if packet in BOOL_INDEXED:
+        return any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1])
+    if func is aten.repeat_interleave.Tensor:
+        return argument(func, args, kwargs, "output_size") is None
+    return packet in SYNC_OPS
+
+
+def tensors(values) -> list[torch.Tensor]:
+    flat = [v for value in values for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+class DeviceSyncs(TorchDispatchMode):
+    """Records each syncing ATen operation on a device tensor. The CPU run cannot tell device from
+    host tensors, so this follows them: the batch's HOST_FIELDS and the BiLSTM packing's
+    batch_sizes (PyTorch keeps them on the CPU) are host tensors, and so is whatever is computed
+    from host tensors alone; a syncing operation on those only (the BiLSTM's reads of its
+    batch_sizes) is counted in host_reads instead."""
+
+    def __init__(self, reads: Reads):
+        super().__init__()
+        self.reads, self.host, self.host_reads = reads, WeakIdKeyDictionary(), 0
+
+    def mark_host(self, batch) -> None:
+        for name in HOST_FIELDS:
+            if isinstance(getattr(batch, name), torch.Tensor):
+                self.host[getattr(batch, name)] = True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = tensors([*args, *kwargs.values()])
+        on_host = bool(inputs) and all(t in self.host for t in inputs)
+        if syncs(func, args, kwargs):
+            if on_host:
+                self.host_reads += 1
+            else:
+                self.reads.record(str(func), traceback.extract_stack()[:-1])
+        out = func(*args, **kwargs)
+        produced = tensors(out if isinstance(out, (list, tuple)) else [out])
+        for t in produced if on_host else produced[1:2] if func is aten._pack_padded_sequence.default else []:
+            self.host[t] = True
+        return out
+
+
+def host_marked_batches(device_batches, syncs_mode: DeviceSyncs, loader, device):
+    """training.loop.device_batches, telling the dispatch mode which tensors of each batch stay on the host."""
+    for batch in device_batches(loader, device):
+        syncs_mode.mark_host(batch)
+        yield batch
+
+
+@pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "graph_bucket=16,cuda_graphs=true",
+                                     "batching=bload", "batching=bload,fast_decoder=false"])
+def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant):
     """Two epochs with log_every=3 and a mid-epoch checkpoint, plain, with the bucketed decoder loop
-    and with BLoad blocks: every host read of the loop falls before the first step, after the last
-    one or in the checkpoint (the mode sees those: it is live)."""
+    and with BLoad blocks (fast and plain decoder loops): every host read of the loop falls before
+    the first step, after the last one or in the checkpoint (the function mode sees those: it is
+    live), and no step runs an ATen operation that would wait for a CUDA device (the dispatch
+    mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live)."""
     hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}")
-    with HostReads() as reads:
+    reads = Reads()
+    device_syncs = DeviceSyncs(reads)
+    monkeypatch.setattr(training.loop, "device_batches",
+                        functools.partial(host_marked_batches, training.loop.device_batches, device_syncs))
+    with HostReads(reads), device_syncs:
         assert train.main(["--hparams", hp]) == 0
-    assert reads.in_steps == []
-    assert reads.allowed, "the mode saw no read at all; it would not see one in the steps either"
+    assert not reads.in_steps, sorted(set(reads.in_steps))
+    assert reads.allowed, "the function mode saw no read at all; it would not see one in the steps either"
+    assert device_syncs.host_reads > 0, "the dispatch mode saw no operation at all in the steps"
+
+
+def test_the_dispatch_mode_flags_every_syncing_op_and_only_those():
+    """Each kind of syncing operation is recorded where it runs; fixed-size indexing is not, nor
+    an operation on host tensors."""
+    x, mask = torch.arange(6.0), torch.arange(6) % 2 == 0
+    index, host = torch.tensor([0, 2, 4]), torch.tensor([3, 1])
+    syncing = [lambda: x[mask], lambda: x.masked_fill(mask, 0.0)[mask.nonzero()], lambda: float(x.sum()),
+               lambda: bool(x.any()), lambda: torch.unique(index), lambda: x.masked_select(mask),
+               lambda: x.clone().index_put_((mask,), torch.zeros(3)), lambda: index.repeat_interleave(index),
+               lambda: torch.bincount(index), lambda: torch.equal(x, x)]
+    fine = [lambda: x[index], lambda: x.index_select(0, index), lambda: torch.where(mask, x, 0.0),
+            lambda: x.clone().index_put_((index,), torch.zeros(3)), lambda: x.repeat_interleave(2),
+            lambda: index.repeat_interleave(index, output_size=6), lambda: int(host.sum())]
+    for case in syncing + fine:
+        reads = Reads()
+        mode = DeviceSyncs(reads)
+        mode.host[host] = True
+        with mode:
+            train_epoch(reads, case)
+        assert len(reads.in_steps) == (case in syncing), (case.__code__.co_firstlineno, reads.in_steps)
+
+
+def train_epoch(reads: Reads, case) -> None:
+    """Runs `case` under a frame named like the training loop's, so that Reads counts it as in a step."""
+    case()
 
 
 def make_parts_and_batches(r: int = 2):
