@@ -140,7 +140,7 @@ def host_marked_batches(device_batches, syncs_mode: DeviceSyncs, loader, device)
                                      "batching=bload", "batching=bload,fast_decoder=false"])
 def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant):
     """Two epochs with log_every=3 and a mid-epoch checkpoint, plain, with the bucketed decoder loop
-    and with BLoad blocks (fast and plain decoder loops): every host read of the loop falls before
+    (eager, and on its static buffers: the CUDA-graph path) and with BLoad blocks (fast and plain decoder loops): every host read of the loop falls before
     the first step, after the last one or in the checkpoint (the function mode sees those: it is
     live), and no step runs an ATen operation that would wait for a CUDA device (the dispatch
     mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live)."""
