@@ -143,11 +143,11 @@ def env_part(setup: Setup) -> list[Check]:
     if setup.cuda:
         info["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
     size = 256 if setup.tiny else 8192
-    info["copy_gb_per_s"] = round(copy_bandwidth(device, 2**22 if setup.tiny else 2**30), 1)
+    info["copy_gb_per_s"] = copy_bandwidth(device, 2**22 if setup.tiny else 2**30)
     for label, dtype, precision in (("bf16", torch.bfloat16, "highest"), ("tf32", torch.float32, "high"),
                                     ("fp32", torch.float32, "highest")):
-        info[f"matmul_{label}_tflops"] = round(matmul_tflops(device, size, dtype, precision), 2)
-    detail = ", ".join(f"{k} {v}" for k, v in info.items())
+        info[f"matmul_{label}_tflops"] = matmul_tflops(device, size, dtype, precision)
+    detail = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
     return [Check("env", "env", True, time.perf_counter() - tick, detail, info)]
 
 
