@@ -5,8 +5,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import UserError
 
-class LengthsFileError(ValueError):
+
+class LengthsFileError(UserError):
     """A lengths file that cannot be read; the message names the file and the line."""
 
 

@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from data.atomic import atomic_open
 from data.audio import MelConfig, n_frames
-from data.filelist import Utterance, parse_line  # the loader's own parser: the check accepts what it accepts
+from data.filelist import FilelistError, Utterance, parse_line  # the loader's own parser: the check accepts what it accepts
 from data.text import PAD, PUNCTUATION, SYMBOLS, clean_text
 
 __all__ = ["CheckLimits", "Problem", "FilelistCounts", "CheckReport", "check_filelists",
@@ -200,7 +200,7 @@ def _parse(listing: _Listing, problems: list[Problem]) -> list[_Entry]:
     for line in listing.lines:
         try:
             entries.append(_Entry(listing.name, line.number, parse_line(line.text, folder), line.stat))
-        except ValueError as err:
+        except FilelistError as err:
             problems.append(Problem(listing.name, line.number, f"{err}: {line.text.rstrip()!r}", _PARSE_FIX))
     return entries
 

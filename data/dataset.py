@@ -14,13 +14,14 @@ import torch
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
+from batching.errors import UserError
 from data.atomic import atomic_open
 from data.audio import MelConfig, MelExtractor, load_wav
 from data.filelist import Utterance
 from data.text import UnknownSymbolError, text_to_sequence
 
 
-class FramesMismatchError(ValueError):
+class FramesMismatchError(UserError):
     """The mel computed from a WAV does not have the frame count its filelist line promises."""
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence, TypeVar
 
+from batching.errors import UserError
 from batching.split import train_split
 from data.atomic import atomic_open
 from data.audio import MelConfig, check_format, n_frames, wav_info
@@ -19,7 +20,7 @@ __all__ = ["FilelistError", "Utterance", "read_filelist", "write_filelist", "wav
 T = TypeVar("T")
 
 
-class FilelistError(ValueError):
+class FilelistError(UserError):
     """A filelist line that cannot be used; the message names the file and the line number."""
 
 
@@ -31,21 +32,21 @@ class Utterance:
 
 
 def parse_line(line: str, base_dir: Path) -> Utterance:
-    """One `wav_path|text|frames` line (relative paths against base_dir); ValueError says what is wrong."""
+    """One `wav_path|text|frames` line (relative paths against base_dir); FilelistError says what is wrong."""
     fields = line.split("|")
     if len(fields) != 3:
-        raise ValueError(f"expected 3 fields 'wav_path|text|frames', found {len(fields)}")
+        raise FilelistError(f"expected 3 fields 'wav_path|text|frames', found {len(fields)}")
     wav, text, frames = (field.strip() for field in fields)
     if not wav:
-        raise ValueError("empty wav path")
+        raise FilelistError("empty wav path")
     if not text:
-        raise ValueError("empty text")
+        raise FilelistError("empty text")
     try:
         count = int(frames)
     except ValueError:
-        raise ValueError(f"frames {frames!r} is not an integer") from None
+        raise FilelistError(f"frames {frames!r} is not an integer") from None
     if count <= 0:
-        raise ValueError(f"frames must be positive, found {count}")
+        raise FilelistError(f"frames must be positive, found {count}")
     return Utterance(base_dir / wav, text, count)
 
 
@@ -59,7 +60,7 @@ def read_filelist(path: str | Path) -> list[Utterance]:
                 continue
             try:
                 utterances.append(parse_line(line.rstrip("\n"), path.parent))
-            except ValueError as err:
+            except FilelistError as err:
                 raise FilelistError(f"{path}:{number}: {err}: {line.rstrip()!r}") from None
     return utterances
 
@@ -69,7 +70,7 @@ def write_filelist(path: str | Path, utterances: Iterable[Utterance]) -> None:
     lines = []
     for utt in utterances:
         if "|" in utt.text or "\n" in utt.text or not utt.text.strip():
-            raise ValueError(f"{utt.path}: text cannot be written to a filelist: {utt.text!r}")
+            raise FilelistError(f"{utt.path}: text cannot be written to a filelist: {utt.text!r}")
         lines.append(f"{utt.path}|{utt.text}|{utt.frames}\n")
     with atomic_open(path) as out:
         out.writelines(lines)
@@ -87,7 +88,7 @@ def split_train_val(items: Sequence[T], val_fraction: float, seed: int) -> tuple
     training set is the items train_split names, the rest is validation, both in input order, so
     `python -m batching table1`, the benchmarks and the filelists describe the same clips."""
     if not 0.0 <= val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        raise UserError(f"val_fraction must be in [0, 1), got {val_fraction}")
     in_train = set(train_split(len(items), 1.0 - val_fraction, seed).tolist())
     train = [item for i, item in enumerate(items) if i in in_train]
     val = [item for i, item in enumerate(items) if i not in in_train]
