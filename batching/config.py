@@ -99,10 +99,11 @@ class BatchingConfig:
     def length_limit(self) -> tuple[int | None, str]:
         """The longest sample the planner accepts, and why: an explicit DBS capacity, or a
         block_length (None: no limit; the default capacity B0 x L_max fits every sample, and
-        with max_length, longer samples are skipped and reported rather than refused)."""
+        samples over max_length are skipped and reported rather than refused, so a capacity
+        limits only when it is below max_length)."""
         if self.block_length is not None:
             return self.block_length, f"block_length={self.block_length} frames"
-        if self.capacity is not None and self.max_length is None:
+        if self.capacity is not None and (self.max_length is None or self.capacity < self.max_length):
             return self.capacity, f"the batch capacity of {self.capacity} frames (capacity)"
         return None, "no limit"
 

@@ -56,6 +56,22 @@ def test_bad_hparam_value(tmp_path, capsys):
                  tmp_path / "run")
 
 
+def test_a_preset_that_fixes_the_sample_rate(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "dataset=demo,sample_rate=16000")], capsys,
+                 "dataset=demo is rendered at 22050 Hz", tmp_path / "run")
+
+
+def test_model_field_of_the_wrong_type(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "model.attention_dim=wide")], capsys,
+                 "Tacotron2Config.attention_dim must be an int, got 'wide'", tmp_path / "run")
+
+
+def test_an_utterance_over_the_batch_capacity(tmp_path, capsys):
+    """stream skips what is over max_length; a capacity below it is a limit the data check applies."""
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "batching=stream,max_length=800,capacity=5")], capsys,
+                 "longer than the 5 allowed by the batch capacity of 5 frames (capacity)", tmp_path / "run")
+
+
 def test_missing_filelist(tmp_path, capsys):
     hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'no.txt'},val_filelist={tmp_path / 'no.txt'}")
     expect_error(train.main, ["--hparams", hp], capsys, f"filelist {tmp_path / 'no.txt'} not found", tmp_path / "run")

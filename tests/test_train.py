@@ -78,8 +78,17 @@ def test_a_new_run_never_overwrites_an_old_one_by_accident(tmp_path, capsys):
     assert train.main(["--hparams", tiny(tmp_path, "epochs=1,overwrite=true")]) == 0
 
 
+def test_a_bad_value_is_reported_before_the_run_directory_is_judged(tmp_path, capsys):
+    """A typo into an output_dir that holds a run names the typo, not `overwrite`."""
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+    capsys.readouterr()
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,batching=sorted")]) == 2
+    err = capsys.readouterr().err
+    assert "'batching': 'sorted' is not one of" in err and "already holds a run" not in err
+
+
 def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys):
-    assert train.main(["--hparams", "batching=sorted"]) == 2
+    assert train.main(["--hparams", tiny(tmp_path, "batching=sorted")]) == 2
     assert "'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats" in capsys.readouterr().err
     assert train.main(["--resume", str(tmp_path / "nowhere")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
