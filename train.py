@@ -23,7 +23,7 @@ from training.config import RunConfig, resolve_config
 from training.datacheck import check_data, plan_summary
 from training.datasets import corpus_filelists
 from training.hparams import HParamsError, load_hparams, resume_hparams
-from training.loop import StopRequested, finish_epoch, prepare_run_dir, train_epoch, validate
+from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run
 from training.rundir import check_writable, has_checkpoint
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:  # bad data met only now (e.g. a clip's mel computed on the fly); the checkpoint stays
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except dist_utils.RankFailure as err:
+    except (TrainingDiverged, dist_utils.RankFailure) as err:  # each message names the last good checkpoint
         print(f"error: {err}", file=sys.stderr)
         return 1
     finally:

@@ -1,11 +1,14 @@
-"""Filelists: one utterance per line, `wav_path|text|frames`, no header.
+"""Filelists: one utterance per line, `wav_path|text|frames`, no header; UTF-8 (a byte-order mark
+is skipped), any line ending (LF, CRLF, CR).
 
 The frame count is stored so that the batch planner can plan a whole epoch without opening any
-audio; relative wav paths are relative to the filelist's own directory so a corpus can be moved.
+audio; relative wav paths are relative to the filelist's own directory (never the working
+directory), so a corpus can be moved and a run started from anywhere.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import io
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence, TypeVar
 
@@ -14,10 +17,11 @@ from batching.split import train_split
 from data.atomic import atomic_open
 from data.audio import MelConfig, check_format, n_frames, wav_info
 
-__all__ = ["FilelistError", "Utterance", "read_filelist", "write_filelist", "wav_info", "wav_frames",
-           "split_train_val", "summarize"]
+__all__ = ["FILELIST_ENCODING", "FilelistError", "Utterance", "read_filelist", "write_filelist", "wav_info",
+           "wav_frames", "split_train_val", "summarize"]
 
 T = TypeVar("T")
+FILELIST_ENCODING = "utf-8-sig"  # UTF-8; a byte-order mark (Windows editors write one) is skipped
 
 
 class FilelistError(UserError):
@@ -29,9 +33,10 @@ class Utterance:
     path: Path
     text: str
     frames: int
+    origin: str = field(default="", compare=False)  # `FILELIST:LINE` when read from a filelist, for messages
 
 
-def parse_line(line: str, base_dir: Path) -> Utterance:
+def parse_line(line: str, base_dir: Path, origin: str = "") -> Utterance:
     """One `wav_path|text|frames` line (relative paths against base_dir); FilelistError says what is wrong."""
     fields = line.split("|")
     if len(fields) != 3:
@@ -47,21 +52,25 @@ def parse_line(line: str, base_dir: Path) -> Utterance:
         raise FilelistError(f"frames {frames!r} is not an integer") from None
     if count <= 0:
         raise FilelistError(f"frames must be positive, found {count}")
-    return Utterance(base_dir / wav, text, count)
+    return Utterance(base_dir / wav, text, count, origin)
 
 
 def read_filelist(path: str | Path) -> list[Utterance]:
     """Parse a filelist; blank lines are skipped, any other bad line is an error naming path:line."""
     path = Path(path)
     utterances = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                utterances.append(parse_line(line.rstrip("\n"), path.parent))
-            except FilelistError as err:
-                raise FilelistError(f"{path}:{number}: {err}: {line.rstrip()!r}") from None
+    try:
+        text = path.read_text(encoding=FILELIST_ENCODING)
+    except UnicodeDecodeError as err:
+        raise FilelistError(f"{path}: is not UTF-8 text ({err}); convert it to UTF-8 (python train.py --check "
+                            "names the line)") from None
+    for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+        if not line.strip():
+            continue
+        try:
+            utterances.append(parse_line(line.rstrip("\n"), path.parent, f"{path}:{number}"))
+        except FilelistError as err:
+            raise FilelistError(f"{path}:{number}: {err}: {line.rstrip()!r}") from None
     return utterances
 
 
