@@ -115,7 +115,7 @@ class MelExtractor(torch.nn.Module):
         wav = torch.as_tensor(wav, dtype=torch.float32, device=self.window.device)
         if wav.shape[-1] <= self.cfg.n_fft // 2:
             raise AudioFormatError(f"audio of {wav.shape[-1]} samples is too short for the reflect padding "
-                             f"of a {self.cfg.n_fft}-point STFT (needs more than {self.cfg.n_fft // 2})")
+                                   f"of a {self.cfg.n_fft}-point STFT (needs more than {self.cfg.n_fft // 2})")
         spec = torch.stft(wav, n_fft=self.cfg.n_fft, hop_length=self.cfg.hop_length,
                           win_length=self.cfg.win_length, window=self.window, center=True,
                           pad_mode="reflect", return_complex=True)

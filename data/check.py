@@ -1,4 +1,4 @@
-"""A fast data check of a train/val filelist pair, from WAV headers only, before any training starts.
+"""A fast data check of a train/val filelist pair, from WAV headers, before any training starts.
 
 Training finds a bad clip only when a batch reaches it, possibly hours in, and stops at the first
 one. This check reads every line and every WAV header and reports EVERY problem at once, one line
@@ -38,7 +38,8 @@ from tqdm import tqdm
 
 from data.atomic import atomic_open
 from data.audio import MelConfig, n_frames
-from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_line  # the loader's own parser: the check accepts what it accepts
+# the loader's own parser and encoding: the check accepts what it accepts
+from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_line
 from data.text import PAD, PUNCTUATION, SYMBOLS, clean_text
 
 __all__ = ["CheckLimits", "Problem", "FilelistCounts", "CheckReport", "check_filelists",
@@ -276,7 +277,7 @@ def _check_truncated(entry: _Entry, header: _Header) -> list[Problem]:
     """A RIFF WAV whose data chunk declares more bytes than the file holds: an export cut off
     (libsndfile then reads what is there, so the clip would silently lose its end)."""
     declared = _declared_data(entry.utt.path)
-    if declared is None or entry.stat is None:
+    if declared is None:
         return []
     offset, size, block_align = declared
     if size in (0, 0xFFFFFFFF) or size <= entry.stat.st_size - offset or not block_align:  # 0, ~0: streamed

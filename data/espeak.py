@@ -485,7 +485,8 @@ def make_espeak_corpus(out_dir: str | Path, transcripts: str | Path, n_utterance
     _remove_unlisted(wav_dir, utterances)
     train, val = split_train_val(utterances, val_fraction, seed)
     if not train or not val:
-        raise UserError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split")
+        raise UserError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split; "
+                        "raise n_utterances")
     write_filelist(train_path, train)
     write_filelist(val_path, val)
     _write_manifest(out_dir, manifest, utterances)
