@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   creates .venv, installs requirements, trains on the embedded demo corpus
 #   make test   creates .venv, installs requirements + test tools, runs the test suite
+# `make demo DEMO_HPARAMS=epochs=2` runs a shorter demo (CI runs that before `make test`).
 # Offline install (README, "On a GPU"): everything but torch, downloaded here, installed there:
 #   make wheelhouse [PYTHON_VERSION=3.12] [PLATFORM=manylinux_2_28_x86_64] [TARGET_HAS=freeze.txt] [REQUIREMENTS=FILE]
 #   make install-offline WHEELHOUSE=DIR [ONLY_MISSING=1]   (into $(PYTHON), its torch kept)
@@ -8,6 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 WHEELHOUSE ?= wheelhouse
+DEMO_HPARAMS ?=
 
 .PHONY: demo test bench-planner gpu-check clean wheelhouse install-offline
 
@@ -18,7 +20,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) train.py --hparams overwrite=true
+	$(PY) train.py --hparams "overwrite=true,$(DEMO_HPARAMS)"
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist worksteal

@@ -16,18 +16,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from batching.errors import UserError
 from training import distributed as dist_utils
-from training.checkpoint import CheckpointError, RunState, resume_point
+from training.checkpoint import RunState, resume_point
 from training.config import RunConfig, resolve_config
-from training.datacheck import DataCheckError, check_data, plan_summary
+from training.datacheck import check_data, plan_summary
 from training.datasets import corpus_filelists
 from training.hparams import HParamsError, load_hparams, resume_hparams
-from training.loop import StopRequested, finish_epoch, prepare_run_dir, train_epoch, validate
+from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run
-from training.rundir import RunDirError, check_writable, has_checkpoint
-
-
-USER_ERRORS = (HParamsError, FileNotFoundError, DataCheckError, CheckpointError, RunDirError)
+from training.rundir import check_writable, has_checkpoint
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,17 +40,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[str, Any] | None]:
     """Fresh run: hparams.yaml + overrides. Resume: the run's own hparams + the few allowed changes.
-    Returns the flat hparams, the typed config and the checkpoint to resume from (or None)."""
+    Returns the flat hparams, the typed config and the checkpoint to resume from (or None).
+    Every key and value is validated before the run directory is judged, so a typo is reported
+    as such whatever output_dir holds."""
     ckpt = None
     if args.resume:
         ckpt, stored = resume_point(Path(args.resume))
         hp = resume_hparams(stored, args.hparams) | {"output_dir": str(args.resume)}
     else:
         hp = load_hparams(args.hparams)
-        if has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
-            raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
-                               f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
     cfg = resolve_config(hp)
+    if not args.resume and not args.check and has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
+        raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
+                           f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
     check_writable(Path(cfg.train.output_dir))
     return hp, cfg, ckpt
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             check_only(cfg)
             return 0
         run = build_run(cfg, hp, ckpt)
-    except USER_ERRORS as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
+    except UserError as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
         return 2
@@ -120,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         run.log(f"stopped at epoch {state.epoch} step {state.step_in_epoch}; "
                 f"continue with: python train.py --resume {run.run_dir}")
         return 0 if cfg.train.stop_after_steps else 130
-    except dist_utils.RankFailure as err:
+    except UserError as err:  # bad data met only now (e.g. a clip's mel computed on the fly); the checkpoint stays
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (TrainingDiverged, dist_utils.RankFailure) as err:  # each message names the last good checkpoint
         print(f"error: {err}", file=sys.stderr)
         return 1
     finally:

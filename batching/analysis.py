@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from .config import BatchingConfig
+from .config import BatchingConfig, switch_strategy
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
 from .plan import batch_stats
@@ -48,7 +48,7 @@ def sweep(lengths: np.ndarray, base: BatchingConfig, grid: dict[str, list]) -> d
     for param, values in grid.items():
         curves[param] = []
         for value in values:
-            config = dataclasses.replace(base, batching=SWEPT[param], **{param: value})
+            config = switch_strategy(base, SWEPT[param], **{param: value})
             stats = batch_stats(lengths, plan_epoch(lengths, config))
             curves[param].append(dict(value=value, zpr=stats["zpr"], abl=stats["abl"]))
     return curves

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
+from .errors import UserError
 from .plan import GlobalPlan, plan_digest
 from .sharding import halve_largest
 
@@ -117,13 +118,13 @@ def block_length_of(lengths: np.ndarray, config: BatchingConfig) -> int:
     if config.block_length is None:
         return longest
     if config.block_length % r:
-        raise ValueError(f"block_length={config.block_length} is not a multiple of n_frames_per_step={r}")
+        raise UserError(f"block_length={config.block_length} is not a multiple of n_frames_per_step={r}")
     if longest > config.block_length:
         too_long = np.flatnonzero(slot_lengths(lengths, r) > config.block_length)
         i = int(too_long[0])
-        raise ValueError(f"sample {i} has length {lengths[i]} frames ({longest} the longest, rounded up to a "
-                         f"multiple of {r}), over block_length={config.block_length} ({too_long.size} such "
-                         "samples): raise block_length or leave it unset (the longest utterance)")
+        raise UserError(f"sample {i} has length {lengths[i]} frames ({longest} the longest, rounded up to a "
+                        f"multiple of {r}), over block_length={config.block_length} ({too_long.size} such "
+                        "samples): raise block_length or leave it unset (the longest utterance)")
     return config.block_length
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from .analysis import SWEPT, calibrate, describe, sweep, sweep_grid, table1
-from .config import BatchingConfig
+from .config import BatchingConfig, switch_strategy
+from .errors import UserError
 from .lengths import read_lengths
 from .planner import plan_epoch, strategy_of
 from .split import train_split
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         lengths = lengths[train_split(lengths.size, args.split, args.split_seed)]
         config = BatchingConfig.from_hparams(args.hparams)
         result, text = args.run(args, lengths, dataclasses.replace(config, seed=args.seed))
-    except (ValueError, OSError) as error:
+    except (UserError, OSError) as error:  # a user's mistake, or a file that cannot be read or written
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ImportError as error:  # matplotlib, for sweep and plot only
@@ -93,7 +94,7 @@ def _sweep(args, lengths, config):
 def _calibrate(args, lengths, config):
     target = args.target_zpr
     if target is None:
-        target = describe(lengths, dataclasses.replace(config, batching="ssb"))["zpr"]
+        target = describe(lengths, switch_strategy(config, "ssb"))["zpr"]
     best = calibrate(lengths, config, target)
     rows = [dict(batching=name, param=k, value=v[k], zpr=v["zpr"] and round(v["zpr"], 2), abl=v["abl"] and round(v["abl"], 2))
             for name, v in best.items() for k in v if k in SWEPT]
@@ -107,10 +108,10 @@ def _plot(args, lengths, config):
         lengths = lengths[np.sort(np.random.default_rng(args.seed).permutation(lengths.size)[: args.samples])]
     panels, summary = {}, {}
     for name in args.strategies.split(","):
-        panel = BatchingConfig.from_dict(config.to_dict() | {"batching": name.strip()})
+        panel = switch_strategy(config, name.strip())
         if strategy_of(panel).packed:
-            raise ValueError(f"plot draws padded batches; {panel.batching}'s packed blocks are not drawn: use `stats` "
-                             "for its padding and steps, or plot another strategy")
+            raise UserError(f"plot draws padded batches; {panel.batching}'s packed blocks are not drawn: use `stats` "
+                            "for its padding and steps, or plot another strategy")
         batches = plan_epoch(lengths, panel, args.epoch)
         summary[name] = describe(lengths, panel, args.epoch)
         panels[f"{name.upper()}{'-DBS' if panel.dbs else ''}: {len(batches)} batches, "

@@ -62,18 +62,18 @@ class BatchingConfig:
                 _check_int(name, value, minimum=1)
                 if name not in strategy.options:
                     owners = ", ".join(s.name for s in STRATEGY_TABLE.values() if name in s.options)
-                    raise ValueError(f"{name}={value} applies only to batching={owners}")
+                    raise OptionError(f"{name}={value} applies only to batching={owners}")
         for name in strategy.forbids:
             if getattr(self, name) is not None:
-                raise ValueError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
-                                 f"({strategy.summary})")
+                raise OptionError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
+                                  f"({strategy.summary})")
         if strategy.dbs is not None:  # e.g. stream batches are always token-budget batches, bload blocks never
             object.__setattr__(self, "dbs", strategy.dbs)
         if self.capacity is not None:
             _check_int("capacity", self.capacity, minimum=1)
             if not self.dbs:
-                raise ValueError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
-                                 "(or drop capacity to use fixed batches of batch_size)")
+                raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
+                                  "(or drop capacity to use fixed batches of batch_size)")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BatchingConfig":
@@ -81,16 +81,17 @@ class BatchingConfig:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(fields))
         if unknown:
-            raise ValueError(f"unknown batching option(s) {', '.join(unknown)}: allowed are {', '.join(fields)}")
+            raise OptionError(f"unknown batching option(s) {', '.join(unknown)}: allowed are {', '.join(fields)}")
         return cls(**{k: _coerce(k, v, fields[k].type) for k, v in values.items()})
 
     @classmethod
     def from_hparams(cls, text: str) -> "BatchingConfig":
         """Parse `batching=ssb,lrf=0.1,dbs=true` (the recipe's --hparams style)."""
         try:
-            return cls.from_dict(parse_overrides(text))
+            values = parse_overrides(text)
         except OptionError as error:
-            raise ValueError(f"hparam {error}") from None
+            raise OptionError(f"hparam {error}") from None
+        return cls.from_dict(values)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -98,12 +99,25 @@ class BatchingConfig:
     def length_limit(self) -> tuple[int | None, str]:
         """The longest sample the planner accepts, and why: an explicit DBS capacity, or a
         block_length (None: no limit; the default capacity B0 x L_max fits every sample, and
-        with max_length, longer samples are skipped and reported rather than refused)."""
+        samples over max_length are skipped and reported rather than refused, so a capacity
+        limits only when it is below max_length)."""
         if self.block_length is not None:
             return self.block_length, f"block_length={self.block_length} frames"
-        if self.capacity is not None and self.max_length is None:
+        if self.capacity is not None and (self.max_length is None or self.capacity < self.max_length):
             return self.capacity, f"the batch capacity of {self.capacity} frames (capacity)"
         return None, "no limit"
+
+
+def switch_strategy(config: BatchingConfig, batching: str, **changes: Any) -> BatchingConfig:
+    """`config` with another strategy: the options that only other strategies own (max_length,
+    block_length) and those the target refuses are dropped, everything else (B0, dbs, capacity,
+    the seed) carries over, then `changes` apply. The one way a caller that compares strategies
+    (`python -m batching calibrate`, `sweep`, `plot`; the data check's RAND baseline) switches."""
+    if batching not in STRATEGY_TABLE:
+        _bad("batching", batching, "one of " + ", ".join(repr(s) for s in STRATEGIES))
+    target = STRATEGY_TABLE[batching]
+    dropped = {name: None for name in (*OWNED_OPTIONS, *target.forbids) if name not in target.options}
+    return dataclasses.replace(config, batching=batching, **(dropped | changes))
 
 
 #: Options that belong to particular strategies (STRATEGY_TABLE's `options`); None when unset.
@@ -112,7 +126,7 @@ _KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": st
 
 
 def _bad(name: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"BatchingConfig.{name}={value!r} is invalid: expected {allowed}")
+    raise OptionError(f"BatchingConfig.{name}={value!r} is invalid: expected {allowed}")
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:

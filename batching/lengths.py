@@ -5,8 +5,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import UserError
 
-class LengthsFileError(ValueError):
+
+class LengthsFileError(UserError):
     """A lengths file that cannot be read; the message names the file and the line."""
 
 
@@ -19,7 +21,7 @@ def read_lengths(path: str | Path, with_ids: bool = False):
     """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is skipped
     except (OSError, UnicodeDecodeError) as error:
         raise LengthsFileError(f"{path}: cannot read: {error}") from error
     while lines and not lines[-1].strip():

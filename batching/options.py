@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import UserError
+
 TRUE_WORDS = ("true", "yes", "on", "1")
 FALSE_WORDS = ("false", "no", "off", "0")
 NONE_WORDS = ("none", "null", "")
 
 
-class OptionError(ValueError):
-    """A malformed `key=value` item or a value of the wrong type; the message names the key."""
+class OptionError(UserError):
+    """A malformed `key=value` item, an unknown key or a value that is not allowed; the message names the key."""
 
 
 def parse_overrides(text: str) -> dict[str, str]:

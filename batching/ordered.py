@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from .errors import UserError
 from .grouping import dynamic_cuts, fixed_cuts
 from .plan import GlobalPlan
 from .sharding import arrange
@@ -25,8 +26,8 @@ def capacity_of(lengths: np.ndarray, config: BatchingConfig) -> int | None:
     too_long = np.flatnonzero(lengths > config.capacity)
     if too_long.size:
         i = int(too_long[0])
-        raise ValueError(f"sample {i} has length {lengths[i]} frames, over the batch capacity of "
-                         f"{config.capacity} frames ({too_long.size} such samples): raise capacity")
+        raise UserError(f"sample {i} has length {lengths[i]} frames, over the batch capacity of "
+                        f"{config.capacity} frames ({too_long.size} such samples): raise capacity")
     return config.capacity
 
 

@@ -12,6 +12,7 @@ from torch.utils.data import Sampler
 
 from .bload import block_length_of
 from .config import BatchingConfig
+from .errors import UserError
 from .plan import GlobalPlan, as_lengths
 from .planner import plan_global, strategy_of
 
@@ -107,8 +108,8 @@ class PlanBatchSampler(Sampler[list]):
         saved = BatchingConfig.from_dict(state["config"])
         if saved != self.config:
             changed = [k for k, v in saved.to_dict().items() if getattr(self.config, k) != v]
-            raise ValueError(f"checkpoint was planned with other batching settings ({', '.join(changed)}): "
-                             f"saved {saved}, now {self.config}")
+            raise UserError(f"checkpoint was planned with other batching settings ({', '.join(changed)}): "
+                            f"saved {saved}, now {self.config}")
         self.epoch, self._exhausted = state["epoch"], False
         self._history = [tuple(h) for h in state["history"]]
         if state["world_size"] == self.world_size:

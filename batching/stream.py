@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import numba
 import numpy as np
 
+from .errors import UserError
 from .plan import GlobalPlan, as_lengths
 from .sharding import _split_largest, arrange
 
@@ -77,8 +78,8 @@ class StreamBucketer:
             self.skipped += 1
             return None
         if length > self.budget:
-            raise ValueError(f"sample {index} has length {length} frames, over the batch capacity of "
-                             f"{self.budget} frames: raise capacity, or set max_length to skip such samples")
+            raise UserError(f"sample {index} has length {length} frames, over the batch capacity of "
+                            f"{self.budget} frames: raise capacity, or set max_length to skip such samples")
         b = length // self.interval
         bucket = self._buckets.setdefault(b, [])
         grown = max(self._longest.get(b, 0), length)
@@ -160,9 +161,9 @@ def stream_budget(lengths: np.ndarray, config: BatchingConfig) -> int:
     too_long = np.flatnonzero(kept > config.capacity)
     if too_long.size:
         index = np.flatnonzero(lengths <= config.max_length)[too_long[0]] if config.max_length else too_long[0]
-        raise ValueError(f"sample {index} has length {lengths[index]} frames, over the batch capacity of "
-                         f"{config.capacity} frames ({too_long.size} such samples): raise capacity, "
-                         f"or set max_length to skip such samples")
+        raise UserError(f"sample {index} has length {lengths[index]} frames, over the batch capacity of "
+                        f"{config.capacity} frames ({too_long.size} such samples): raise capacity, "
+                        f"or set max_length to skip such samples")
     return config.capacity
 
 

@@ -15,6 +15,8 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from batching.errors import UserError
+
 
 @dataclass(frozen=True)
 class MelConfig:
@@ -36,13 +38,13 @@ class MelConfig:
         for name, value in (("sample_rate", sample_rate), ("win_ms", win_length), ("hop_ms", hop_length),
                             ("n_fft", n_fft), ("n_mels", n_mels)):
             if value < 1:
-                raise ValueError(f"hparam '{name}' gives {value}, must be >= 1")
+                raise UserError(f"hparam '{name}' gives {value}, must be >= 1")
         if win_length > n_fft:
-            raise ValueError(f"hparam 'win_ms': a {win_ms} ms window is {win_length} samples, more than "
-                             f"n_fft={n_fft}: raise n_fft")
+            raise UserError(f"hparam 'win_ms': a {win_ms} ms window is {win_length} samples, more than "
+                            f"n_fft={n_fft}: raise n_fft")
         if not 0 <= fmin < fmax <= sample_rate / 2:
-            raise ValueError(f"hparams 'fmin', 'fmax': need 0 <= fmin < fmax <= sample_rate / 2 = "
-                             f"{sample_rate / 2:g} Hz, got {fmin:g} and {fmax:g}")
+            raise UserError(f"hparams 'fmin', 'fmax': need 0 <= fmin < fmax <= sample_rate / 2 = "
+                            f"{sample_rate / 2:g} Hz, got {fmin:g} and {fmax:g}")
         return cls(sample_rate, win_length, hop_length, n_fft, n_mels, float(fmin), float(fmax))
 
     def fingerprint(self) -> str:
@@ -50,7 +52,7 @@ class MelConfig:
         return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
-class AudioFormatError(ValueError):
+class AudioFormatError(UserError):
     """A WAV file that is unreadable, not mono, or not at the expected sample rate."""
 
 
@@ -112,8 +114,8 @@ class MelExtractor(torch.nn.Module):
         """[n_samples] -> [n_mels, n_frames] (or batched [B, n_samples] -> [B, n_mels, n_frames])."""
         wav = torch.as_tensor(wav, dtype=torch.float32, device=self.window.device)
         if wav.shape[-1] <= self.cfg.n_fft // 2:
-            raise ValueError(f"audio of {wav.shape[-1]} samples is too short for the reflect padding "
-                             f"of a {self.cfg.n_fft}-point STFT (needs more than {self.cfg.n_fft // 2})")
+            raise AudioFormatError(f"audio of {wav.shape[-1]} samples is too short for the reflect padding "
+                                   f"of a {self.cfg.n_fft}-point STFT (needs more than {self.cfg.n_fft // 2})")
         spec = torch.stft(wav, n_fft=self.cfg.n_fft, hop_length=self.cfg.hop_length,
                           win_length=self.cfg.win_length, window=self.window, center=True,
                           pad_mode="reflect", return_complex=True)

@@ -1,9 +1,11 @@
-"""A fast data check of a train/val filelist pair, from WAV headers only, before any training starts.
+"""A fast data check of a train/val filelist pair, from WAV headers, before any training starts.
 
 Training finds a bad clip only when a batch reaches it, possibly hours in, and stops at the first
-one. This check reads every line and every WAV header (never the audio) and reports EVERY problem
-at once, one line each, `FILELIST:LINE: what is wrong; what to do`, so that one round of fixes is
-enough. Whole-file problems (a missing or empty filelist) have no line number: `FILELIST: ...`.
+one. This check reads every line and every WAV header and reports EVERY problem at once, one line
+each, `FILELIST:LINE: what is wrong; what to do`, so that one round of fixes is enough. Whole-file
+problems (a missing or empty filelist) have no line number: `FILELIST: ...`. The audio itself is
+read only for float clips (FLOAT, DOUBLE), the only ones that can hold NaN or infinite samples, which
+would make every step that meets them skip silently.
 
 Accepted audio: a WAV (or WAVE_FORMAT_EXTENSIBLE) container holding PCM_16, PCM_24, PCM_32, FLOAT or
 DOUBLE samples, mono, at the mel sample rate. 8-bit, mu-law, A-law and ADPCM clips are refused
@@ -30,12 +32,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
 from data.atomic import atomic_open
 from data.audio import MelConfig, n_frames
-from data.filelist import Utterance, parse_line  # the loader's own parser: the check accepts what it accepts
+# the loader's own parser and encoding: the check accepts what it accepts
+from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_line
 from data.text import PAD, PUNCTUATION, SYMBOLS, clean_text
 
 __all__ = ["CheckLimits", "Problem", "FilelistCounts", "CheckReport", "check_filelists",
@@ -43,6 +47,7 @@ __all__ = ["CheckLimits", "Problem", "FilelistCounts", "CheckReport", "check_fil
 
 SUPPORTED_FORMATS = ("WAV", "WAVEX")
 SUPPORTED_SUBTYPES = ("PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE")
+_FLOAT_DTYPES = {"FLOAT": "float32", "DOUBLE": "float64"}  # subtypes whose samples can be NaN or infinite
 MAX_SHOWN = 200  # problems printed by error_message(); the rest are counted
 _KNOWN = frozenset(SYMBOLS) - {PAD}
 # The code that decides the verdict: editing any of it invalidates cached reports.
@@ -172,18 +177,19 @@ def _run_checks(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimit
 
 
 def _read_listing(path: Path) -> _Listing:
-    """The non-blank lines as read_filelist sees them (UTF-8, universal newlines), each with its wav's stat."""
+    """The non-blank lines as read_filelist sees them (UTF-8 with or without a byte-order mark,
+    universal newlines: LF, CRLF or CR), each with its wav's stat."""
     name = str(path)
     try:
         data = path.read_bytes()
-        content = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         return _Listing(name, b"", problems=[Problem(name, None, f"cannot be read: {err}",
                                                      "pass the path of a UTF-8 filelist that exists")])
+    try:
+        content = data.decode(FILELIST_ENCODING)
+    except UnicodeDecodeError as err:
+        return _Listing(name, data, problems=[_not_utf8(name, data, err)])
     listing, folder = _Listing(name, data), os.path.dirname(name)
-    if content.startswith("\ufeff"):
-        listing.problems.append(Problem(name, 1, "starts with a byte-order mark, which becomes part of the wav path",
-                                        "save the filelist as UTF-8 without BOM"))
     for number, line in enumerate(io.StringIO(content, newline=None), start=1):
         if line.strip():
             wav = os.path.join(folder, line.split("|", 1)[0].strip())
@@ -194,13 +200,25 @@ def _read_listing(path: Path) -> _Listing:
     return listing
 
 
+def _not_utf8(name: str, data: bytes, err: UnicodeDecodeError) -> Problem:
+    """Where the first byte that is not UTF-8 is, and the line as Latin-1 (Windows-1252's base) reads it."""
+    number = data.count(b"\n", 0, err.start) + 1
+    start = data.rfind(b"\n", 0, err.start) + 1
+    end = data.find(b"\n", err.start)
+    line = data[start:end if end >= 0 else len(data)].decode("latin-1").rstrip("\r")
+    return Problem(name, number, f"is not UTF-8 text (byte 0x{data[err.start]:02x}; as Latin-1 the line reads "
+                                 f"{line!r})",
+                   f"convert the filelist to UTF-8, e.g. iconv -f latin1 -t utf-8 {shlex.quote(name)} > utf8.txt "
+                   "(Latin-1 / Windows-1252 is what most other tools write)")
+
+
 def _parse(listing: _Listing, problems: list[Problem]) -> list[_Entry]:
     """The lines that parse as the loader parses them; the others become problems."""
     entries, folder = [], Path(listing.name).parent
     for line in listing.lines:
         try:
             entries.append(_Entry(listing.name, line.number, parse_line(line.text, folder), line.stat))
-        except ValueError as err:
+        except FilelistError as err:
             problems.append(Problem(listing.name, line.number, f"{err}: {line.text.rstrip()!r}", _PARSE_FIX))
     return entries
 
@@ -240,15 +258,75 @@ def _check_clip(entry: _Entry, mel_cfg: MelConfig, limits: CheckLimits) -> list[
         folder = Path(entry.filelist).parent
         return [Problem(*where, f"clip {utt.path} not found",
                         f"fix the path (a relative one starts at the filelist's folder, {folder}) or restore the file")]
+    if entry.stat.st_size == 0:
+        return [Problem(*where, f"{utt.path} is an empty file (0 bytes; a failed export or copy)",
+                        "export or copy the clip again from its source, or remove the line")]
     header = _read_header(utt.path)
     if isinstance(header, str):
         return [Problem(*where, f"cannot read the header of {utt.path} ({header})",
                         f"replace the file, or convert it: {_convert(utt.path, mel_cfg)}")]
-    problems = _check_format(entry, header, mel_cfg)
+    problems = _check_format(entry, header, mel_cfg) + _check_truncated(entry, header)
     if header.sample_rate != mel_cfg.sample_rate:  # its sample count means nothing until it is resampled
         return problems + _check_length(entry, utt.frames, limits, mel_cfg)
     frames = n_frames(header.n_samples, mel_cfg.hop_length)
+    problems += _check_finite(entry, header, mel_cfg)
     return problems + _check_samples(entry, header.n_samples, mel_cfg) + _check_length(entry, frames, limits, mel_cfg)
+
+
+def _check_truncated(entry: _Entry, header: _Header) -> list[Problem]:
+    """A RIFF WAV whose data chunk declares more bytes than the file holds: an export cut off
+    (libsndfile then reads what is there, so the clip would silently lose its end)."""
+    declared = _declared_data(entry.utt.path)
+    if declared is None:
+        return []
+    offset, size, block_align = declared
+    if size in (0, 0xFFFFFFFF) or size <= entry.stat.st_size - offset or not block_align:  # 0, ~0: streamed
+        return []
+    return [Problem(entry.filelist, entry.line,
+                    f"{entry.utt.path} is cut short: its header declares {size // block_align} samples, the file "
+                    f"holds {header.n_samples} (a truncated export or copy)",
+                    "export or copy the clip again from its source, or remove the line")]
+
+
+def _declared_data(path: Path) -> tuple[int, int, int] | None:
+    """(offset, declared size in bytes, bytes per sample frame) of a RIFF WAV's data chunk, from the
+    chunk headers alone (a few small reads); None for anything else."""
+    try:
+        with open(path, "rb") as wav:
+            if wav.read(12)[8:] != b"WAVE":
+                return None
+            block_align = 0
+            while len(head := wav.read(8)) == 8:
+                chunk, size = head[:4], int.from_bytes(head[4:], "little")
+                if chunk == b"data":
+                    return wav.tell(), size, block_align
+                if chunk == b"fmt ":
+                    block_align = int.from_bytes(wav.read(14)[12:14], "little")
+                    size -= 14
+                wav.seek(size + (size & 1), os.SEEK_CUR)
+    except OSError:
+        return None
+    return None
+
+
+def _check_finite(entry: _Entry, header: _Header, mel_cfg: MelConfig) -> list[Problem]:
+    """NaN or infinite samples of a float clip (a broken export), with the time of the first."""
+    dtype = _FLOAT_DTYPES.get(header.subtype)
+    if dtype is None or header.format not in SUPPORTED_FORMATS:
+        return []
+    try:
+        samples, _ = sf.read(str(entry.utt.path), dtype=dtype, always_2d=True)
+    except (RuntimeError, OSError) as err:
+        return [Problem(entry.filelist, entry.line, f"cannot read the audio of {entry.utt.path} ({err})",
+                        f"replace the file, or convert it: {_convert(entry.utt.path, mel_cfg)}")]
+    bad = ~np.isfinite(samples).all(axis=1)
+    if not bad.any():
+        return []
+    first = int(np.argmax(bad)) / header.sample_rate
+    return [Problem(entry.filelist, entry.line,
+                    f"{entry.utt.path} holds {int(bad.sum())} NaN or infinite sample(s), the first at {first:.3f} s "
+                    "(a broken float export; training would skip every step that meets it)",
+                    "re-export the clip from its source, or remove the line")]
 
 
 def _check_format(entry: _Entry, header: _Header, mel_cfg: MelConfig) -> list[Problem]:

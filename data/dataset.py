@@ -14,14 +14,20 @@ import torch
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
+from batching.errors import UserError
 from data.atomic import atomic_open
 from data.audio import MelConfig, MelExtractor, load_wav
 from data.filelist import Utterance
 from data.text import UnknownSymbolError, text_to_sequence
 
 
-class FramesMismatchError(ValueError):
+class FramesMismatchError(UserError):
     """The mel computed from a WAV does not have the frame count its filelist line promises."""
+
+
+class NonFiniteFeaturesError(UserError):
+    """A clip whose mel holds NaN or infinite values (NaN or infinite samples, or samples so large
+    that the STFT overflows): every step that met it would be skipped, so it is refused by name."""
 
 
 class TextMelDataset(Dataset):
@@ -47,16 +53,18 @@ class TextMelDataset(Dataset):
         """[n_mels, frames], from the cache when there is one, checked against the filelist length."""
         cache_path = self.cache_path(index)
         if cache_path is not None and cache_path.exists():
-            mel = torch.from_numpy(np.load(cache_path))
+            mel = np.load(cache_path)
+            self._check_finite(index, mel)
         else:
             utt = self.utterances[index]
             with torch.no_grad():
-                mel = self._extractor(load_wav(utt.path, self.mel_cfg.sample_rate))
+                mel = self._extractor(load_wav(utt.path, self.mel_cfg.sample_rate)).numpy()
+            self._check_finite(index, mel)  # before caching: a bad mel is never stored
             if cache_path is not None:
                 with atomic_open(cache_path, "wb") as out:
-                    np.save(out, mel.numpy())
+                    np.save(out, mel)
         self._check_frames(index, mel.shape[-1])
-        return mel
+        return torch.from_numpy(mel)
 
     def cache_path(self, index: int) -> Path | None:
         """One .npy per utterance, keyed by its path, size and mtime and the mel settings."""
@@ -66,6 +74,15 @@ class TextMelDataset(Dataset):
         stat = path.stat()
         key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{self.mel_cfg.fingerprint()}"
         return self.cache_dir / f"{path.stem}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.npy"
+
+    def _check_finite(self, index: int, mel: np.ndarray) -> None:
+        bad = mel.size - int(np.isfinite(mel).sum())
+        if bad:
+            utt = self.utterances[index]
+            raise NonFiniteFeaturesError(
+                f"{utt.origin or utt.path}: the mel of {utt.path} holds {bad} non-finite value(s) (NaN or infinite "
+                f"samples, or samples so large that the STFT overflows); re-export the clip from its source as 16-bit "
+                f"PCM, or remove the line")
 
     def _check_frames(self, index: int, actual: int) -> None:
         expected = int(self.frames[index])

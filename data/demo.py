@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from batching.errors import UserError
 from data.atomic import atomic_open
 from data.corpus import is_complete
 from data.audio import MelConfig, n_frames, save_wav
@@ -131,7 +132,8 @@ def make_demo_corpus(out_dir: str | Path, n_utterances: int = 400, seed: int = 0
 
     train, val = split_train_val(utterances, val_fraction, seed)
     if not train or not val:
-        raise ValueError(f"{n_utterances} utterances with val_fraction {val_fraction} leave an empty split")
+        raise UserError(f"{n_utterances} utterances with val_fraction {val_fraction} leave an empty split; "
+                        "raise demo_utterances")
     write_filelist(train_path, train)
     write_filelist(val_path, val)
     frames = np.array([u.frames for u in utterances])

@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from batching.errors import UserError
 from data.atomic import atomic_open
 from data.corpus import is_complete
 from data.audio import AudioFormatError, MelConfig, n_frames, save_wav, wav_info
@@ -219,7 +220,7 @@ def _engine() -> _Engine:
 def _check_rate(rate_wpm: int) -> None:
     """eSpeak clamps a rate outside its range silently; say so instead."""
     if not MIN_RATE_WPM <= rate_wpm <= MAX_RATE_WPM:
-        raise ValueError(f"rate_wpm must be in [{MIN_RATE_WPM}, {MAX_RATE_WPM}], got {rate_wpm}")
+        raise UserError(f"rate_wpm must be in [{MIN_RATE_WPM}, {MAX_RATE_WPM}], got {rate_wpm}")
 
 
 def speak(text: str, rate_wpm: int = DEFAULT_RATE_WPM) -> np.ndarray:
@@ -336,7 +337,7 @@ def choose(transcripts: list[Transcript], n_utterances: int | None, seed: int) -
     if n_utterances is None:
         return list(transcripts)
     if not 1 <= n_utterances <= len(transcripts):
-        raise ValueError(f"n_utterances must be in [1, {len(transcripts)}] (the transcripts), got {n_utterances}")
+        raise UserError(f"n_utterances must be in [1, {len(transcripts)}] (the transcripts), got {n_utterances}")
     order = list(range(len(transcripts)))
     random.Random(seed).shuffle(order)
     return [transcripts[i] for i in sorted(order[:n_utterances])]
@@ -484,7 +485,8 @@ def make_espeak_corpus(out_dir: str | Path, transcripts: str | Path, n_utterance
     _remove_unlisted(wav_dir, utterances)
     train, val = split_train_val(utterances, val_fraction, seed)
     if not train or not val:
-        raise ValueError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split")
+        raise UserError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split; "
+                        "raise n_utterances")
     write_filelist(train_path, train)
     write_filelist(val_path, val)
     _write_manifest(out_dir, manifest, utterances)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from batching.errors import UserError
 from data.audio import AudioFormatError, MelConfig
 from data.filelist import Utterance, split_train_val, summarize, wav_frames, write_filelist
 from data.text import find_unknown_symbols
@@ -18,7 +19,7 @@ from data.text import find_unknown_symbols
 MAX_REPORTED_PROBLEMS = 30
 
 
-class DataPreparationError(ValueError):
+class DataPreparationError(UserError):
     """The corpus has problems; `problems` lists each one, naming its file and line."""
 
     def __init__(self, source: Path, problems: list[str]):
@@ -53,7 +54,7 @@ def read_ljspeech(ljspeech_dir: str | Path, cfg: MelConfig = MelConfig(), progre
     ljspeech_dir = Path(ljspeech_dir).absolute()
     metadata = ljspeech_dir / "metadata.csv"
     if not metadata.is_file():
-        raise FileNotFoundError(f"{metadata} not found: point --ljspeech at the LJSpeech-1.1 folder")
+        raise UserError(f"{metadata} not found: point --ljspeech at the LJSpeech-1.1 folder")
     lines = metadata.read_text(encoding="utf-8").splitlines()
     utterances, line_numbers, problems, seen = [], [], [], {}
     for number, line in enumerate(tqdm(lines, desc="reading wav headers", unit="clip", disable=None if progress else True), 1):

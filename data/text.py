@@ -12,6 +12,8 @@ from typing import Iterable
 import inflect
 from unidecode import unidecode
 
+from batching.errors import UserError
+
 PAD = "_"
 PUNCTUATION = "!'\"(),-.:;?[] "
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -38,7 +40,7 @@ _NUMBER_RE = re.compile(r"[0-9]+")
 _WHITESPACE_RE = re.compile(r"\s+")
 
 
-class UnknownSymbolError(ValueError):
+class UnknownSymbolError(UserError):
     """Cleaned text holds characters that the symbol table lacks."""
 
 

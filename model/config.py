@@ -2,6 +2,8 @@
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
+from batching.errors import UserError
+
 # Fields that must be >= 1, fields that may be 0, dropout probabilities in [0, 1).
 _POSITIVE = (
     "n_symbols", "symbols_embedding_dim", "encoder_embedding_dim", "encoder_kernel_size",
@@ -14,6 +16,10 @@ _PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout",
                   "postnet_dropout")
 # "Same" padding of a convolution keeps the length only for odd kernels.
 _ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
+
+
+class ModelConfigError(UserError):
+    """A bad model setting (hparam `model.<field>`); the message names the field and what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,11 @@ class Tacotron2Config:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.type is int and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"Tacotron2Config.{f.name} must be an int, got {value!r}")
+                raise ModelConfigError(f"Tacotron2Config.{f.name} must be an int, got {value!r}")
             if f.type is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise TypeError(f"Tacotron2Config.{f.name} must be a number, got {value!r}")
+                raise ModelConfigError(f"Tacotron2Config.{f.name} must be a number, got {value!r}")
             if f.type is bool and not isinstance(value, bool):
-                raise TypeError(f"Tacotron2Config.{f.name} must be a bool, got {value!r}")
+                raise ModelConfigError(f"Tacotron2Config.{f.name} must be a bool, got {value!r}")
         for name in _POSITIVE:
             _require(self, name, getattr(self, name) >= 1, "must be >= 1")
         for name in _NON_NEGATIVE:
@@ -74,7 +80,7 @@ class Tacotron2Config:
         allowed = [f.name for f in fields(cls)]
         unknown = sorted(set(d) - set(allowed))
         if unknown:
-            raise ValueError(f"unknown Tacotron2Config key(s) {unknown}; allowed: {', '.join(allowed)}")
+            raise ModelConfigError(f"unknown Tacotron2Config key(s) {unknown}; allowed: {', '.join(allowed)}")
         return cls(**d)
 
     def to_dict(self) -> dict:
@@ -83,4 +89,4 @@ class Tacotron2Config:
 
 def _require(cfg: Tacotron2Config, name: str, ok: bool, message: str) -> None:
     if not ok:
-        raise ValueError(f"Tacotron2Config.{name}={getattr(cfg, name)!r} {message}")
+        raise ModelConfigError(f"Tacotron2Config.{name}={getattr(cfg, name)!r} {message}")

@@ -38,10 +38,11 @@ from scipy.optimize import nnls
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from batching import BatchingConfig, LengthsFileError, batch_stats, plan_epoch, read_lengths, train_split  # noqa: E402
+from batching.errors import UserError  # noqa: E402
 from batching.analysis import calibrate  # noqa: E402
 from data.collate import TextMelCollate  # noqa: E402
-from data.filelist import FilelistError, read_filelist  # noqa: E402
-from data.text import N_SYMBOLS, UnknownSymbolError, text_to_sequence  # noqa: E402
+from data.filelist import read_filelist  # noqa: E402
+from data.text import N_SYMBOLS, text_to_sequence  # noqa: E402
 from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
@@ -302,10 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown strategies {unknown}; known: {', '.join(EXPERIMENTS)}")
     try:
         frames, text_lengths = read_shapes(args.lengths)
-    except (LengthsFileError, FilelistError, UnknownSymbolError) as err:
+        result = run(args, frames, text_lengths)
+    except UserError as err:  # a user's mistake: one line (programming errors keep their tracebacks)
         print(f"error: {err}", file=sys.stderr)
         return 2
-    result = run(args, frames, text_lengths)
     text = markdown(result)
     if args.out:
         args.out.write_text(text)

@@ -42,7 +42,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
-from batching import BatchingConfig, LengthsFileError, plan_epoch, train_split  # noqa: E402
+from batching import BatchingConfig, plan_epoch, train_split  # noqa: E402
+from batching.errors import UserError  # noqa: E402
 from bench_epoch import DEFAULT_LENGTHS, Bench, device_name, pick_timed, read_shapes  # noqa: E402
 from reproduction.paper import EXPERIMENTS  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in VARIANTS if device.type == "cuda" or v not in CUDA_ONLY]
     try:
         rows = measure(args, variants, device)
-    except (LengthsFileError, FileNotFoundError) as err:
+    except (UserError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(markdown(rows, args, device))

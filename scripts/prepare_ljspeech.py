@@ -7,8 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from batching.errors import UserError  # noqa: E402
 from data.audio import MelConfig  # noqa: E402
-from data.ljspeech import DataPreparationError, prepare_ljspeech  # noqa: E402
+from data.ljspeech import prepare_ljspeech  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         prepared = prepare_ljspeech(args.ljspeech, args.out, args.seed, args.val_fraction, MelConfig())
-    except (DataPreparationError, FileNotFoundError, ValueError) as err:
+    except UserError as err:  # a user's mistake: one line (programming errors keep their tracebacks)
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"wrote {prepared.train_path} and {prepared.val_path}")

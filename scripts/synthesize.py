@@ -16,13 +16,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from batching.errors import UserError  # noqa: E402
 from data.audio import griffin_lim, save_wav  # noqa: E402
 from data.text import UnknownSymbolError, text_to_sequence  # noqa: E402
 from model import Tacotron2  # noqa: E402
 from model.plotting import plot_alignment  # noqa: E402
-from training.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from training.checkpoint import load_checkpoint  # noqa: E402
 from training.config import resolve_config  # noqa: E402
-from training.hparams import HParamsError, resume_hparams  # noqa: E402
+from training.hparams import resume_hparams  # noqa: E402
 
 
 def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: int = 60, seed: int = 0) -> dict:
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result = synthesize(args.checkpoint, args.text, args.out, args.griffin_lim_iters, args.seed)
-    except (FileNotFoundError, UnknownSymbolError, CheckpointError, HParamsError) as err:
+    except UserError as err:  # a user's mistake: one line (programming errors keep their tracebacks)
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"{result['frames']} frames ({result['seconds']:.2f} s) -> {result['out_dir']}/"

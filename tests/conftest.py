@@ -1,5 +1,5 @@
-"""Shared fixtures: where the read-only reference data lives, skips when it is absent, and a guard
-that fails the run if a test writes into it."""
+"""Shared fixtures: where the read-only reference data lives, skips when it is absent, and guards
+that fail the run if a test writes into it or into the checkout (runs/, corpora/, .cache/, files)."""
 import os
 import shutil
 import warnings
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.shared_guard import damaged, differences, read_sums, snapshot
+from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
@@ -83,14 +83,20 @@ def one_thread():
 _SHARED_BEFORE = pytest.StashKey[dict]()
 _SHARED_CHANGES = pytest.StashKey[list]()
 _SHARED_DAMAGED = pytest.StashKey[list]()
+_CHECKOUT_BEFORE = pytest.StashKey[dict]()
+_CHECKOUT_CHANGES = pytest.StashKey[list]()
 
 
 def pytest_sessionstart(session):
     """Hash every file of ../shared before the first test, so that pytest_sessionfinish can fail
     the run if a test wrote there (it is every developer's and CI's reference data). Notes, without
-    failing, files that already differ from SHA256SUMS: that damage predates the run. Under
-    pytest-xdist the controller guards the whole run (its workers skip this)."""
-    if hasattr(session.config, "workerinput") or not SHARED.is_dir():
+    failing, files that already differ from SHA256SUMS: that damage predates the run. Records the
+    checkout's state too (shared_guard.checkout_state): a test writes only under its tmp folders.
+    Under pytest-xdist the controller guards the whole run (its workers skip this)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    session.config.stash[_CHECKOUT_BEFORE] = checkout_state(REPO)
+    if not SHARED.is_dir():
         return
     before = snapshot(SHARED)
     session.config.stash[_SHARED_BEFORE] = before
@@ -99,16 +105,17 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session):
-    """A run whose tests changed, added or removed a file under ../shared fails (exit status 1),
-    even if every test passed; pytest_terminal_summary names the files."""
-    before = session.config.stash.get(_SHARED_BEFORE, None)
-    if before is None:
-        return
-    changes = differences(before, snapshot(SHARED) if SHARED.is_dir() else {})
-    if changes:
-        session.config.stash[_SHARED_CHANGES] = changes
-        if session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    """A run whose tests changed, added or removed a file under ../shared or in the checkout fails
+    (exit status 1), even if every test passed; pytest_terminal_summary names the files."""
+    guarded = ((_SHARED_BEFORE, _SHARED_CHANGES, lambda: snapshot(SHARED) if SHARED.is_dir() else {}),
+               (_CHECKOUT_BEFORE, _CHECKOUT_CHANGES, lambda: checkout_state(REPO)))
+    for before_key, changes_key, now in guarded:
+        before = session.config.stash.get(before_key, None)
+        changes = [] if before is None else differences(before, now())
+        if changes:
+            session.config.stash[changes_key] = changes
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -118,8 +125,11 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section(f"{SHARED} already differs from its SHA256SUMS (restore these files)", yellow=True)
         for line in broken:
             terminalreporter.write_line(line)
-    changes = config.stash.get(_SHARED_CHANGES, [])
-    if changes:
-        terminalreporter.section(f"FAILED: the tests modified {SHARED} (read-only reference data)", red=True)
-        for line in changes:
-            terminalreporter.write_line(line)
+    for key, title in ((_SHARED_CHANGES, f"FAILED: the tests modified {SHARED} (read-only reference data)"),
+                       (_CHECKOUT_CHANGES, f"FAILED: the tests modified the checkout {REPO} (tests write only under "
+                                           "their tmp folders)")):
+        changes = config.stash.get(key, [])
+        if changes:
+            terminalreporter.section(title, red=True)
+            for line in changes:
+                terminalreporter.write_line(line)

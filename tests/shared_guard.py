@@ -1,12 +1,19 @@
-"""Checks that the tests leave ../shared (read-only reference data) exactly as they found it.
+"""Checks that the tests leave ../shared (read-only reference data) and the checkout itself
+(its files, and what `make demo` or a user's runs left in runs/, corpora/, .cache/) exactly as
+they found them.
 
-Plain functions, so that tests/conftest.py can snapshot the folder around the session and
-tests/test_shared_guard.py can prove the detection on a folder of its own.
+Plain functions, so that tests/conftest.py can snapshot both around the session and
+tests/test_shared_guard.py can prove the detection on folders of its own.
 """
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
+
+#: The checkout's default output folders (hparams.yaml's output_dir, demo_dir, espeak_dir,
+#: mel_cache_dir; prepare_ljspeech.py's --out): no test may read or write them.
+CHECKOUT_OUTPUTS = ("runs", "corpora", ".cache", "filelists")
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -17,6 +24,32 @@ def snapshot(root: Path) -> dict[str, str]:
             with path.open("rb") as file:
                 digests[path.relative_to(root).as_posix()] = hashlib.file_digest(file, "sha256").hexdigest()
     return digests
+
+
+def checkout_state(repo: Path) -> dict[str, str]:
+    """Size and mtime of every file under the checkout's output folders (git ignores most of
+    them) and of every file `git status` lists (modified, added, untracked), so a test that
+    writes into the checkout shows up even where the work tree already had uncommitted changes."""
+    state = {}
+    for folder in CHECKOUT_OUTPUTS:
+        for path in sorted((repo / folder).rglob("*")):
+            if path.is_file():
+                state[path.relative_to(repo).as_posix()] = _stamp(path)
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=repo,
+                                capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):  # not a git checkout (e.g. an unpacked archive)
+        status = ""
+    for entry in filter(None, status.split("\0")):
+        name = entry[3:] if entry[2:3] == " " else entry  # '?? path' / ' M path'; a rename's source has no code
+        path = repo / name
+        state[f"git status {entry}"] = _stamp(path) if path.is_file() else ""
+    return state
+
+
+def _stamp(path: Path) -> str:
+    stat = path.stat()
+    return f"{stat.st_size} bytes, mtime {stat.st_mtime_ns}"
 
 
 def differences(before: dict[str, str], after: dict[str, str]) -> list[str]:

@@ -77,3 +77,19 @@ def test_plot_refuses_bload_with_a_reason(tmp_path, capsys):
     lengths.write_text("".join(f"a.wav|t|{n}\n" for n in (10, 20, 30, 40)))
     assert main(["plot", "--lengths", str(lengths), "--strategies", "bload", "--out", str(tmp_path)]) == 2
     assert "bload's packed blocks are not drawn" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["calibrate", "sweep", "plot"])
+def test_commands_that_switch_strategies_drop_the_options_of_the_given_one(capsys, tmp_path, command):
+    """`batching=stream,max_length=800` owns max_length; calibrate, sweep and plot compare other
+    strategies, which take the rest of the settings without it: a result, not an error."""
+    lengths = tmp_path / "list.txt"
+    lengths.write_text("".join(f"w{i}.wav|text|{20 + (i * 37) % 900}\n" for i in range(300)))
+    extra = [] if command == "calibrate" else ["--out", str(tmp_path)]
+    code, out, err = run(capsys, command, "--lengths", str(lengths), "--hparams", "batching=stream,max_length=800",
+                         "--json", *extra)
+    assert code == 0 and err == "", err
+    expected = {"calibrate": {"target_zpr", "bkt", "ats"}, "sweep": {"png", "curves"}, "plot": {"png", "panels"}}
+    result = json.loads(out)
+    assert set(result) == expected[command]
+    assert command == "calibrate" or Path(result["png"]).stat().st_size > 0

@@ -2,6 +2,8 @@
 import pytest
 
 from batching import BatchingConfig
+from batching.config import switch_strategy
+from batching.errors import UserError
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -31,3 +33,22 @@ def test_unknown_keys_are_an_error():
         BatchingConfig.from_hparams("batch_size=many")
     with pytest.raises(ValueError, match=r"'ssb' is not of the form key=value"):
         BatchingConfig.from_hparams("ssb")
+
+
+@pytest.mark.parametrize("source, target, dropped", [
+    (BatchingConfig("stream", max_length=800, capacity=4000), "ssb", {"max_length": None}),
+    (BatchingConfig("bload", block_length=900, n_frames_per_step=2), "rand", {"block_length": None}),
+    (BatchingConfig("ssb", dbs=True, capacity=4000), "bload", {"capacity": None, "dbs": False}),
+    (BatchingConfig("ssb", dbs=True, capacity=4000, lrf=0.3), "stream", {}),
+])
+def test_switch_strategy_drops_only_what_the_target_does_not_own(source, target, dropped):
+    switched = switch_strategy(source, target, seed=7)
+    assert switched.batching == target and switched.seed == 7
+    kept = {k: v for k, v in source.to_dict().items() if k not in {"batching", "seed", *dropped}}
+    assert {k: switched.to_dict()[k] for k in kept} == kept
+    assert {k: switched.to_dict()[k] for k in dropped} == dropped
+
+
+def test_switch_strategy_to_an_unknown_one_is_a_user_error():
+    with pytest.raises(UserError, match=r"batching='sorted' is invalid: expected one of 'rand'"):
+        switch_strategy(BatchingConfig("ssb"), "sorted")

@@ -175,15 +175,66 @@ def test_longer_than_the_limit(tmp_path):
          f"{tmp_path / 'train.txt'}:2: ", "long.wav", "80 frames (1.0 s)", "block_length=20")
 
 
-def test_missing_and_empty_filelists_and_byte_order_mark(tmp_path):
+def test_missing_and_empty_filelists(tmp_path):
     (tmp_path / "empty.txt").write_text("\n  \n")
     report = check_filelists(tmp_path / "absent.txt", tmp_path / "empty.txt", CFG, NO_LIMIT)
     problems = [str(p) for p in report.problems]
     assert problems[0].startswith(f"{tmp_path / 'absent.txt'}: cannot be read"), problems
     assert problems[1].startswith(f"{tmp_path / 'empty.txt'}: holds no utterances"), problems
-    train, val = write_lists(tmp_path, ["\ufeff" + make_wav(tmp_path, "a.wav")])
-    problems = [str(p) for p in check_filelists(train, val, CFG, NO_LIMIT).problems]
-    assert problems[0].startswith(f"{train}:1: starts with a byte-order mark"), problems
+
+
+@pytest.mark.parametrize("newline, bom", [("\r\n", ""), ("\r", ""), ("\n", "\ufeff"), ("\r\n", "\ufeff")])
+def test_windows_and_old_mac_line_ends_and_a_byte_order_mark_are_taken(tmp_path, newline, bom):
+    """Filelists written by other systems' editors: what the check passes, the loader reads alike."""
+    from data.filelist import read_filelist
+
+    lines = [make_wav(tmp_path, "a.wav"), make_wav(tmp_path, "b.wav", 4410)]
+    train, val = write_lists(tmp_path, lines)
+    train.write_bytes((bom + newline.join(lines) + newline).encode("utf-8"))
+    report = check_filelists(train, val, CFG, NO_LIMIT)
+    assert report.ok, report.error_message()
+    assert [(u.path, u.text, u.frames) for u in read_filelist(train)] == [
+        (tmp_path / "wavs" / "a.wav", "hello world.", 8), (tmp_path / "wavs" / "b.wav", "hello world.", 16)]
+
+
+def test_a_latin1_filelist_is_named_with_its_line(tmp_path):
+    lines = [make_wav(tmp_path, "a.wav"), make_wav(tmp_path, "b.wav", text="caf\u00e9 au lait")]
+    train, val = write_lists(tmp_path, lines)
+    train.write_bytes(train.read_text(encoding="utf-8").encode("latin-1"))
+    only([str(p) for p in check_filelists(train, val, CFG, NO_LIMIT).problems], f"{train}:2: is not UTF-8 text",
+         "byte 0xe9", "café au lait", "iconv -f latin1 -t utf-8")
+
+
+def test_a_float_clip_with_nan_or_infinite_samples_is_named(tmp_path):
+    line = make_wav(tmp_path, "broken.wav", n_samples=4410, subtype="FLOAT")
+    samples, rate = sf.read(str(tmp_path / "wavs" / "broken.wav"), dtype="float32")
+    samples[2205:2208] = [np.nan, np.inf, -np.inf]
+    sf.write(str(tmp_path / "wavs" / "broken.wav"), samples, rate, subtype="FLOAT")
+    only(train_problems(tmp_path, line), f"{tmp_path / 'train.txt'}:2: ", "broken.wav",
+         "holds 3 NaN or infinite sample(s), the first at 0.100 s", "re-export the clip")
+
+
+def test_a_truncated_and_an_empty_clip_are_named(tmp_path):
+    line = make_wav(tmp_path, "cut.wav", n_samples=4410)
+    whole = (tmp_path / "wavs" / "cut.wav").read_bytes()
+    (tmp_path / "wavs" / "cut.wav").write_bytes(whole[:len(whole) - 2 * 2205])  # the last 2205 16-bit samples
+    problems = train_problems(tmp_path, line)
+    assert problems[0].startswith(f"{tmp_path / 'train.txt'}:2: ") and "cut.wav is cut short: its header declares " \
+        "4410 samples, the file holds 2205" in problems[0], problems
+    (tmp_path / "wavs" / "none.wav").write_bytes(b"")
+    only(train_problems(tmp_path, "wavs/none.wav|hello world.|8"), f"{tmp_path / 'train.txt'}:2: ",
+         "none.wav is an empty file (0 bytes")
+
+
+def test_relative_paths_start_at_the_filelist_not_the_working_directory(tmp_path, monkeypatch):
+    from data.filelist import read_filelist
+
+    corpus = tmp_path / "corpus"
+    train, val = write_lists(corpus, [make_wav(corpus, "a.wav")])
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert check_filelists(train, val, CFG, NO_LIMIT).ok
+    assert read_filelist(train)[0].path == corpus / "wavs" / "a.wav"
 
 
 def test_every_problem_is_reported_in_line_order(tmp_path):

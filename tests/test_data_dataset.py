@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from data.audio import MelConfig, n_frames, save_wav
-from data.dataset import FramesMismatchError, TextMelDataset, precompute_mels
-from data.filelist import Utterance
+from data.dataset import FramesMismatchError, NonFiniteFeaturesError, TextMelDataset, precompute_mels
+from data.filelist import Utterance, read_filelist
 from data.text import UnknownSymbolError, text_to_sequence
 
 
@@ -33,6 +33,20 @@ def test_frames_mismatch_names_file_and_both_counts(two_wavs):
     wrong = [two_wavs[0], Utterance(two_wavs[1].path, "b", 99)]
     with pytest.raises(FramesMismatchError, match=rf"b\.wav.*{n_frames(9000)} frames.*says 99"):
         TextMelDataset(wrong)[1]
+
+
+def test_a_clip_whose_mel_is_not_finite_is_named_by_its_filelist_line_and_never_cached(tmp_path):
+    import soundfile as sf
+
+    samples = np.random.default_rng(0).uniform(-0.3, 0.3, 4410).astype(np.float32)
+    samples[100] = np.nan
+    sf.write(str(tmp_path / "nan.wav"), samples, 22050, subtype="FLOAT")
+    (tmp_path / "list.txt").write_text(f"nan.wav|Clip.|{n_frames(4410)}\n")
+    dataset = TextMelDataset(read_filelist(tmp_path / "list.txt"), cache_dir=tmp_path / "mels")
+    with pytest.raises(NonFiniteFeaturesError, match=rf"^{tmp_path / 'list.txt'}:1: the mel of .*nan\.wav holds \d+ "
+                                                     r"non-finite value\(s\).*; re-export the clip"):
+        precompute_mels(dataset, progress=False)
+    assert not list((tmp_path / "mels").glob("*.npy"))
 
 
 def test_unknown_symbols_are_reported_per_file(two_wavs):

@@ -56,6 +56,22 @@ def test_bad_hparam_value(tmp_path, capsys):
                  tmp_path / "run")
 
 
+def test_a_preset_that_fixes_the_sample_rate(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "dataset=demo,sample_rate=16000")], capsys,
+                 "dataset=demo is rendered at 22050 Hz", tmp_path / "run")
+
+
+def test_model_field_of_the_wrong_type(tmp_path, capsys):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "model.attention_dim=wide")], capsys,
+                 "Tacotron2Config.attention_dim must be an int, got 'wide'", tmp_path / "run")
+
+
+def test_an_utterance_over_the_batch_capacity(tmp_path, capsys):
+    """stream skips what is over max_length; a capacity below it is a limit the data check applies."""
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "batching=stream,max_length=800,capacity=5")], capsys,
+                 "longer than the 5 allowed by the batch capacity of 5 frames (capacity)", tmp_path / "run")
+
+
 def test_missing_filelist(tmp_path, capsys):
     hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'no.txt'},val_filelist={tmp_path / 'no.txt'}")
     expect_error(train.main, ["--hparams", hp], capsys, f"filelist {tmp_path / 'no.txt'} not found", tmp_path / "run")
@@ -66,6 +82,83 @@ def test_bad_filelist_line(tmp_path, capsys):
     hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'train.txt'}")
     expect_error(train.main, ["--hparams", hp], capsys, f"{tmp_path / 'train.txt'}:1: expected 3 fields",
                  tmp_path / "run")
+
+
+def user_corpus(root: Path, n: int = 6) -> tuple[Path, Path, list[str]]:
+    """A user's own corpus as another tool would leave it: float WAVs of noise, filelists with
+    relative paths; 4 training lines, 2 validation lines (returned too, to be spoiled)."""
+    import numpy as np
+    import soundfile as sf
+
+    from data.audio import n_frames
+
+    (root / "wavs").mkdir(parents=True)
+    lines = []
+    for i in range(n):
+        samples = np.random.default_rng(i).uniform(-0.3, 0.3, 4000 + 500 * i).astype(np.float32)
+        sf.write(str(root / "wavs" / f"c{i}.wav"), samples, 22050, subtype="FLOAT")
+        lines.append(f"wavs/c{i}.wav|clip number {i}.|{n_frames(samples.size)}")
+    return root / "train.txt", root / "val.txt", lines
+
+
+def write_corpus_lists(train: Path, val: Path, lines: list[str]) -> str:
+    train.write_text("\n".join(lines[:4]) + "\n")
+    val.write_text("\n".join(lines[4:]) + "\n")
+    return f"dataset=filelist,train_filelist={train},val_filelist={val}"
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["train", "check"])
+def test_a_clip_with_nan_samples_stops_the_run_before_the_first_step(tmp_path, capsys, check):
+    import soundfile as sf
+
+    train_list, val_list, lines = user_corpus(tmp_path / "corpus")
+    broken = tmp_path / "corpus" / "wavs" / "c2.wav"
+    samples, rate = sf.read(str(broken), dtype="float32")
+    samples[1000] = float("nan")
+    sf.write(str(broken), samples, rate, subtype="FLOAT")
+    hp = tiny(tmp_path, write_corpus_lists(train_list, val_list, lines))
+    expect_error(train.main, ["--check"] * check + ["--hparams", hp], capsys,
+                 f"{train_list}:3: {broken} holds 1 NaN or infinite sample(s)", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def sf_rewrite(path: Path, channels: int = 1, rate: int = 22050, subtype: str = "FLOAT") -> None:
+    """Write the clip again as another tool might have: more channels, another rate or sample format."""
+    import numpy as np
+    import soundfile as sf
+
+    samples, _ = sf.read(str(path), dtype="float32")
+    sf.write(str(path), np.repeat(samples[:, None], channels, axis=1), rate, subtype=subtype)
+
+
+def in_latin1(wavs: Path, train: Path, val: Path) -> None:  # noqa: ARG001 - a SPOILED_CORPORA entry
+    """A non-ASCII text on line 2, the filelist saved in Latin-1 (as many Windows tools do)."""
+    lines = train.read_text().splitlines()
+    lines[1] = lines[1].replace("clip number", "na\u00efve clip")
+    train.write_bytes("\n".join(lines).encode("latin-1") + b"\n")
+
+
+SPOILED_CORPORA = {  # how another tool's corpus can be unfit -> what the one error line must name
+    "stereo": (lambda wavs, train, val: sf_rewrite(wavs / "c1.wav", channels=2), "c1.wav has 2 channels"),
+    "16kHz": (lambda wavs, train, val: sf_rewrite(wavs / "c1.wav", rate=16000), "c1.wav is at 16000 Hz, expected"),
+    "8-bit": (lambda wavs, train, val: sf_rewrite(wavs / "c1.wav", subtype="PCM_U8"), "c1.wav holds WAV/PCM_U8 audio"),
+    "overlap": (lambda wavs, train, val: val.write_text(val.read_text() + train.read_text().splitlines()[0] + "\n"),
+                "val.txt:3: train and val overlap: same clip"),
+    "latin-1": (in_latin1, "train.txt:2: is not UTF-8 text (byte 0xef; as Latin-1 the line reads 'wavs/c1.wav|"),
+    "empty": (lambda wavs, train, val: train.write_text("\n\n"), "train.txt: holds no utterances"),
+}
+
+
+@pytest.mark.parametrize("kind", SPOILED_CORPORA)
+def test_a_users_corpus_is_refused_up_front_naming_the_culprit(tmp_path, capsys, kind):
+    """Each way another tool's corpus can be unfit: one error naming it, exit 2, nothing written.
+    (24-bit and float clips, CRLF, a byte-order mark: tests/test_data_check.py shows they are taken.)"""
+    train_list, val_list, lines = user_corpus(tmp_path / "corpus")
+    hp = tiny(tmp_path, write_corpus_lists(train_list, val_list, lines))
+    spoil, culprit = SPOILED_CORPORA[kind]
+    spoil(tmp_path / "corpus" / "wavs", train_list, val_list)
+    expect_error(train.main, ["--hparams", hp], capsys, culprit, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_resume_without_a_checkpoint(tmp_path, capsys):

@@ -9,6 +9,7 @@ import torch
 
 from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Config
+from model.config import ModelConfigError
 from model.decoder import Decoder
 from model.fast_decoder import FastDecoder
 from tests.test_model import N_MELS, N_SYMBOLS, make_batch, tiny_config
@@ -127,7 +128,7 @@ def test_each_weight_gradient_is_written_once_and_accumulates():
 
 
 def test_fast_decoder_must_be_a_bool():
-    with pytest.raises(TypeError, match="fast_decoder must be a bool"):
+    with pytest.raises(ModelConfigError, match="fast_decoder must be a bool"):
         tiny_config(fast_decoder=1)
 
 

@@ -2,6 +2,7 @@
 import pytest
 
 from model import Tacotron2Config
+from model.config import ModelConfigError
 
 
 def test_defaults_are_nvidia_tacotron2():
@@ -40,5 +41,5 @@ def test_bad_values_are_named(field, value, message):
     ("prenet_dim", 64.0), ("n_symbols", True), ("p_decoder_dropout", "0.1")])
 def test_wrong_types_are_named(field, value):
     kwargs = {"n_symbols": 10, field: value}
-    with pytest.raises(TypeError, match=field):
+    with pytest.raises(ModelConfigError, match=field):
         Tacotron2Config(**kwargs)

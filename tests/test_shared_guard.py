@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.shared_guard import damaged, differences, read_sums, snapshot
+from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 INNER_CONFTEST = \
@@ -84,3 +84,29 @@ def test_a_session_that_writes_into_shared_fails_and_older_damage_only_warns(tmp
     assert "already differs from its SHA256SUMS" in done.stdout and "changed: data/b.bin" in done.stdout
     assert "the tests modified" in done.stdout
     assert "changed: data/a.txt\nappeared: new.txt\n" in done.stdout
+
+
+def test_checkout_state_sees_outputs_and_work_tree_changes(tmp_path):
+    """The checkout guard on a git repository of its own: a file written under runs/ (ignored by
+    git), a tracked file changed, an already-modified file changed again, a new untracked file."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("runs/\n")
+    (repo / "a.py").write_text("a = 1\n")
+    (repo / "b.py").write_text("b = 1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "start"], check=True)
+    (repo / "b.py").write_text("b = 2\n")  # uncommitted work before the session
+    (repo / "runs" / "demo").mkdir(parents=True)
+    (repo / "runs" / "demo" / "metrics.jsonl").write_text("{}\n")  # what `make demo` left
+    before = checkout_state(repo)
+    assert differences(before, checkout_state(repo)) == []
+    (repo / "runs" / "demo" / "metrics.jsonl").write_text("{}\n{}\n")
+    (repo / "a.py").write_text("a = 2\n")
+    (repo / "b.py").write_text("b = 3\n")
+    (repo / "new.txt").write_text("new")
+    assert differences(before, checkout_state(repo)) == [
+        "changed: git status  M b.py", "changed: runs/demo/metrics.jsonl", "appeared: git status  M a.py",
+        "appeared: git status ?? new.txt"]

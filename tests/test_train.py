@@ -1,6 +1,8 @@
 """train.py end to end on tiny data: metrics, checkpoints, exact resume, bad input, NaN handling."""
 import dataclasses
 import json
+import math
+import re
 import signal
 
 import pytest
@@ -78,29 +80,68 @@ def test_a_new_run_never_overwrites_an_old_one_by_accident(tmp_path, capsys):
     assert train.main(["--hparams", tiny(tmp_path, "epochs=1,overwrite=true")]) == 0
 
 
+def test_a_bad_value_is_reported_before_the_run_directory_is_judged(tmp_path, capsys):
+    """A typo into an output_dir that holds a run names the typo, not `overwrite`."""
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+    capsys.readouterr()
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,batching=sorted")]) == 2
+    err = capsys.readouterr().err
+    assert "'batching': 'sorted' is not one of" in err and "already holds a run" not in err
+
+
 def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys):
-    assert train.main(["--hparams", "batching=sorted"]) == 2
+    assert train.main(["--hparams", tiny(tmp_path, "batching=sorted")]) == 2
     assert "'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats" in capsys.readouterr().err
     assert train.main(["--resume", str(tmp_path / "nowhere")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
 
 
-def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path, monkeypatch):
+class NaNLoss(training.step.Tacotron2Loss):
+    """The real loss, made NaN on the calls `poisoned` picks (call numbers from 0)."""
+
+    poisoned = staticmethod(lambda call: True)
+    calls = 0
+
+    def __call__(self, *args, **kwargs):
+        terms = super().__call__(*args, **kwargs)
+        NaNLoss.calls += 1
+        return dataclasses.replace(terms, loss=terms.loss * float("nan")) if self.poisoned(NaNLoss.calls - 1) else terms
+
+
+def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path, monkeypatch, capsys):
     assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
     before = load_checkpoint(tmp_path / "run" / LAST)["model"]
 
-    real_loss = training.step.Tacotron2Loss
-
-    class NaNLoss(real_loss):
-        def __call__(self, *args, **kwargs):
-            terms = super().__call__(*args, **kwargs)
-            return dataclasses.replace(terms, loss=terms.loss * float("nan"))
-
     monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
-    with pytest.raises(FloatingPointError, match="3 non-finite steps in a row"):
-        train.main(["--resume", str(tmp_path / "run"), "--hparams", "epochs=2,max_bad_steps=3"])
+    capsys.readouterr()
+    assert train.main(["--resume", str(tmp_path / "run"), "--hparams", "epochs=2,max_bad_steps=3"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: 3 non-finite steps in a row at epoch 1") and str(tmp_path / "run" / LAST) in err
     after = load_checkpoint(tmp_path / "run" / LAST)["model"]
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_an_epoch_with_skipped_steps_prints_them_and_the_loss_of_the_others(tmp_path, monkeypatch, capsys):
+    """Every third step NaN: the epoch line counts them, and its loss is the mean over the steps that ran."""
+    monkeypatch.setattr(NaNLoss, "poisoned", staticmethod(lambda call: call % 3 == 1))
+    monkeypatch.setattr(NaNLoss, "calls", 0)
+    monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,validate_every=5")]) == 0
+    record = read_metrics(tmp_path / "run")[0]
+    skipped = sum(1 for call in range(record["steps"]) if call % 3 == 1)
+    assert record["skipped_steps"] == skipped > 0 and 0 < record["train_loss"] < math.inf
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("epoch    0")][0]
+    assert f"| train {record['train_loss']:.4f} ({skipped} of {record['steps']} steps skipped: non-finite)" in line
+
+
+def test_an_epoch_whose_every_step_was_skipped_stops_the_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,max_bad_steps=1000")]) == 1
+    captured = capsys.readouterr()
+    assert "train 0.0000" not in captured.out and "Traceback" not in captured.err
+    assert re.match(r"error: every one of the \d+ steps of epoch 0 was skipped for a non-finite loss.* No checkpoint "
+                    r"was written yet", captured.err), captured.err
+    assert read_metrics(tmp_path / "run") == [] and not (tmp_path / "run" / LAST).exists()
 
 
 def check_demo_learns(tmp_path, extra: str = "") -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from batching.errors import UserError
 from data.atomic import atomic_open
 from training.rundir import LAST, read_hparams
 
@@ -71,7 +72,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint file that cannot be read; the message names it and what to do."""
 
 
@@ -79,7 +80,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load a checkpoint on the CPU, with an error that says what to do when it is missing or damaged."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}: was the run started with this output_dir?")
+        raise CheckpointError(f"no checkpoint at {path}: was the run started with this output_dir?")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except (EOFError, RuntimeError, pickle.UnpicklingError, ValueError) as err:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batching import STRATEGIES, BatchingConfig, strategy_of
+from batching.errors import UserError
 from data.audio import MelConfig
 from data.text import N_SYMBOLS
 from model import Tacotron2Config
@@ -121,7 +122,7 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
     try:
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
         cfg = RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
-    except ValueError as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
+    except UserError as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
         raise HParamsError(str(err)) from None
     _check_graph_bucket(cfg)
     return cfg

@@ -2,18 +2,19 @@
 filelists, from headers only (data/check.py), and what the run will do with the training set."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from batching import plan_global
+from batching.config import switch_strategy
+from batching.errors import UserError
 from data.check import CheckLimits, CheckReport, check_filelists
 from data.filelist import read_filelist
 from training.config import RunConfig
 
 
-class DataCheckError(ValueError):
+class DataCheckError(UserError):
     """The data has problems; the message lists every one, `FILELIST:LINE: what; what to do`."""
 
 
@@ -36,8 +37,7 @@ def plan_summary(cfg: RunConfig, train_filelist: Path, report: CheckReport, worl
     r = cfg.train.n_frames_per_step
     plan = plan_global(frames, cfg.batching, 0, world_size)
     stats = plan.stats(frames, r)
-    rand = dataclasses.replace(cfg.batching, batching="rand", dbs=False, br=False, capacity=None, max_length=None,
-                               block_length=None, n_frames_per_step=1)
+    rand = switch_strategy(cfg.batching, "rand", dbs=False, br=False, capacity=None, n_frames_per_step=1)
     rand_steps = plan_global(frames, rand, 0, world_size).stats(frames, r)["decoder_steps"]
     largest = max(plan.batches(), key=lambda b: len(b) * int(frames[b].max(initial=0)))
     lines = [f"{c.filelist}: {c.utterances} utterances, {c.hours:.2f} h" for c in report.counts]

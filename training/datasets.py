@@ -13,7 +13,8 @@ from data.audio import MelConfig
 from data.dataset import TextMelDataset, precompute_mels
 from data.demo import make_demo_corpus
 from data.espeak import make_espeak_corpus
-from data.filelist import read_filelist
+from data.filelist import FilelistError, read_filelist
+from training.hparams import HParamsError
 
 if TYPE_CHECKING:  # annotations only: training/config.py takes DATASETS from here
     from training.config import DataConfig
@@ -26,8 +27,9 @@ SHARED_TRANSCRIPTS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv
 def demo_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
     """The embedded demo corpus, generated once (rendered at the paper's mel settings)."""
     if (mel.sample_rate, mel.hop_length) != (MelConfig().sample_rate, MelConfig().hop_length):
-        raise ValueError(f"dataset=demo is rendered at {MelConfig().sample_rate} Hz with a 12.5 ms hop; "
-                         "leave sample_rate and hop_ms at their defaults for it")
+        raise HParamsError(f"dataset=demo is rendered at {MelConfig().sample_rate} Hz with a 12.5 ms hop, not "
+                           f"sample_rate={mel.sample_rate} with a {mel.hop_length}-sample hop; leave sample_rate and "
+                           "hop_ms at their defaults for it (or use dataset=filelist with your own clips)")
     return make_demo_corpus(Path(data.demo_dir), n_utterances=data.demo_utterances, seed=0)
 
 
@@ -47,7 +49,7 @@ def user_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
 def _existing(paths: tuple[Path, Path], hint: str) -> tuple[Path, Path]:
     for path in paths:
         if not path.is_file():
-            raise FileNotFoundError(f"filelist {path} not found: {hint}")
+            raise FilelistError(f"filelist {path} not found: {hint}")
     return paths
 
 
@@ -55,12 +57,13 @@ def espeak_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
     """English speech the project generates with eSpeak NG (data/espeak.py) from `transcripts`
     (default: the 13,100 LJSpeech transcripts in ../shared beside the checkout), once."""
     if (mel.sample_rate, mel.hop_length) != (MelConfig().sample_rate, MelConfig().hop_length):
-        raise ValueError(f"dataset=espeak is synthesised at {MelConfig().sample_rate} Hz with a 12.5 ms hop; "
-                         "leave sample_rate and hop_ms at their defaults for it")
+        raise HParamsError(f"dataset=espeak is synthesised at {MelConfig().sample_rate} Hz with a 12.5 ms hop, not "
+                           f"sample_rate={mel.sample_rate} with a {mel.hop_length}-sample hop; leave sample_rate and "
+                           "hop_ms at their defaults for it")
     transcripts = Path(data.transcripts) if data.transcripts else SHARED_TRANSCRIPTS
     if not transcripts.is_file():
-        raise FileNotFoundError(f"transcripts file {transcripts} not found: set transcripts=FILE (LJSpeech's "
-                                "metadata.csv format, or one sentence per line)")
+        raise HParamsError(f"hparam 'transcripts': file {transcripts} not found: set transcripts=FILE (LJSpeech's "
+                           "metadata.csv format, or one sentence per line)")
     return make_espeak_corpus(Path(data.espeak_dir), transcripts, data.n_utterances or None, seed=0)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from batching.errors import UserError
 from batching.options import OptionError, coerce, parse_overrides
 
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
@@ -23,7 +24,7 @@ RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "pr
                                "dist_backend"})
 
 
-class HParamsError(ValueError):
+class HParamsError(UserError):
     """A bad key or value; the message names it and what is allowed."""
 
 

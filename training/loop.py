@@ -36,6 +36,11 @@ class StopRequested(Exception):
     """Raised between steps after SIGINT/SIGTERM (or stop_after_steps), once a checkpoint is written."""
 
 
+class TrainingDiverged(FloatingPointError):
+    """Too many non-finite steps (max_bad_steps in a row, or every step of an epoch); the last good
+    checkpoint is kept and the message names it."""
+
+
 @dataclass
 class EpochSums:
     """A training epoch's running sums on one rank (kept in mid-epoch checkpoints)."""
@@ -129,9 +134,14 @@ def start_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
 def check_bad_steps(run: Run, epoch: int, step: int, bad_in_row: float) -> None:
     """Stop after max_bad_steps non-finite steps in a row (read one step late, see device_sums)."""
     if bad_in_row >= run.cfg.train.max_bad_steps:
-        raise FloatingPointError(
-            f"{int(bad_in_row)} non-finite steps in a row at epoch {epoch} (by step {step}); stopping. The last good "
-            f"checkpoint is {run.run_dir / LAST}. Try a lower learning_rate or amp=off.")
+        raise TrainingDiverged(
+            f"{int(bad_in_row)} non-finite steps in a row at epoch {epoch} (by step {step}); stopping. "
+            f"{last_good(run)}. Try a lower learning_rate or amp=off.")
+
+
+def last_good(run: Run) -> str:
+    last = run.run_dir / LAST
+    return f"The last good checkpoint is {last}" if last.is_file() else "No checkpoint was written yet"
 
 
 def log_step(run: Run, state: RunState, values: dict[str, float], bar: tqdm) -> None:
@@ -222,8 +232,11 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
     synchronize(run.device)
     sums.seconds += time.perf_counter() - tick
     check_bad_steps(run, epoch, state.step_in_epoch, read_into(sums, dev)["bad_in_row"])
-    if sums.skipped:
-        run.log(f"warning: epoch {epoch}: {sums.skipped} step(s) skipped for a non-finite loss or gradient")
+    if sums.skipped and not sums.steps:  # a loss over no step would read as 0; nothing was learned
+        raise TrainingDiverged(
+            f"every one of the {sums.skipped} steps of epoch {epoch} was skipped for a non-finite loss or gradient; "
+            f"stopping. {last_good(run)}. Check the data (python train.py --check with the same --hparams), or try "
+            "a lower learning_rate or amp=off.")
     return record | epoch_record(run, sums)
 
 
@@ -311,6 +324,8 @@ def finish_epoch(run: Run, state: RunState, record: dict[str, Any]) -> None:
 def epoch_line(record: dict[str, Any]) -> str:
     line = (f"epoch {record['epoch']:4d} | {record['train_seconds']:7.1f}s | {record['n_batches']} batches | "
             f"ZPR {record['zpr']:5.2f}% ABL {record['abl']:6.1f} | train {record['train_loss']:.4f}")
+    if record["skipped_steps"]:  # the loss above is over the steps that ran
+        line += f" ({record['skipped_steps']} of {record['steps']} steps skipped: non-finite)"
     if "val_loss" in record:
         line += (f" | val {record['val_loss_valid']:.4f} (padded {record['val_loss_padded']:.4f}) "
                  f"| diagonal {record['val_diagonality']:.2f}")

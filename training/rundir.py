@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from batching.errors import UserError
 from data.atomic import atomic_open
 
 LAST = "checkpoint_last.pt"  # everything needed to continue (written every epoch and on stop)
@@ -60,7 +61,7 @@ def has_checkpoint(run_dir: Path) -> bool:
     return (Path(run_dir) / LAST).is_file()
 
 
-class RunDirError(ValueError):
+class RunDirError(UserError):
     """An output_dir that cannot hold a run; the message names the path in the way."""
 
 
