@@ -2,8 +2,6 @@
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-from batching.errors import UserError
-
 # Fields that must be >= 1, fields that may be 0, dropout probabilities in [0, 1).
 _POSITIVE = (
     "n_symbols", "symbols_embedding_dim", "encoder_embedding_dim", "encoder_kernel_size",
@@ -18,8 +16,9 @@ _PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout",
 _ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
 
 
-class ModelConfigError(UserError):
-    """A bad model setting (hparam `model.<field>`); the message names the field and what is allowed."""
+class ModelConfigError(ValueError):
+    """A bad model setting (hparam `model.<field>`); the message names the field and what is allowed.
+    The model knows nothing of the recipe's user-error type: training/config.py turns this into it."""
 
 
 @dataclass(frozen=True)

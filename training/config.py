@@ -16,6 +16,7 @@ from batching.errors import UserError
 from data.audio import MelConfig
 from data.text import N_SYMBOLS
 from model import Tacotron2Config
+from model.config import ModelConfigError
 from model.loss import LOSS_NORMS
 from training.datasets import DATASETS
 from training.hparams import HParamsError
@@ -161,7 +162,10 @@ def model_config(hp: dict[str, Any], mel: MelConfig) -> Tacotron2Config:
     if fields.setdefault("n_mel_channels", mel.n_mels) != mel.n_mels:
         raise HParamsError(f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
                            f"n_mels={mel.n_mels}; set n_mels instead")
-    return Tacotron2Config.from_dict(fields)
+    try:
+        return Tacotron2Config.from_dict(fields)
+    except ModelConfigError as err:
+        raise HParamsError(str(err)) from None
 
 
 def _fields_of(cls, hp: dict[str, Any]) -> dict[str, Any]:
