@@ -86,22 +86,23 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> d
     return best
 
 
-def bisect_parameter(lengths: np.ndarray, base: BatchingConfig, param: str, target_zpr: float,
-                     low: float, high: float, step: float) -> dict:
-    """The largest value low + k * step in [low, high] whose ZPR is not above the target, by
-    bisection on k (ZPR taken as growing with the value); None when even `low` is above it."""
+def bisect_parameter(lengths: np.ndarray, base: BatchingConfig, param: str, target: float,
+                     low: float, high: float, step: float, metric: str = "zpr") -> dict:
+    """The largest value low + k * step in [low, high] whose `metric` (zpr, or padding: the padded
+    share of all frames, in percent) is not above the target, by bisection on k (the metric taken
+    as growing with the value); None when even `low` is above it."""
     strategy = SWEPT[param]
     lo, hi = 0, int(round((high - low) / step))
     found = _padding(lengths, _variant(base, strategy, param, _grid_value(low, lo, step)))
-    if found["zpr"] > target_zpr:
-        return {param: None, "zpr": None, "abl": None}
+    if found[metric] > target:
+        return {param: None, "zpr": None, "abl": None, "padding": None}
     top = _padding(lengths, _variant(base, strategy, param, _grid_value(low, hi, step)))
-    if top["zpr"] <= target_zpr:
+    if top[metric] <= target:
         return {param: _grid_value(low, hi, step), **top}
     while hi - lo > 1:
         middle = (lo + hi) // 2
         record = _padding(lengths, _variant(base, strategy, param, _grid_value(low, middle, step)))
-        if record["zpr"] <= target_zpr:
+        if record[metric] <= target:
             lo, found = middle, record
         else:
             hi = middle
@@ -118,9 +119,11 @@ def _variant(base: BatchingConfig, strategy: str, param: str, value) -> Batching
 
 
 def _padding(lengths: np.ndarray, config: BatchingConfig, with_randomness: bool = False) -> dict:
-    """ZPR and ABL of epoch 0's batches, and with_randomness pair_repeat into epoch 1."""
+    """ZPR, ABL and padding (share of all padded frames, %) of epoch 0's batches, and with_randomness
+    pair_repeat into epoch 1."""
     stats = batch_stats(lengths, plan_epoch(lengths, config))
-    record = dict(zpr=stats["zpr"], abl=stats["abl"])
+    padding = 100 * (1 - stats["real_frames"] / stats["padded_frames"]) if stats["padded_frames"] else 0.0
+    record = dict(zpr=stats["zpr"], abl=stats["abl"], padding=padding)
     if with_randomness:
         record["pair_repeat"] = randomness(lengths, config)["pair_repeat"]
     return record

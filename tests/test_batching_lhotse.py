@@ -1,13 +1,16 @@
 """batching.lhotse.PlanCutSampler: CutSet batches from the planner, in a DataLoader, on one and two
 processes, resumed mid-epoch on another world size (cuts built from generated audio)."""
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batching import BatchingConfig, plan_epoch
+from batching import STRATEGIES, BatchingConfig, plan_epoch
 
 pytest.importorskip("lhotse", reason="lhotse is not installed: pip install 'tacotron2-batching[lhotse]'")
 import soundfile  # noqa: E402
@@ -21,6 +24,7 @@ from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.lhotse import PlanCutSampler, cut_frames  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
 RATE = 8000
 CONFIG = BatchingConfig("ssb", batch_size=4, dbs=True, br=True, seed=3)
 
@@ -136,3 +140,21 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
     resumed.load_state_dict(ranks[0][4])
     everything = [i for r in ranks for b in r[3] for i in b] + [i for b in ids(resumed) for i in b]
     assert sorted(everything) == sorted(cuts.ids)
+
+
+def test_bench_batchers_smoke(tmp_path):
+    """scripts/bench_batchers.py on 300 lengths and 2,000 lognormal ones: every strategy and Lhotse in
+    the table, and ours calibrated to Lhotse's ZPR not above it."""
+    (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_batchers.py"), "--lengths",
+                           str(tmp_path / "lengths.tsv"), "-n", "2000", "--num-buckets", "4"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    labels = [row[0].lstrip("| ") for row in rows]
+    for name in STRATEGIES:
+        assert sum(label.startswith(name) for label in labels) >= 2, name  # 300 lengths and lognormal
+    lhotse = [row for row in rows if row[0].endswith("num_buckets=4")]
+    ssb_at_zpr = [row for row in rows if row[0].startswith("| ssb-dbs-br lrf=")]
+    assert len(lhotse) == 6 and len(ssb_at_zpr) == 4  # 2 data sets x (main, at ZPR, at padding)
+    assert float(ssb_at_zpr[0][2]) <= float(lhotse[1][2]) and float(ssb_at_zpr[1][3]) <= float(lhotse[2][3])
