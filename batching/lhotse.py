@@ -49,7 +49,6 @@ class PlanCutSampler(Sampler[CutSet]):
                              "yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         if not frame_shift > 0:
             raise ValueError(f"frame_shift={frame_shift} must be a positive number of seconds")
-        self.cuts = cuts
         self.frame_shift = frame_shift
         self._cuts = list(cuts)
         config = _with_budget(config, max_duration, frame_shift)
