@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench-planner clean
+.PHONY: demo test bench-planner docker-check clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ test: $(VENV)/.installed
 
 bench-planner: $(VENV)/.installed
 	$(PY) scripts/bench_planner.py
+
+# Builds the Docker image with podman on a local Debian base with this machine's CPU torch and runs
+# `train.py --check` and one demo epoch as build steps (root, podman, debootstrap; 17 min here).
+docker-check:
+	bash scripts/docker_check.sh
 
 clean:
 	rm -rf runs corpora .cache
