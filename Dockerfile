@@ -2,9 +2,12 @@
 #   docker build -t tacotron2-batching .
 #   docker run --gpus all -v /path/to/LJSpeech-1.1:/data/LJSpeech-1.1:ro -v $PWD/runs:/workspace/runs \
 #       tacotron2-batching scripts/table2.sh --only RAND
-# The base image's CUDA PyTorch is the only torch in the image: requirements-docker.txt is
+# The base image's PyTorch is the only torch in the image: requirements-docker.txt is
 # requirements.txt without torch, and the build fails if installing it would change torch.
-FROM pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime
+# BASE_IMAGE: any image with `python` and `pip` on the PATH and a torch the recipe supports
+# (>= 2.11); `make docker-check` builds on a local Debian base with this machine's CPU torch.
+ARG BASE_IMAGE=pytorch/pytorch:2.11.0-cuda12.8-cudnn9-runtime
+FROM ${BASE_IMAGE}
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

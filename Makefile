@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 WHEELHOUSE ?= wheelhouse
 DEMO_HPARAMS ?=
 
-.PHONY: demo test bench-planner gpu-check clean wheelhouse install-offline
+.PHONY: demo test bench-planner gpu-check docker-check clean wheelhouse install-offline
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ wheelhouse:
 install-offline:
 	$(PYTHON) scripts/wheelhouse.py install --wheelhouse $(WHEELHOUSE) $(if $(ONLY_MISSING),--only-missing) \
 		$(if $(REQUIREMENTS),--requirements $(REQUIREMENTS))
+
+# Builds the Docker image with podman on a local Debian base with this machine's CPU torch and runs
+# `train.py --check` and one demo epoch as build steps (root, podman, debootstrap; 17 min here).
+docker-check:
+	bash scripts/docker_check.sh
 
 clean:
 	rm -rf runs corpora .cache

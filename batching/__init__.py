@@ -10,6 +10,8 @@ metrics.py, analysis.py, cli.py. How to add a strategy: see planner.py's docstri
 The PyTorch batch samplers live in batching.sampler (imported on demand, so this package
 needs only numpy and numba).
 """
+__version__ = "0.1.0"  # the package version (pyproject.toml reads it from here)
+
 from .config import BatchingConfig
 from .lengths import LengthsFileError, read_lengths
 from .metrics import pair_repeat, randomness

@@ -11,8 +11,13 @@ from .paper import PAPER_TABLE1, TABLE1_CONFIGS
 from .plan import batch_stats
 from .planner import plan_epoch, plan_global
 
-#: The parameter each Fig. 2 panel varies, for the strategy that has it.
-SWEPT = {"lrf": "ssb", "bucket_size": "bkt", "n_bins": "ats"}
+#: The parameter each sweep curve varies, for the strategy that has it (Fig. 2's three, and stream's).
+SWEPT = {"lrf": "ssb", "bucket_size": "bkt", "n_bins": "ats", "bucket_interval": "stream"}
+#: Strategies without a parameter: one point each on the trade-off plot.
+FIXED = ("rand", "sb")
+#: calibrate's search for the continuous / wide parameters: (lowest value, step of the bisection).
+BISECTED = {"lrf": (0.0, 1e-4), "bucket_interval": (1, 1)}
+LRF_CEILING = 4.0  # beyond this the noise dwarfs every length difference: SSB is a shuffle
 
 
 def describe(lengths: np.ndarray, config: BatchingConfig, epoch: int = 0) -> dict:
@@ -33,29 +38,37 @@ def table1(lengths: np.ndarray, seed: int = 0) -> list[dict]:
     return rows
 
 
-def sweep_grid(n_samples: int, batch_size: int, points: int = 40) -> dict[str, list]:
-    """Fig. 2's ranges: LRF in [0, 1], bucket size in [B0, N], bins in [1, N / B0]; geometric where wide."""
-    n_batches = max(1, -(-n_samples // batch_size))
+def sweep_grid(lengths: np.ndarray, batch_size: int, points: int = 40) -> dict[str, list]:
+    """Fig. 2's ranges (LRF in [0, 1], bucket size in [B0, N], bins in [1, N / B0]; geometric where
+    wide) and stream's bucket interval in [1, L_max] frames (geometric)."""
+    n_batches = max(1, -(-lengths.size // batch_size))
     buckets = np.unique(np.geomspace(1, n_batches, points).round().astype(int)) * batch_size
     return dict(lrf=np.round(np.linspace(0, 1, points + 1), 4).tolist(),
                 bucket_size=buckets.tolist(),
-                n_bins=np.unique(np.geomspace(1, n_batches, points).round().astype(int)).tolist())
+                n_bins=np.unique(np.geomspace(1, n_batches, points).round().astype(int)).tolist(),
+                bucket_interval=np.unique(np.geomspace(1, lengths.max(initial=1), points).round().astype(int)).tolist())
 
 
-def sweep(lengths: np.ndarray, base: BatchingConfig, grid: dict[str, list]) -> dict[str, list[dict]]:
-    """ZPR and ABL of epoch 0 for every value of every swept parameter."""
+def sweep(lengths: np.ndarray, base: BatchingConfig, grid: dict[str, list], with_randomness: bool = False
+          ) -> dict[str, list[dict]]:
+    """ZPR and ABL of epoch 0 for every value of every swept parameter; with_randomness adds
+    pair_repeat into epoch 1 (the trade-off plot's other axis)."""
     curves = {}
     for param, values in grid.items():
-        curves[param] = []
-        for value in values:
-            config = switch_strategy(base, SWEPT[param], **{param: value})
-            stats = batch_stats(lengths, plan_epoch(lengths, config))
-            curves[param].append(dict(value=value, zpr=stats["zpr"], abl=stats["abl"]))
+        curves[param] = [dict(value=value, **_padding(lengths, _variant(base, SWEPT[param], param, value),
+                                                      with_randomness)) for value in values]
     return curves
 
 
+def fixed_points(lengths: np.ndarray, base: BatchingConfig) -> dict[str, dict]:
+    """ZPR, ABL and pair_repeat of the strategies that have no parameter (FIXED)."""
+    return {name: _padding(lengths, switch_strategy(base, name), True) for name in FIXED}
+
+
 def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> dict[str, dict]:
-    """The bucket size (a multiple of B0) and number of bins whose ZPR is closest to, not above, the target."""
+    """For each strategy, its parameter whose ZPR is closest to, not above, the target: the bucket
+    size (a multiple of B0) and number of bins from every value; SSB's lrf (to 1e-4) and stream's
+    bucket_interval (frames) by bisection, since their ZPR grows with them."""
     n_batches = max(1, -(-lengths.size // base.batch_size))
     grid = dict(bucket_size=(np.arange(1, n_batches + 1) * base.batch_size).tolist(),
                 n_bins=list(range(1, n_batches + 1)))
@@ -67,4 +80,51 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> d
             best[SWEPT[param]] = {param: chosen["value"], "zpr": chosen["zpr"], "abl": chosen["abl"]}
         else:
             best[SWEPT[param]] = {param: None, "zpr": None, "abl": None}
+    top = dict(lrf=LRF_CEILING, bucket_interval=int(lengths.max(initial=1)) + 1)
+    for param, (low, step) in BISECTED.items():
+        best[SWEPT[param]] = bisect_parameter(lengths, base, param, target_zpr, low, top[param], step)
     return best
+
+
+def bisect_parameter(lengths: np.ndarray, base: BatchingConfig, param: str, target: float,
+                     low: float, high: float, step: float, metric: str = "zpr") -> dict:
+    """The largest value low + k * step in [low, high] whose `metric` (zpr, or padding: the padded
+    share of all frames, in percent) is not above the target, by bisection on k (the metric taken
+    as growing with the value); None when even `low` is above it."""
+    strategy = SWEPT[param]
+    lo, hi = 0, int(round((high - low) / step))
+    found = _padding(lengths, _variant(base, strategy, param, _grid_value(low, lo, step)))
+    if found[metric] > target:
+        return {param: None, "zpr": None, "abl": None, "padding": None}
+    top = _padding(lengths, _variant(base, strategy, param, _grid_value(low, hi, step)))
+    if top[metric] <= target:
+        return {param: _grid_value(low, hi, step), **top}
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        record = _padding(lengths, _variant(base, strategy, param, _grid_value(low, middle, step)))
+        if record[metric] <= target:
+            lo, found = middle, record
+        else:
+            hi = middle
+    return {param: _grid_value(low, lo, step), **found}
+
+
+def _grid_value(low: float, k: int, step: float):
+    """low + k * step, an int for integer steps, else rounded off float noise (0.0612, not 0.06120000001)."""
+    return low + k * step if isinstance(step, int) else round(low + k * step, 10)
+
+
+def _variant(base: BatchingConfig, strategy: str, param: str, value) -> BatchingConfig:
+    """`base` switched to `strategy` (the one switch: options it does not own dropped), `param` set."""
+    return switch_strategy(base, strategy, **{param: value})
+
+
+def _padding(lengths: np.ndarray, config: BatchingConfig, with_randomness: bool = False) -> dict:
+    """ZPR, ABL and padding (share of all padded frames, %) of epoch 0's batches, and with_randomness
+    pair_repeat into epoch 1."""
+    stats = batch_stats(lengths, plan_epoch(lengths, config))
+    padding = 100 * (1 - stats["real_frames"] / stats["padded_frames"]) if stats["padded_frames"] else 0.0
+    record = dict(zpr=stats["zpr"], abl=stats["abl"], padding=padding)
+    if with_randomness:
+        record["pair_repeat"] = randomness(lengths, config)["pair_repeat"]
+    return record

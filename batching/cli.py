@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis import SWEPT, calibrate, describe, sweep, sweep_grid, table1
+from .analysis import SWEPT, calibrate, describe, fixed_points, sweep, sweep_grid, table1
 from .config import BatchingConfig, switch_strategy
 from .errors import UserError
 from .lengths import read_lengths
@@ -41,8 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     specs = [
         ("stats", _stats, 1.0, "ZPR, ABL, batch count and randomness of one configuration"),
         ("table1", _table1, 0.8, "the paper's Table 1 and DBS rows, next to the paper's figures"),
-        ("sweep", _sweep, 0.8, "ZPR and ABL against LRF, bucket size and bins (Fig. 2): PNG and table"),
-        ("calibrate", _calibrate, 0.8, "bucket size and bins whose ZPR is closest to, not above, a target"),
+        ("sweep", _sweep, 0.8, "ZPR and ABL against LRF, bucket size, bins and bucket interval (Fig. 2), "
+                               "and ZPR against pair_repeat for every strategy: PNGs and table"),
+        ("calibrate", _calibrate, 0.8, "lrf, bucket size, bins and bucket interval whose ZPR is closest to, "
+                                       "not above, a target"),
         ("plot", _plot, 1.0, "the batches of one epoch as bars (Figs. 1 and 3): PNG"),
     ]
     for name, run, split, help_text in specs:
@@ -80,15 +82,24 @@ def _table1(args, lengths, config):
 
 
 def _sweep(args, lengths, config):
-    from .plots import plot_sweep
+    from .plots import plot_sweep, plot_tradeoff
 
-    curves = sweep(lengths, config, sweep_grid(lengths.size, config.batch_size))
+    curves = sweep(lengths, config, sweep_grid(lengths, config.batch_size), with_randomness=True)
+    points = fixed_points(lengths, config)
     args.out.mkdir(parents=True, exist_ok=True)
-    png = args.out / "sweep.png"
+    png, tradeoff = args.out / "sweep.png", args.out / "tradeoff.png"
     plot_sweep(curves, png, {p: getattr(config, p) for p in SWEPT})
-    rows = [dict(param=p, value=pt["value"], zpr=round(pt["zpr"], 2), abl=round(pt["abl"], 2))
-            for p, points in curves.items() for pt in points]
-    return dict(png=str(png), curves=curves), _markdown(rows, ["param", "value", "zpr", "abl"]) + f"\n\nwrote {png}"
+    plot_tradeoff(curves, points, tradeoff, f"{lengths.size:,} lengths, B0 = {config.batch_size}"
+                  f"{', DBS' if config.dbs else ''} (stream: always a budget)")
+    rows = [_sweep_row(p, pt["value"], pt) for p, curve in curves.items() for pt in curve]
+    rows += [_sweep_row(name, "-", pt) for name, pt in points.items()]
+    text = _markdown(rows, ["param", "value", "zpr", "abl", "pair_repeat"]) + f"\n\nwrote {png}\nwrote {tradeoff}"
+    return dict(png=str(png), tradeoff_png=str(tradeoff), curves=curves, points=points), text
+
+
+def _sweep_row(param: str, value, point: dict) -> dict:
+    return dict(param=param, value=value, zpr=round(point["zpr"], 2), abl=round(point["abl"], 2),
+                pair_repeat=round(point["pair_repeat"], 4))
 
 
 def _calibrate(args, lengths, config):

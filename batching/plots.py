@@ -1,4 +1,5 @@
-"""Pictures like the paper's: Fig. 2 (sweeps) and Figs. 1/3 (the batches of one epoch)."""
+"""Pictures like the paper's: Fig. 2 (sweeps), Figs. 1/3 (the batches of one epoch), and the
+padding-randomness trade-off of every strategy."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-LABELS = {"lrf": "LRF (SSB)", "bucket_size": "bucket size (BKT)", "n_bins": "number of bins (ATS)"}
+LABELS = {"lrf": "LRF (SSB)", "bucket_size": "bucket size (BKT)", "n_bins": "number of bins (ATS)",
+          "bucket_interval": "bucket interval (stream, frames)"}
 
 
 def plot_sweep(curves: dict[str, list[dict]], path: Path, selected: dict[str, float]) -> None:
@@ -27,6 +29,25 @@ def plot_sweep(curves: dict[str, list[dict]], path: Path, selected: dict[str, fl
             ax.set_xlabel(LABELS[param])
             ax.set_ylabel("ZPR (%)" if metric == "zpr" else "ABL (frames)")
             ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_tradeoff(curves: dict[str, list[dict]], points: dict[str, dict], path: Path, title: str) -> None:
+    """ZPR against pair_repeat (log), one curve per strategy over its parameter and one marker per
+    strategy without one: the lower left is less padding and more randomness between epochs."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for param, curve in curves.items():
+        ax.plot([p["pair_repeat"] for p in curve], [p["zpr"] for p in curve], marker=".", label=LABELS[param])
+    for name, point in points.items():
+        ax.plot(point["pair_repeat"], point["zpr"], marker="o", linestyle="none", label=name.upper())
+    ax.set_xscale("log")
+    ax.set_xlabel("pair_repeat into the next epoch (lower: more random)")
+    ax.set_ylabel("ZPR (%)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -42,11 +42,23 @@ def test_stats_sweep_calibrate_plot(capsys, tmp_path):
     assert code == 0 and stats["config"]["dbs"] and stats["n_samples"] == 400 and 0 <= stats["pair_repeat"] <= 1
     code, out, _ = run(capsys, "sweep", "--lengths", str(lengths), "--out", str(tmp_path))
     assert code == 0 and (tmp_path / "sweep.png").stat().st_size > 0 and "| lrf |" in out
+    assert (tmp_path / "tradeoff.png").stat().st_size > 0 and "| bucket_interval |" in out and "| rand | - |" in out
     code, out, _ = run(capsys, "calibrate", "--lengths", str(lengths), "--target-zpr", "15", "--json")
     best = json.loads(out)
     assert code == 0 and best["bkt"]["zpr"] <= 15 and best["ats"]["n_bins"] >= 1
+    assert best["ssb"]["zpr"] <= 15 and best["ssb"]["lrf"] > 0 and best["stream"]["bucket_interval"] >= 1
     code, out, _ = run(capsys, "plot", "--lengths", str(lengths), "--samples", "48", "--out", str(tmp_path))
     assert code == 0 and (tmp_path / "batches.png").stat().st_size > 0
+
+
+def test_calibrate_finds_the_ssb_lrf_of_a_target_zpr_on_ljspeech(capsys, ljspeech_lengths_tsv):
+    """Issue 22's acceptance: target 4 % gives an lrf whose ZPR (checked with `stats`) is within 0.5 points."""
+    code, out, _ = run(capsys, "calibrate", "--lengths", str(ljspeech_lengths_tsv), "--target-zpr", "4",
+                       "--hparams", "batching=ssb", "--json")
+    lrf = json.loads(out)["ssb"]["lrf"]
+    code_stats, out, _ = run(capsys, "stats", "--lengths", str(ljspeech_lengths_tsv), "--hparams",
+                             f"batching=ssb,lrf={lrf}", "--json")
+    assert code == code_stats == 0 and 0 < lrf < 1 and abs(json.loads(out)["zpr"] - 4) <= 0.5
 
 
 @pytest.mark.parametrize("text, hparams, message", [

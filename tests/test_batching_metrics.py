@@ -1,8 +1,13 @@
 """The paper's ZPR / ABL against hand-computed examples, and the randomness measure."""
+import dataclasses
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batching import BatchingConfig, batch_stats, pair_repeat, plan_epoch, randomness
+from batching.analysis import BISECTED, SWEPT, bisect_parameter
 
 
 def test_zpr_and_abl_by_hand_with_varying_batch_sizes():
@@ -41,3 +46,25 @@ def test_paper_ordering_of_padding():
     lengths = np.random.default_rng(0).integers(100, 800, 3000)
     zpr = {n: batch_stats(lengths, plan_epoch(lengths, BatchingConfig(n)))["zpr"] for n in ("rand", "ssb", "sb")}
     assert zpr["sb"] < zpr["ssb"] < zpr["rand"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 50), target=st.floats(0, 40), param=st.sampled_from(["lrf", "bucket_interval"]))
+def test_calibrated_parameter_is_the_last_step_not_above_the_target(seed, target, param):
+    """calibrate's bisection: the value's ZPR is not above the target, and where the search stopped
+    short of its top, the next step up is above it (None only when the lowest value is above it)."""
+    lengths = np.random.default_rng(seed).integers(20, 900, 300)
+    base = BatchingConfig("ssb", dbs=True)
+    low, step = BISECTED[param]
+    top = dict(lrf=2.0, bucket_interval=901)[param]
+    found = bisect_parameter(lengths, base, param, target, low, top, step)
+    if found[param] is None:
+        assert zpr_of(lengths, base, param, low) > target
+    else:
+        assert found["zpr"] == zpr_of(lengths, base, param, found[param]) <= target
+        assert found[param] == top or zpr_of(lengths, base, param, round(found[param] + step, 10)) > target
+
+
+def zpr_of(lengths, base, param, value) -> float:
+    config = dataclasses.replace(base, batching=SWEPT[param], **{param: value})
+    return batch_stats(lengths, plan_epoch(lengths, config))["zpr"]

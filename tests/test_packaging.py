@@ -1,8 +1,11 @@
 """The project as a package (pyproject.toml): the wheel builds offline and ships `batching` with
-numpy and numba as its only dependencies; installed into a fresh virtual environment that has no
-torch, the library and the `batching` command work; and the README's example of the sampler in
-another task (ASR features) runs.
+numpy and numba as its only dependencies and torch as a range in its extras; installed into a fresh
+virtual environment that has no torch, the library and the `batching` command work; installed
+beside this machine's CPU torch, it keeps that torch; `python -m build` makes an sdist and a wheel
+that `twine check` accepts; and the README's example of the sampler in another task (ASR features) runs.
 """
+import email.message
+import importlib.metadata
 import email.parser
 import json
 import os
@@ -10,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -22,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Offline and quiet; PYTHONPATH could put the checkout's own batching/ in front of the installed one.
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PIP_NO_INDEX": "1",
        "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+# The oldest torch the sampler supports (pyproject's extras ask for torch>=this).
+OLDEST_TORCH = "2.11"
 # Lengths of 300 utterances, one per line: a lengths file the CLI reads ("frames" column of a TSV).
 LENGTHS_TSV = "id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300))
 PLAN_WITHOUT_TORCH = """
@@ -58,41 +64,57 @@ def checkout_files() -> list[str]:
     return [name for name in listed.split("\0") if name and (REPO / name).is_file()]
 
 
+def copy_checkout(folder: Path) -> Path:
+    """A copy of the checkout's files to build from: setuptools writes build/ and *.egg-info beside
+    the sources, and tests do not write into the repository."""
+    for name in checkout_files():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, folder / name)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built by pip offline from a copy of the checkout: setuptools writes build/ and
-    *.egg-info beside the sources, and tests do not write into the repository."""
+    """The wheel, built by pip offline from a copy of the checkout."""
     root = tmp_path_factory.mktemp("wheel")
-    for name in checkout_files():
-        (root / "src" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, root / "src" / name)
+    copy_checkout(root / "src")
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation",
         "--check-build-dependencies", "--wheel-dir", root / "dist", root / "src", cwd=root)
     [path] = (root / "dist").glob("*.whl")
     return path
 
 
-def requires(wheel: Path) -> list[Requirement]:
-    """The wheel's Requires-Dist, read from its METADATA."""
+def metadata(wheel: Path) -> email.message.Message:
+    """The wheel's METADATA."""
     with zipfile.ZipFile(wheel) as archive:
         [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
-    return [Requirement(line) for line in metadata.get_all("Requires-Dist") or []]
+        return email.parser.Parser().parsestr(archive.read(name).decode())
+
+
+def requires(wheel: Path) -> list[Requirement]:
+    """The wheel's Requires-Dist."""
+    return [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
+
+
+def environment_with(dists: list[importlib.metadata.Distribution], root: Path) -> Path:
+    """A fresh venv (no pip of its own) that sees `dists` lent from this environment
+    (tests/lent_packages.py): no download, and nothing else is there."""
+    run(sys.executable, "-m", "venv", "--without-pip", root / "env", cwd=root)
+    lend(root / "env" / "bin" / "python", dists, root / "outer")
+    return root / "env"
 
 
 @pytest.fixture(scope="module")
 def venv(wheel, tmp_path_factory) -> Path:
-    """A fresh venv with only the wheel installed in it. numpy, numba and what they need (read from
-    the wheel's own metadata) come through a .pth file naming a folder of links to this
-    environment's copies: no download, and torch is absent, not merely unimported."""
+    """A fresh venv with only the wheel installed in it, and numpy, numba and what they need (read
+    from the wheel's own metadata): torch is absent, not merely unimported."""
     root = tmp_path_factory.mktemp("venv")
-    run(sys.executable, "-m", "venv", "--without-pip", root / "env", cwd=root)
-    python = root / "env" / "bin" / "python"
-    run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel, cwd=root)
     dists = dependency_closure([r.name for r in requires(wheel) if r.marker is None])
     assert "torch" not in {d.metadata["Name"].lower() for d in dists}
-    lend(python, dists, root / "outer")
-    return root / "env"
+    env = environment_with(dists, root)
+    run(sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "--no-deps", "--no-index", wheel,
+        cwd=root)
+    return env
 
 
 def test_wheel_ships_batching_with_numpy_and_numba_only(wheel):
@@ -104,9 +126,14 @@ def test_wheel_ships_batching_with_numpy_and_numba_only(wheel):
     assert "[console_scripts]\nbatching = batching.cli:main" in entry_points
     reqs = requires(wheel)
     assert {r.name for r in reqs if r.marker is None} == {"numpy", "numba"}
+    # torch only in the extras, as a range from the oldest supported version: a pin would refuse
+    # every other project's torch.
     torch = [r for r in reqs if r.name == "torch"]
-    # An unpinned torch resolves to a multi-GB CUDA build: only as an extra, and pinned exactly.
-    assert len(torch) == 1 and str(torch[0].marker) == 'extra == "torch"' and str(torch[0].specifier).startswith("==")
+    assert sorted(str(r.marker) for r in torch) == ['extra == "lhotse"', 'extra == "torch"']
+    assert all(str(r.specifier) == f">={OLDEST_TORCH}" for r in torch)
+    meta = metadata(wheel)
+    assert meta["License-Expression"] == "BSD-3-Clause" and meta.get_all("License-File") == ["LICENSE"]
+    assert meta["Version"] == batching_version() and f"{meta['Name'].replace('-', '_')}-{meta['Version']}-" in wheel.name
 
 
 def test_fresh_venv_plans_and_runs_the_cli_without_torch(venv, tmp_path):
@@ -135,10 +162,47 @@ def test_readme_asr_example(tmp_path):
 
 
 def test_wheel_requirements_admit_the_tested_pins(wheel):
-    """requirements.txt's pins (what the tests run on) satisfy the wheel's ranges, and its torch
-    extra is requirements.txt's exact torch: bump them together."""
-    lines = [line.split("#")[0].strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
-    pins = dict(line.split("==") for line in lines if "==" in line)
+    """The pins of requirements.txt and requirements-dev.txt (what the tests run on) satisfy the
+    wheel's ranges; requirements.txt keeps torch pinned exactly (this project's CPU install)."""
+    pins = {}
+    for path in ("requirements.txt", "requirements-dev.txt"):
+        lines = [line.split("#")[0].strip() for line in (REPO / path).read_text().splitlines()]
+        pins |= dict(line.split("==") for line in lines if "==" in line)
     for req in requires(wheel):
         assert req.specifier.contains(pins[req.name], prereleases=True), (req, pins[req.name])
-    assert next(r for r in requires(wheel) if r.name == "torch").specifier == f"=={pins['torch']}"
+        assert req.name != "torch" or req.specifier.contains(f"{OLDEST_TORCH}.0")
+    assert pins["torch"] == importlib.metadata.version("torch").split("+")[0]
+
+
+def test_wheel_installs_beside_the_torch_already_there(wheel, tmp_path):
+    """An environment that has this machine's CPU torch: pip installs the wheel with its [torch]
+    extra, offline, and leaves that torch as it is (the range admits it, nothing else is fetched)."""
+    env = environment_with(dependency_closure(["torch", "numpy", "numba"]), tmp_path)
+    python = env / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "--no-index", f"{wheel}[torch]"]
+    report = json.loads(run(*pip, "--dry-run", "--quiet", "--report", "-", cwd=tmp_path))
+    assert [item["metadata"]["name"] for item in report["install"]] == ["tacotron2-batching"]
+    run(*pip, cwd=tmp_path)
+    probe = "import json, torch, batching.sampler; print(json.dumps([torch.__version__, torch.__file__, batching.__file__]))"
+    version, torch_file, batching_file = json.loads(run(python, "-c", probe, cwd=tmp_path))
+    assert version == importlib.metadata.version("torch") and Path(torch_file).is_relative_to(tmp_path / "outer")
+    assert Path(batching_file).is_relative_to(env)
+
+
+def test_build_makes_an_sdist_and_a_wheel_that_twine_accepts(tmp_path):
+    """`python -m build` (offline: --no-isolation, with the setuptools requirements-dev.txt pins)
+    and `twine check --strict`; the sdist carries the LICENSE."""
+    source = copy_checkout(tmp_path / "src")
+    run(sys.executable, "-m", "build", "--no-isolation", "--outdir", tmp_path / "dist", source, cwd=tmp_path)
+    built, sdist = sorted((tmp_path / "dist").iterdir())  # .whl sorts before .tar.gz
+    assert sdist.name == f"tacotron2_batching-{batching_version()}.tar.gz" and built.suffix == ".whl"
+    checked = run(sys.executable, "-m", "twine", "check", "--strict", sdist, built, cwd=tmp_path)
+    assert checked.count("PASSED") == 2
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+    assert f"tacotron2_batching-{batching_version()}/LICENSE" in names
+
+
+def batching_version() -> str:
+    """batching.__version__ as written in the source (the one place the version lives)."""
+    return re.search(r'^__version__ = "([^"]+)"', (REPO / "batching" / "__init__.py").read_text(), re.M).group(1)
