@@ -101,7 +101,8 @@ def test_commands_that_switch_strategies_drop_the_options_of_the_given_one(capsy
     code, out, err = run(capsys, command, "--lengths", str(lengths), "--hparams", "batching=stream,max_length=800",
                          "--json", *extra)
     assert code == 0 and err == "", err
-    expected = {"calibrate": {"target_zpr", "bkt", "ats"}, "sweep": {"png", "curves"}, "plot": {"png", "panels"}}
+    expected = {"calibrate": {"target_zpr", "bkt", "ats", "ssb", "stream"},
+                "sweep": {"png", "curves", "points", "tradeoff_png"}, "plot": {"png", "panels"}}
     result = json.loads(out)
     assert set(result) == expected[command]
     assert command == "calibrate" or Path(result["png"]).stat().st_size > 0
