@@ -9,16 +9,46 @@ sums for logs every `log_every` steps, at checkpoints and at the end of the epoc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
 
+from training.checkpoint import from_known_fields
 from training.step import StepResult
 
-#: The slots of the device vector: sums over applied steps, counts, and the latest step's values.
-SLOTS = ("loss_valid", "loss_padded", "guided", "steps", "skipped", "bad_in_row", "last_loss", "last_grad_norm")
-_SUMS = 5  # the first five slots are sums; bad_in_row is a run length; the last two are overwritten
+#: How an EpochSums field is kept on the device (field metadata "device"): summed over the steps,
+#: or the run length of bad steps in a row. Fields without it (frames, time) are the host's.
+SUM, RUN_LENGTH = "sum", "run length"
+
+
+@dataclass
+class EpochSums:
+    """A training epoch's running sums on one rank (kept in mid-epoch checkpoints). The device
+    keeps the fields marked with a "device" kind (DeviceSums), the host the rest."""
+
+    loss_valid: float = field(default=0.0, metadata={"device": SUM})
+    loss_padded: float = field(default=0.0, metadata={"device": SUM})
+    guided: float = field(default=0.0, metadata={"device": SUM})
+    steps: int = field(default=0, metadata={"device": SUM})  # optimiser steps applied
+    skipped: int = field(default=0, metadata={"device": SUM})  # steps skipped for a non-finite loss or gradient
+    bad_in_row: int = field(default=0, metadata={"device": RUN_LENGTH})  # the current run of bad steps
+    frames: float = 0.0  # real mel frames trained on
+    seconds: float = 0.0  # training time, steps only
+
+    @classmethod
+    def from_dict(cls, values: dict[str, float] | None) -> "EpochSums":
+        return from_known_fields(cls, values)
+
+
+_SUMMED_FIELDS = tuple(f.name for f in fields(EpochSums) if f.metadata.get("device") == SUM)
+#: The EpochSums fields the device keeps, and the slots of the device vector: the summed fields
+#: first (one slice), the run length, then the latest step's loss and gradient norm (overwritten
+#: every step, for the progress bar and logs).
+DEVICE_FIELDS = _SUMMED_FIELDS + tuple(f.name for f in fields(EpochSums) if f.metadata.get("device") == RUN_LENGTH)
+SLOTS = DEVICE_FIELDS + ("last_loss", "last_grad_norm")
+_SLOT = {name: i for i, name in enumerate(SLOTS)}
+_SUMMED = slice(0, len(_SUMMED_FIELDS))
 
 
 @dataclass
@@ -45,11 +75,14 @@ class DeviceSums:
         terms = result.terms
         losses = torch.stack([terms.valid.total.detach(), terms.padded.total.detach(),
                               terms.guided_attention.detach()]).to(torch.float64)
-        applied_sums = torch.where(skipped > 0, torch.zeros_like(losses), losses)  # NaN * 0 would be NaN
-        self.values[:_SUMS] += torch.cat([applied_sums, (1 - skipped).reshape(1), skipped.reshape(1)])
-        self.values[_SUMS] = (self.values[_SUMS] + bad) * bad
-        self.values[_SUMS + 1] = terms.loss.detach().to(torch.float64)
-        self.values[_SUMS + 2] = result.grad_norm.detach().to(torch.float64)
+        applied = torch.where(skipped > 0, torch.zeros_like(losses), losses)  # NaN * 0 would be NaN
+        step = dict(zip(("loss_valid", "loss_padded", "guided"), applied.unbind(0)), steps=1 - skipped,
+                    skipped=skipped)
+        self.values[_SUMMED] += torch.stack([step[name] for name in _SUMMED_FIELDS])
+        run = _SLOT["bad_in_row"]
+        self.values[run] = (self.values[run] + bad) * bad
+        self.values[_SLOT["last_loss"]] = terms.loss.detach().to(torch.float64)
+        self.values[_SLOT["last_grad_norm"]] = result.grad_norm.detach().to(torch.float64)
 
     def start_copy(self) -> None:
         """Queue the copy of the current sums to the host (no wait)."""

@@ -22,9 +22,8 @@ from tqdm import tqdm
 
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from training import distributed as dist_utils
-from training.checkpoint import (RunState, atomic_torch_save, from_known_fields, remove_stale_temporaries, rng_state,
-                                 set_rng_state)
-from training.device_sums import DeviceSums
+from training.checkpoint import RunState, atomic_torch_save, remove_stale_temporaries, rng_state, set_rng_state
+from training.device_sums import DEVICE_FIELDS, DeviceSums, EpochSums
 from training.run import Run
 from training.rundir import BEST, LAST, write_hparams, write_metrics
 from training.step import learning_rate, loop_shape, train_step
@@ -39,24 +38,6 @@ class StopRequested(Exception):
 class TrainingDiverged(FloatingPointError):
     """Too many non-finite steps (max_bad_steps in a row, or every step of an epoch); the last good
     checkpoint is kept and the message names it."""
-
-
-@dataclass
-class EpochSums:
-    """A training epoch's running sums on one rank (kept in mid-epoch checkpoints)."""
-
-    loss_valid: float = 0.0
-    loss_padded: float = 0.0
-    guided: float = 0.0
-    steps: int = 0  # optimiser steps applied
-    skipped: int = 0  # steps skipped for a non-finite loss or gradient
-    bad_in_row: int = 0  # the current run of skipped steps (max_bad_steps stops the run)
-    frames: float = 0.0  # real mel frames trained on
-    seconds: float = 0.0  # training time, steps only
-
-    @classmethod
-    def from_dict(cls, values: dict[str, float] | None) -> "EpochSums":
-        return from_known_fields(cls, values)
 
 
 @dataclass
@@ -156,9 +137,9 @@ def read_into(sums: EpochSums, dev: DeviceSums) -> dict[str, float]:
     """Copy the device sums into the host's EpochSums now (waits for the device)."""
     dev.start_copy()
     values = dev.read()
-    for name in ("loss_valid", "loss_padded", "guided", "bad_in_row"):
-        setattr(sums, name, values[name])
-    sums.steps, sums.skipped = int(values["steps"]), int(values["skipped"])
+    for name in DEVICE_FIELDS:
+        kind = type(getattr(sums, name))
+        setattr(sums, name, kind(values[name]))
     return values
 
 
