@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   creates .venv, installs requirements, trains on the embedded demo corpus
 #   make test   creates .venv, installs requirements + test tools, runs the test suite
+#   (make test-quick leaves out the tests marked slow)
 # `make demo DEMO_HPARAMS=epochs=2` runs a shorter demo (CI runs that before `make test`).
 # Offline install (README, "On a GPU"): everything but torch, downloaded here, installed there:
 #   make wheelhouse [PYTHON_VERSION=3.12] [PLATFORM=manylinux_2_28_x86_64] [TARGET_HAS=freeze.txt] [REQUIREMENTS=FILE]
@@ -11,7 +12,7 @@ PY := $(VENV)/bin/python
 WHEELHOUSE ?= wheelhouse
 DEMO_HPARAMS ?=
 
-.PHONY: demo test bench-planner gpu-check docker-check clean wheelhouse install-offline
+.PHONY: demo test test-quick bench-planner gpu-check docker-check clean wheelhouse install-offline
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist worksteal
+
+# The suite without the tests marked slow (end-to-end runs of many seconds): README, "Tests".
+test-quick: $(VENV)/.installed
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
 
 bench-planner: $(VENV)/.installed
 	$(PY) scripts/bench_planner.py

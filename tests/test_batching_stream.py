@@ -185,6 +185,7 @@ def test_stats_cli_reports_stream(capsys, ljspeech_lengths_tsv):
     assert "skipped: 0" in out and "zpr:" in out and "pair_repeat:" in out
 
 
+@pytest.mark.slow
 def test_train_with_stream_runs_and_learns(tmp_path):
     """Training end to end on stream batches: every epoch's plan is a stream plan, the loss falls.
     (Stream batches go through the same sampler, collate and model path as every padded strategy,

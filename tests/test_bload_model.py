@@ -125,6 +125,7 @@ def test_packed_training_step_has_finite_gradients():
     assert model.embedding.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.slow
 def test_train_with_bload_runs_and_learns(tmp_path):
     assert train.main(["--hparams", tiny(tmp_path, "epochs=4,batching=bload,learning_rate=0.003")]) == 0
     records = read_metrics(tmp_path / "run")

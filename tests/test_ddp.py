@@ -73,6 +73,7 @@ def test_ranks_with_different_plans_stop_with_a_clear_error(tmp_path):
     assert all("epoch 3: the ranks' batch plans differ (rank 0: aaaa, rank 1: bbbb)" in m for m in messages)
 
 
+@pytest.mark.slow
 def test_force_ddp_runs_ddp_in_a_group_of_one(tmp_path):
     """force_ddp=true in one process started without torchrun: the model is DDP-wrapped over a
     process group of one (gloo here, NCCL on a GPU: the GPU check's single-GPU DDP run)."""
