@@ -19,7 +19,8 @@ the same teacher-forced pass with fewer, bigger GEMMs and the recurrent weights'
 deferred to one GEMM after the loop, and shares teacher_forcing/project with it.
 """
 import warnings
-from typing import List, NamedTuple, Optional, Tuple
+from functools import partial
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -149,16 +150,30 @@ class Decoder(nn.Module):
         Returns mel [B, n_mels, T], gate logits [B, T], alignments [B, T / r, T_text].
         """
         tf = self.teacher_forcing(memory, mel, layout)
+        advance = partial(self.teacher_step, memory=memory, tf=tf, inputs=tf.prenet_out.unbind(0))
+        return self.run_steps(memory, mask_bias, layout, tf.prenet_out.size(0), advance)
+
+    def teacher_step(self, i: int, s: DecoderState, mask_bias: torch.Tensor, *, memory: torch.Tensor,
+                     tf: TeacherForcing, inputs: Sequence[torch.Tensor]) -> DecoderState:
+        """Step i of a teacher-forced pass (inputs: tf.prenet_out's steps)."""
+        return self.step(inputs[i], s, memory, tf.processed_memory, tf.location_matrix, mask_bias,
+                         tf.attention_keep[i], tf.decoder_keep[i])
+
+    def run_steps(self, memory: torch.Tensor, mask_bias: torch.Tensor, layout: Optional[StepLayout], steps: int,
+                  advance: Callable[..., DecoderState]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The teacher-forced loop of both decoders: `steps` calls of advance(i, state, mask_bias)
+        from the zero state, packed blocks reset branch-free at every step (x * 1 is exact; no host
+        read), then the projections of all steps."""
+        keep = None if layout is None else reset_keep(layout, memory.dtype)
+        step_bias = [mask_bias] * steps if layout is None else mask_bias.unbind(0)
         s = self.initial_state(memory)
         hidden: List[torch.Tensor] = []
         contexts: List[torch.Tensor] = []
         alignments: List[torch.Tensor] = []
-        keep = None if layout is None else reset_keep(layout, memory.dtype)
-        step_bias = [mask_bias] * len(tf.attention_keep) if layout is None else mask_bias.unbind(0)
-        for i, (x, a_keep, d_keep) in enumerate(zip(tf.prenet_out.unbind(0), tf.attention_keep, tf.decoder_keep)):
-            if keep is not None:  # packed: branch-free resets at every step (x * 1 is exact; no host read)
+        for i in range(steps):
+            if keep is not None:
                 s = DecoderState(*(v * keep[i] for v in s))
-            s = self.step(x, s, memory, tf.processed_memory, tf.location_matrix, step_bias[i], a_keep, d_keep)
+            s = advance(i, s, step_bias[i])
             hidden.append(s.decoder_hidden)
             contexts.append(s.context)
             alignments.append(s.weights)

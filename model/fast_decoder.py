@@ -40,13 +40,14 @@ sliced-off outputs send back zero gradients, so outputs and gradients equal the 
 Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
 accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
+from functools import partial
 from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from .decoder import Decoder, DecoderState, TeacherForcing, reset_keep
+from .decoder import Decoder, DecoderState, TeacherForcing
 from .packing import StepLayout
 from .shapes import LoopShape
 
@@ -214,8 +215,8 @@ class FastDecoder(Decoder):
             step_projection(None, [dec.weight_ih, dec.weight_hh], [dec.bias_ih, dec.bias_hh], steps, batch,
                             lstm=True))
 
-    def fast_step(self, i: int, s: DecoderState, p: StepProjections, memory: torch.Tensor,
-                  tf: TeacherForcing, mask_bias: torch.Tensor) -> DecoderState:
+    def fast_step(self, i: int, s: DecoderState, mask_bias: torch.Tensor, *, p: StepProjections,
+                  memory: torch.Tensor, tf: TeacherForcing) -> DecoderState:
         """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)."""
         gates = _StepLinear.apply(p.attention.pre[i], p.attention, i, s.context, s.attention_hidden)
         ah, ac = lstm_update(gates, s.attention_cell, p.attention.zeros)
@@ -247,29 +248,15 @@ class FastDecoder(Decoder):
         if static is None:
             mel_out, gate, alignment = self.loop(memory, mask_bias, tf)
         else:
-            mel_out, gate, alignment = static.run(memory, mask_bias, tf, self.loop_parameters())
+            mel_out, gate, alignment = static.run(memory, mask_bias, tf)
         return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
 
     def loop(self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing,
              layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher-forced loop over every step of tf and the projections of all steps: mel
         [B, n_mels, T], gate [B, T], alignments [B, steps, T_text]. Its shapes are its inputs'."""
-        loop_steps = tf.prenet_out.size(0)
-        projections = self.step_projections(tf.prenet_out)
-        keep = None if layout is None else reset_keep(layout, memory.dtype)
-        step_bias = [mask_bias] * loop_steps if layout is None else mask_bias.unbind(0)
-        s = self.initial_state(memory)
-        hidden: List[torch.Tensor] = []
-        contexts: List[torch.Tensor] = []
-        alignments: List[torch.Tensor] = []
-        for i in range(loop_steps):
-            if keep is not None:  # branch-free resets: x * 1 is exact
-                s = DecoderState(*(v * keep[i] for v in s))
-            s = self.fast_step(i, s, projections, memory, tf, step_bias[i])
-            hidden.append(s.decoder_hidden)
-            contexts.append(s.context)
-            alignments.append(s.weights)
-        return self.project(hidden, contexts, alignments)
+        advance = partial(self.fast_step, p=self.step_projections(tf.prenet_out), memory=memory, tf=tf)
+        return self.run_steps(memory, mask_bias, layout, tf.prenet_out.size(0), advance)
 
     def loop_parameters(self) -> List[torch.nn.Parameter]:
         """The parameters `loop` reads itself (the rest reach it through the teacher-forced inputs:
