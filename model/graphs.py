@@ -90,18 +90,22 @@ class StaticLoop:
             self.grads = torch.autograd.grad(self.outputs, self._targets(), self.grad_outputs, allow_unused=True)
         self.graphs = (forward, backward)
 
-    def run(self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing,
-            params: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The loop on a batch already padded to this shape; differentiable like the eager loop."""
+    def run(self, memory: torch.Tensor, mask_bias: torch.Tensor,
+            tf: TeacherForcing) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The loop on a batch already padded to this shape; differentiable like the eager loop
+        (the gradients of the loop's parameters, self.params, included)."""
         keeps = [self._keep(masks, buffer) for masks, buffer in
                  ((tf.attention_keep, self.inputs[5]), (tf.decoder_keep, self.inputs[6]))]
         return _Replay.apply(self, memory, mask_bias, tf.prenet_out, tf.processed_memory, tf.location_matrix,
-                             *keeps, *params)
+                             *keeps, *self.params)
 
     @staticmethod
     def _keep(masks: List[Optional[torch.Tensor]], buffer: torch.Tensor) -> torch.Tensor:
-        """The step-stacked dropout masks; no dropout (eval, p = 0) keeps everything: ones."""
-        return buffer.detach().fill_(1.0) if masks[0] is None else torch.stack(masks)
+        """The step-stacked dropout masks, stacked straight into the shape's buffer (forward_static
+        then copies nothing); no dropout (eval, p = 0) keeps everything: ones."""
+        if masks[0] is None:
+            return buffer.detach().fill_(1.0)
+        return torch.stack(masks, out=buffer.detach())
 
     def forward_static(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
         for buffer, value in zip(self.inputs, tensors):
