@@ -33,8 +33,7 @@ class Packing(NamedTuple):
     def frame_mask(self, mel_lengths: torch.Tensor, rows: int, frames: int) -> torch.Tensor:
         """bool [rows, frames]: True at real frames, False at every padding frame."""
         index, valid = self.frame_index(mel_lengths, frames, width=frames)  # no utterance is longer than a block
-        mask = torch.zeros(rows * frames + 1, dtype=torch.bool, device=mel_lengths.device)  # + the dump slot
-        return mask.index_fill_(0, _or_dump(index, valid, rows * frames).flatten(), True)[:-1].view(rows, frames)
+        return positions_mask(index, valid, rows * frames).view(rows, frames)
 
     def frame_index(self, mel_lengths: torch.Tensor, frames: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(index, valid), both [N, width]: valid marks each utterance's real frames (width: at least
@@ -53,6 +52,12 @@ class Packing(NamedTuple):
 def _or_dump(index: torch.Tensor, valid: torch.Tensor, dump: int) -> torch.Tensor:
     """index where valid, else `dump` (a slot one past the real ones, dropped afterwards)."""
     return torch.where(valid, index, dump)
+
+
+def positions_mask(index: torch.Tensor, valid: torch.Tensor, size: int) -> torch.Tensor:
+    """bool [size]: True at the positions `index` holds where valid (a frame_index or text_index grid)."""
+    mask = torch.zeros(size + 1, dtype=torch.bool, device=index.device)  # + the dump slot
+    return mask.index_fill_(0, _or_dump(index, valid, size).flatten(), True)[:-1]
 
 
 def gather_utterances(by_position: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from .config import Tacotron2Config
 from .decoder import Decoder
 from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
-from .packing import (Packing, gather_utterances, scatter_text, scatter_utterances, step_layout,
+from .packing import (Packing, gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout,
                       step_mask_bias)
 from .shapes import LoopShape
 
@@ -116,7 +116,7 @@ class Tacotron2(nn.Module):
         # Postnet per utterance: gather each one's frames into a padded batch, scatter back.
         # Fixed-size index grids (packing.frame_index): no boolean selection, so no host sync on a GPU.
         index, valid_utt = packing.frame_index(mel_lengths, frames, width=frames)  # a block bounds every utterance
-        frame_valid = packing.frame_mask(mel_lengths, rows, frames)
+        frame_valid = positions_mask(index, valid_utt, rows * frames).view(rows, frames)
         mel_out = mel_out.masked_fill(~frame_valid.unsqueeze(1), 0.0)
         utt = gather_utterances(mel_out.transpose(1, 2).reshape(rows * frames, n_mels), index, valid_utt)
         _, post_utt = self._postnet(utt.transpose(1, 2), valid_utt)
