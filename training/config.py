@@ -123,7 +123,7 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
     try:
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
         cfg = RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
-    except UserError as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
+    except (UserError, ModelConfigError) as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
         raise HParamsError(str(err)) from None
     _check_graph_bucket(cfg)
     return cfg
@@ -162,10 +162,7 @@ def model_config(hp: dict[str, Any], mel: MelConfig) -> Tacotron2Config:
     if fields.setdefault("n_mel_channels", mel.n_mels) != mel.n_mels:
         raise HParamsError(f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
                            f"n_mels={mel.n_mels}; set n_mels instead")
-    try:
-        return Tacotron2Config.from_dict(fields)
-    except ModelConfigError as err:
-        raise HParamsError(str(err)) from None
+    return Tacotron2Config.from_dict(fields)
 
 
 def _fields_of(cls, hp: dict[str, Any]) -> dict[str, Any]:
