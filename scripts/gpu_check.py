@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the env part measures with the recipe's own helpers (imported there: torch is slow)
+sys.path.insert(0, str(REPO / "scripts"))
 PARTS = ("env", "tests", "train", "bench", "graphed")
 LENGTHS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
 TINY_MODEL = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
@@ -135,11 +137,12 @@ def tail(text: str, chars: int = 1500) -> str:
 def env_part(setup: Setup) -> list[Check]:
     """Versions and the measured ceilings, in this process."""
     import torch
+    from bench_epoch import device_name
 
     tick = time.perf_counter()
     device = torch.device(setup.device)
     info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "device": torch.cuda.get_device_name(device) if setup.cuda else platform.processor() or "CPU"}
+            "device": device_name(device)}
     if setup.cuda:
         info["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
     size = 256 if setup.tiny else 8192
@@ -151,16 +154,10 @@ def env_part(setup: Setup) -> list[Check]:
     return [Check("env", "env", True, time.perf_counter() - tick, detail, info)]
 
 
-def synchronize(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def copy_bandwidth(device, nbytes: int, repeats: int = 10) -> float:
     """GB/s of a device-to-device copy of nbytes, counting the read and the write."""
     import torch
+    from training.loop import synchronize
 
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
@@ -176,6 +173,7 @@ def copy_bandwidth(device, nbytes: int, repeats: int = 10) -> float:
 def matmul_tflops(device, n: int, dtype, precision: str, repeats: int = 10) -> float:
     """TFLOP/s of an n x n by n x n product at a float32 matmul precision (high: TF32 on CUDA)."""
     import torch
+    from training.loop import synchronize
 
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)

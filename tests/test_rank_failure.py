@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from datetime import timedelta
@@ -20,7 +19,7 @@ import torch.distributed as dist
 
 import train
 from tests.test_train import tiny
-from training.distributed import DistInfo, agree, failure_message, is_backend_failure
+from training.distributed import DistInfo, agree, failure_message, free_port, is_backend_failure
 from training.rundir import LAST, read_metrics
 
 FORK = multiprocessing.get_context("fork")
@@ -31,12 +30,6 @@ def corpus(tmp_path_factory) -> str:
     """hparams that put the demo corpus and its mels in one place for the module's tests."""
     where = tmp_path_factory.mktemp("corpus")
     return f"demo_dir={where / 'demo'},mel_cache_dir={where / 'mels'}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def rank_main(argv: list[str], rank: int, port: int, log: Path) -> None:
