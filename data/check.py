@@ -11,11 +11,10 @@ Accepted audio: a WAV (or WAVE_FORMAT_EXTENSIBLE) container holding PCM_16, PCM_
 DOUBLE samples, mono, at the mel sample rate. 8-bit, mu-law, A-law and ADPCM clips are refused
 even though libsndfile decodes them: their quantisation noise ends up in the mel targets.
 
-Speed (measured on a busy 2-core machine, warm page cache, 13,100 clips; scripts/bench_check.py):
-header reads ~0.9 s sequentially, and neither 2 threads (1.1 s) nor 2 processes (1.1 s) were faster:
-the per-clip cost is Python/cffi overhead under the GIL, not I/O. clean_text takes ~0.4 s on
-LJSpeech's normalised text but ~9-13 s if every line holds five numbers (inflect); texts are cleaned
-once per distinct text. A whole cold check is ~3 s, so there is no pool: nothing to fork in train.py.
+No pool: the per-clip cost is Python/cffi overhead under the GIL, not I/O, so neither threads nor
+processes made header reads faster, and a whole cold check of LJSpeech takes seconds (README, "Data
+pipeline", has the figures; scripts/bench_check.py measures them). Texts are cleaned once per
+distinct text, since inflect's number expansion is the slow part.
 
 With a cache folder, the report is stored under a hash of both filelists, every clip's
 (path, size, mtime_ns), the mel settings, the limits and this checker's code; a rerun on unchanged

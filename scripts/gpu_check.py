@@ -1,6 +1,6 @@
 """The whole GPU measurement in one command: every check the first GPU session needs, one report.
 
-    make gpu-check                                   # every part on CUDA (about 25 minutes on one H100)
+    make gpu-check                                   # every part on CUDA (longer than one 10-minute call)
     make gpu-check ARGS="--parts env,tests,train"    # some parts: each fits in 10 minutes
     make gpu-check ARGS="--device cpu --tiny"        # every part at toy sizes on the CPU (the test suite runs it)
 
