@@ -1,4 +1,4 @@
-"""What the corpora the project generates (data/demo.py, data/espeak.py) share: telling a finished
+"""What the corpora the project generates (demo.py, espeak.py) share: telling a finished
 corpus made with the same settings, which is reused, from one to (re)generate."""
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from batching.errors import UserError
 from data.atomic import atomic_open
-from data.corpus import is_complete
 from data.audio import MelConfig, n_frames, save_wav
+from data.corpora.generated import is_complete
 from data.filelist import Utterance, split_train_val, write_filelist
 from data.text import clean_text
 

@@ -64,10 +64,10 @@ from tqdm import tqdm
 
 from batching.errors import UserError
 from data.atomic import atomic_open
-from data.corpus import is_complete
 from data.audio import AudioFormatError, MelConfig, n_frames, save_wav, wav_info
+from data.corpora.generated import is_complete
+from data.corpora.ljspeech import DataPreparationError
 from data.filelist import Utterance, split_train_val, write_filelist
-from data.ljspeech import DataPreparationError
 from data.text import clean_text, find_unknown_symbols
 
 __all__ = ["DEFAULT_RATE_WPM", "EspeakError", "Transcript", "TranscriptError", "choose", "loader_version",
@@ -252,7 +252,7 @@ def _transcript_format(first_line: str) -> str:
 
 
 def _parse_metadata(line: str, number: int) -> Transcript:
-    """`id|text|normalized text`: the normalized text wins unless empty, as in data/ljspeech.py."""
+    """`id|text|normalized text`: the normalized text wins unless empty, as in data/corpora/ljspeech.py."""
     fields = line.split("|")
     if len(fields) not in (2, 3) or not fields[0].strip():
         raise ValueError("expected 'id|text|normalized text'")
