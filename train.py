@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from batching.errors import UserError
+from data.corpora import corpus_filelists
 from training import distributed as dist_utils
 from training.checkpoint import RunState, resume_point
 from training.config import RunConfig, resolve_config
 from training.datacheck import check_data, plan_summary
-from training.datasets import corpus_filelists
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run

@@ -17,7 +17,7 @@ from tqdm import tqdm
 from batching.errors import UserError
 from data.atomic import atomic_open
 from data.audio import MelConfig, MelExtractor, load_wav
-from data.filelist import Utterance
+from data.filelist import Utterance, read_filelist
 from data.text import UnknownSymbolError, text_to_sequence
 
 
@@ -114,6 +114,18 @@ def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> int:
     for index in tqdm(missing, desc="mels", unit="utt", disable=None if progress else True):
         dataset.mel(index)
     return len(missing)
+
+
+def build_datasets(filelists: tuple[Path, Path], mel_cfg: MelConfig, cache_dir: str | Path | None,
+                   progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
+    """The train and validation datasets of two filelists, whose `.frames` are the lengths the batch
+    planner uses; with a cache_dir ("" or None: none) every mel is computed once, up front."""
+    cache = Path(cache_dir) if cache_dir else None
+    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache) for path in filelists)
+    if cache is not None:
+        for dataset in sets:
+            precompute_mels(dataset, progress=progress)
+    return sets
 
 
 class PackedView(Dataset):

@@ -1,4 +1,4 @@
-"""Write filelists/ljspeech_{train,val}.txt from a local LJSpeech-1.1 folder (see data/ljspeech.py)."""
+"""Write filelists/ljspeech_{train,val}.txt from a local LJSpeech-1.1 folder (see data/corpora/ljspeech.py)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from batching.errors import UserError  # noqa: E402
 from data.audio import MelConfig  # noqa: E402
-from data.ljspeech import prepare_ljspeech  # noqa: E402
+from data.corpora.ljspeech import prepare_ljspeech  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

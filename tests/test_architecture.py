@@ -96,6 +96,19 @@ def test_the_model_and_the_planner_know_nothing_of_each_other():
             assert all(m.startswith("batching") for m in imports), f"{name} imports {imports}"
 
 
+def test_training_asks_the_corpus_table_and_corpora_know_nothing_of_training():
+    """training/ and train.py import only the package data.corpora (its table and settings), never a
+    corpus builder; data/corpora imports nothing of training/ (adding a corpus stays in its folder)."""
+    graph = module_graph()
+    assert "data.corpora.demo" in graph["data.corpora.table"]
+    for name, imports in graph.items():
+        if name == "train" or name.startswith("training"):
+            builders = [m for m in imports if m.startswith("data.corpora.")]
+            assert not builders, f"{name} imports {builders}: ask data.corpora's table instead"
+        if name.startswith("data.corpora"):
+            assert not [m for m in imports if m.startswith("training")], f"{name} imports {imports}"
+
+
 def test_find_cycle_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -6,8 +6,8 @@ from torch.utils.data import DataLoader
 
 from data.audio import MelExtractor, load_wav
 from data.collate import TextMelCollate
+from data.corpora.demo import ALPHABET, MAX_FRAMES, demo_texts, letter_frames, make_demo_corpus, render, text_frames
 from data.dataset import TextMelDataset
-from data.demo import ALPHABET, MAX_FRAMES, demo_texts, letter_frames, make_demo_corpus, render, text_frames
 from data.filelist import read_filelist, wav_frames
 from data.text import sequence_to_text, text_to_sequence
 

@@ -7,9 +7,9 @@ import pytest
 pytest.importorskip("espeakng_loader", reason="eSpeak NG comes from the PyPI package espeakng-loader, which is not "
                                               "installed: pip install -r requirements.txt")
 
-import data.espeak as espeak  # noqa: E402  (after the skip)
+import data.corpora.espeak as espeak  # noqa: E402  (after the skip)
 from data.audio import wav_info  # noqa: E402
-from data.espeak import DEFAULT_RATE_WPM, TranscriptError, make_espeak_corpus, read_transcripts, speak  # noqa: E402
+from data.corpora.espeak import DEFAULT_RATE_WPM, TranscriptError, make_espeak_corpus, read_transcripts, speak  # noqa: E402
 from data.filelist import read_filelist  # noqa: E402
 from data.text import clean_text  # noqa: E402
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from data.corpora.ljspeech import DataPreparationError, prepare_ljspeech, read_ljspeech
 from data.filelist import read_filelist, wav_frames
-from data.ljspeech import DataPreparationError, prepare_ljspeech, read_ljspeech
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -170,8 +170,8 @@ def test_overfits_real_ljspeech_clips(ljspeech_mini, tmp_path):
     """Real speech end to end: LJSpeech preparation -> filelist -> mels -> training; the 8 shortest
     clips are learned by heart, so the training loss must fall far. (Validation runs on the next two
     clips: the data check refuses a validation set that overlaps the training set.)"""
+    from data.corpora.ljspeech import prepare_ljspeech
     from data.filelist import read_filelist, write_filelist
-    from data.ljspeech import prepare_ljspeech
 
     prepared = prepare_ljspeech(ljspeech_mini, tmp_path / "filelists", seed=0, val_fraction=0.0, progress=False)
     shortest = sorted(read_filelist(prepared.train_path), key=lambda u: u.frames)[:10]

@@ -1,9 +1,9 @@
 """The run's typed configuration: the flat hparams (training/hparams.py) -> frozen, validated
 configs for the training loop, the data, the batching, the model and the mel features.
 
-Each value is checked once, here or in the config class that owns it (BatchingConfig,
-Tacotron2Config, MelConfig), and every error names the hparam and what is allowed. Choice lists
-come from the modules that own them. The checkpoint stores RunConfig.to_dict().
+Each value is checked once, here or in the config class that owns it (DataConfig in data/corpora,
+BatchingConfig, Tacotron2Config, MelConfig), and every error names the hparam and what is allowed.
+Choice lists come from the modules that own them. The checkpoint stores RunConfig.to_dict().
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 from batching import STRATEGIES, BatchingConfig, strategy_of
 from batching.errors import UserError
 from data.audio import MelConfig
+from data.corpora import DataConfig
 from data.text import N_SYMBOLS
 from model import Tacotron2Config
 from model.config import ModelConfigError
 from model.loss import LOSS_NORMS
-from training.datasets import DATASETS
 from training.hparams import HParamsError
 from training.step import AMP_DTYPES, CUDA_GRAPHS, LR_BATCH_SCALINGS, MATMUL_PRECISIONS
 
@@ -82,27 +82,6 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class DataConfig:
-    """Which corpus: its filelists, or where the project generates it; the mel cache."""
-
-    dataset: str
-    train_filelist: str
-    val_filelist: str
-    demo_dir: str
-    demo_utterances: int
-    espeak_dir: str
-    transcripts: str
-    n_utterances: int
-    mel_cache_dir: str
-
-    def __post_init__(self) -> None:
-        _choose("dataset", self.dataset, DATASETS)
-        _bounds(self, positive=("demo_utterances",), non_negative=("n_utterances",))
-        if self.dataset == "filelist" and not (self.train_filelist and self.val_filelist):
-            raise HParamsError("dataset=filelist needs train_filelist=PATH and val_filelist=PATH")
-
-
-@dataclass(frozen=True)
 class RunConfig:
     """Everything a run is, typed: built once from the hparams by resolve_config()."""
 
@@ -119,11 +98,11 @@ class RunConfig:
 def resolve_config(hp: dict[str, Any]) -> RunConfig:
     """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it."""
     train = TrainConfig(**_fields_of(TrainConfig, hp))
-    data = DataConfig(**_fields_of(DataConfig, hp))
     try:
+        data = DataConfig(**_fields_of(DataConfig, hp))
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
         cfg = RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
-    except (UserError, ModelConfigError) as err:  # BatchingConfig, Tacotron2Config and MelConfig name the field already
+    except (UserError, ModelConfigError) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
         raise HParamsError(str(err)) from None
     _check_graph_bucket(cfg)
     return cfg

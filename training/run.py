@@ -16,14 +16,14 @@ from torch.utils.data import DataLoader
 from batching import BatchingConfig, plan_global
 from batching.sampler import PlanBatchSampler
 from data.collate import TextMelCollate
-from data.dataset import TextMelDataset
+from data.corpora import corpus_filelists
+from data.dataset import TextMelDataset, build_datasets
 from data.loader import loader_parts
 from model.shapes import ShapeTable, shape_table
 from training import distributed as dist_utils
 from training.checkpoint import CheckpointClock
 from training.config import RunConfig
 from training.datacheck import check_data
-from training.datasets import build_datasets, corpus_filelists
 from training.hparams import HParamsError
 from training.run_logger import RunLogger
 from training.step import StepParts, build_step_parts, load_optimizer_state, with_graphs
@@ -100,7 +100,7 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
     with dist_utils.main_rank_first(info):
         paths = corpus_filelists(cfg.data, cfg.mel)
         check_data(cfg, paths, progress)
-        train_set, val_set = build_datasets(paths, cfg.data, cfg.mel, progress)
+        train_set, val_set = build_datasets(paths, cfg.mel, cfg.data.mel_cache_dir, progress)
     train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)

@@ -64,10 +64,10 @@ from tqdm import tqdm
 
 from batching.errors import UserError
 from data.atomic import atomic_open
-from data.corpus import is_complete
 from data.audio import AudioFormatError, MelConfig, n_frames, save_wav, wav_info
-from data.filelist import Utterance, split_train_val, write_filelist
-from data.ljspeech import DataPreparationError
+from data.corpora.generated import is_complete, write_split
+from data.corpora.ljspeech import DataPreparationError
+from data.filelist import Utterance
 from data.text import clean_text, find_unknown_symbols
 
 __all__ = ["DEFAULT_RATE_WPM", "EspeakError", "Transcript", "TranscriptError", "choose", "loader_version",
@@ -252,7 +252,7 @@ def _transcript_format(first_line: str) -> str:
 
 
 def _parse_metadata(line: str, number: int) -> Transcript:
-    """`id|text|normalized text`: the normalized text wins unless empty, as in data/ljspeech.py."""
+    """`id|text|normalized text`: the normalized text wins unless empty, as in data/corpora/ljspeech.py."""
     fields = line.split("|")
     if len(fields) not in (2, 3) or not fields[0].strip():
         raise ValueError("expected 'id|text|normalized text'")
@@ -483,11 +483,6 @@ def make_espeak_corpus(out_dir: str | Path, transcripts: str | Path, n_utterance
     wav_dir = _prepare_wav_dir(out_dir, synthesis)
     utterances = _synthesise_missing(wav_dir, chosen, rate_wpm, workers or _default_workers(), progress)
     _remove_unlisted(wav_dir, utterances)
-    train, val = split_train_val(utterances, val_fraction, seed)
-    if not train or not val:
-        raise UserError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split; "
-                        "raise n_utterances")
-    write_filelist(train_path, train)
-    write_filelist(val_path, val)
+    write_split(utterances, val_fraction, seed, train_path, val_path, "n_utterances")
     _write_manifest(out_dir, manifest, utterances)
     return train_path, val_path

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from batching.errors import UserError
 from data.atomic import atomic_open
-from data.corpus import is_complete
 from data.audio import MelConfig, n_frames, save_wav
-from data.filelist import Utterance, split_train_val, write_filelist
+from data.corpora.generated import is_complete, write_split
+from data.filelist import Utterance
 from data.text import clean_text
 
 ALPHABET = "abdeiklmnorstu"
@@ -130,12 +129,7 @@ def make_demo_corpus(out_dir: str | Path, n_utterances: int = 400, seed: int = 0
         save_wav(wav_dir / name, wav, _CFG.sample_rate)
         utterances.append(Utterance(Path("wavs") / name, text, n_frames(len(wav), _CFG.hop_length)))
 
-    train, val = split_train_val(utterances, val_fraction, seed)
-    if not train or not val:
-        raise UserError(f"{n_utterances} utterances with val_fraction {val_fraction} leave an empty split; "
-                        "raise demo_utterances")
-    write_filelist(train_path, train)
-    write_filelist(val_path, val)
+    write_split(utterances, val_fraction, seed, train_path, val_path, "demo_utterances")
     frames = np.array([u.frames for u in utterances])
     manifest.update(wavs=[u.path.name for u in utterances],
                     frames={"min": int(frames.min()), "mean": float(frames.mean()), "max": int(frames.max())})
