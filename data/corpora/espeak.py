@@ -7,23 +7,11 @@ transcript after the project's own front end (`data.text.clean_text`: numbers an
 expanded), so eSpeak says exactly the words the model reads; the filelists keep the original
 transcript, which the dataset cleans again.
 
-Speaking rate. DEFAULT_RATE_WPM = 140 words per minute (eSpeak's own default is 175) makes the
-frame counts (hop 276, `1 + n_samples // 276`) follow LJSpeech's. Measured on all 13,100 LJSpeech
-transcripts (shared/data/ljspeech/lengths.tsv), in frames:
-
-                          mean   25 %   50 %   75 %    max
-    LJSpeech-1.1         525.6    399    541    671    807
-    eSpeak NG, 140 wpm   525.3    398    538    664   1086
-
-(a rate scan on 400 of them, mean frames against LJSpeech's 533.1 there: 135 wpm 548.6, 140 529.5,
-150 496.8, 160 466.4, 175 427.8; the full set at 138 / 142 wpm: means 534.5 / 520.1). Lengths
-correlate 0.96 with LJSpeech's own, but eSpeak keeps one pace while LJSpeech's clips end at 10 s:
-3.9 % of the eSpeak utterances are longer than LJSpeech's 807 frames, the longest 1086.
-
-Silence. eSpeak starts with ~10 ms of digital silence and its last sound ends within ~10 ms of
-the end; LJSpeech clips have ~10 ms before and ~80 ms after the speech (-40 dB re. the loudest
-10 ms, the 32 clips of shared/data/ljspeech/mini). There is nothing to trim, and the ~5 frames of
-LJSpeech's tail are not added: the rate above is fitted to the whole lengths.
+Speaking rate. DEFAULT_RATE_WPM = 140 words per minute (eSpeak's own default is 175) was fitted so
+the frame counts (`1 + n_samples // hop`) follow LJSpeech's over all its transcripts; eSpeak keeps
+one pace where LJSpeech's clips stop at 10 s, so its longest utterances are longer than LJSpeech's.
+Its leading and trailing silence is already about LJSpeech's, so nothing is trimmed or added. The
+measurements behind both choices are in the README ("Data pipeline", the spoken corpus).
 
 Determinism. Some of libespeak-ng's internal state outlives an utterance, and no API call resets
 it. The phase of its pitch flutter changes the next utterances' durations, so the voice is en-us
@@ -33,10 +21,7 @@ every frame count in the filelists, then depend on the text alone (checked on 1,
 shuffled orders), whatever the worker count; the samples themselves still differ slightly (wave
 phase) with what the process said before, so WAVs are not byte-identical between runs.
 
-Speed (2-core AMD EPYC, otherwise idle): one LJSpeech sentence (LJ001-0001, 10.5 s of speech)
-takes 12 ms to synthesise on one core, ~900 times real time, and 10 ms more to write as a WAV;
-starting an engine takes ~50 ms. 1,000 LJSpeech utterances take 12.5 s with 2 workers (18 s with
-one), reading and cleaning all 13,100 transcripts included; they fill 280 MB (all 13,100: ~3.7 GB).
+Generation runs on all cores, one engine per worker (README: how long a corpus takes, how much disk).
 
 Files under out_dir: wavs/<id>.wav (the id of metadata.csv / lengths.tsv, `lineNNNNN` for a
 sentence file), train.txt and val.txt (`wavs/<id>.wav|transcript|frames`), synthesis.json (the
