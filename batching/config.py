@@ -72,7 +72,7 @@ class BatchingConfig:
             object.__setattr__(self, "dbs", strategy.dbs)
         if self.capacity is not None and not self.dbs:
             raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
-                                  "(or drop capacity to use fixed batches of batch_size)")
+                              "(or drop capacity to use fixed batches of batch_size)")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BatchingConfig":

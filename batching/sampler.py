@@ -3,7 +3,8 @@
 PlanBatchSampler serves every strategy; BlockBatchSampler (strategies whose plan is a block plan,
 e.g. BLoad) only overrides the `_items` hook. The plan type does the rest: GlobalPlan.redeal /
 BlockPlan.redeal re-deal an epoch's unrun batches after a resume on another world size, and
-plan.digest() is what the ranks compare. Each epoch is planned once (twice after a resume on another world size).
+plan.digest() is what the ranks compare. Each epoch is planned once (twice after a resume on
+another world size).
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def register_toy(root: Path) -> None:
     edit(root / "batching" / "planner.py", "STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (\n",
          '    Strategy("toy", plan_toy, "toy length buckets (toy_width)", dbs=False, options=("toy_width",)),\n')
     edit(root / "batching" / "config.py", "    n_frames_per_step: int = 1\n", "    toy_width: int | None = None\n")
-    edit(root / "hparams.yaml", "drop_last: false\n", "toy_width: null          # toy: bucket width in frames; null = one bucket\n")
+    edit(root / "hparams.yaml", "drop_last: false\n", "toy_width: null  # toy: bucket width in frames; null = one bucket\n")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,15 @@ def toy_project(tmp_path_factory) -> Path:
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         copy(REPO / name, root / name)
     register_toy(root)
+    assert changed_outside_the_seam(root) == []
     return root
+
+
+def changed_outside_the_seam(root: Path) -> list[str]:
+    """Files of the copy, outside batching/ and hparams.yaml, that differ from the project's."""
+    copied = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return [str(p.relative_to(root)) for p in copied if p.parts[len(root.parts)] not in ("batching", "hparams.yaml")
+            and p.read_bytes() != (REPO / p.relative_to(root)).read_bytes()]
 
 
 def run(root: Path, *argv: str) -> subprocess.CompletedProcess:

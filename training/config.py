@@ -136,9 +136,9 @@ def _check_graph_bucket(cfg: RunConfig) -> None:
                            "loop the few fixed shapes a graph replays")
     if g and (g % r or not cfg.model.fast_decoder or strategy_of(cfg.batching).block_plan):
         raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
-                           f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. BLoad's, "
-                           f"have one shape already); "
-                           f"here fast_decoder={cfg.model.fast_decoder}, batching={cfg.batching.batching}")
+                           f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
+                           f"BLoad's, have one shape already); here fast_decoder={cfg.model.fast_decoder}, "
+                           f"batching={cfg.batching.batching}")
 
 
 def batching_config(hp: dict[str, Any]) -> BatchingConfig:

@@ -2,9 +2,9 @@
 
 Every value is coerced to the type of its default in hparams.yaml (batching.options: the one
 `key=value` parser and coercer), so a typo fails at start-up instead of hours into a run; a key
-whose default is null (an optional setting) is read as YAML and checked by the config that owns it. The
-result is the flat dict a run directory records; training/config.py turns it into the typed,
-validated configs the recipe uses. Torch-free, so scripts can use it cheaply.
+whose default is null (an optional setting) is read as YAML and checked by the config that owns
+it. The result is the flat dict a run directory records; training/config.py turns it into the
+typed, validated configs the recipe uses. Torch-free, so scripts can use it cheaply.
 """
 from __future__ import annotations
 
