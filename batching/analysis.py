@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from .config import BatchingConfig, switch_strategy
+from .config import BatchingConfig
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
 from .plan import batch_stats
@@ -62,13 +62,15 @@ def sweep(lengths: np.ndarray, base: BatchingConfig, grid: dict[str, list], with
 
 def fixed_points(lengths: np.ndarray, base: BatchingConfig) -> dict[str, dict]:
     """ZPR, ABL and pair_repeat of the strategies that have no parameter (FIXED)."""
-    return {name: _padding(lengths, switch_strategy(base, name), True) for name in FIXED}
+    return {name: _padding(lengths, base.with_strategy(name), True) for name in FIXED}
 
 
 def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> dict[str, dict]:
     """For each strategy, its parameter whose ZPR is closest to, not above, the target: the bucket
     size (a multiple of B0) and number of bins from every value; SSB's lrf (to 1e-4) and stream's
-    bucket_interval (frames) by bisection, since their ZPR grows with them."""
+    bucket_interval (frames) by bisection, since their ZPR grows with them. The given strategy,
+    when it has no parameter here (SWEPT), gets its own plan's figures at the given options and a
+    note saying it was not calibrated."""
     n_batches = max(1, -(-lengths.size // base.batch_size))
     grid = dict(bucket_size=(np.arange(1, n_batches + 1) * base.batch_size).tolist(),
                 n_bins=list(range(1, n_batches + 1)))
@@ -83,6 +85,10 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> d
     top = dict(lrf=LRF_CEILING, bucket_interval=int(lengths.max(initial=1)) + 1)
     for param, (low, step) in BISECTED.items():
         best[SWEPT[param]] = bisect_parameter(lengths, base, param, target_zpr, low, top[param], step)
+    if base.batching not in SWEPT.values():
+        stats = plan_global(lengths, base).stats(lengths, base.n_frames_per_step)
+        best[base.batching] = dict(zpr=stats["zpr"], abl=stats["abl"], note=f"not calibrated: {base.batching} has "
+                                   "no parameter that calibrate tunes; its figures at the given options")
     return best
 
 
@@ -116,7 +122,7 @@ def _grid_value(low: float, k: int, step: float):
 
 def _variant(base: BatchingConfig, strategy: str, param: str, value) -> BatchingConfig:
     """`base` switched to `strategy` (the one switch: options it does not own dropped), `param` set."""
-    return switch_strategy(base, strategy, **{param: value})
+    return base.with_strategy(strategy, **{param: value})
 
 
 def _padding(lengths: np.ndarray, config: BatchingConfig, with_randomness: bool = False) -> dict:

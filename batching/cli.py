@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .analysis import SWEPT, calibrate, describe, fixed_points, sweep, sweep_grid, table1
-from .config import BatchingConfig, switch_strategy
+from .config import BatchingConfig
 from .errors import UserError
 from .lengths import read_lengths
 from .planner import plan_epoch, strategy_of
@@ -105,11 +105,14 @@ def _sweep_row(param: str, value, point: dict) -> dict:
 def _calibrate(args, lengths, config):
     target = args.target_zpr
     if target is None:
-        target = describe(lengths, switch_strategy(config, "ssb"))["zpr"]
+        target = describe(lengths, config.with_strategy("ssb"))["zpr"]
     best = calibrate(lengths, config, target)
     rows = [dict(batching=name, param=k, value=v[k], zpr=v["zpr"] and round(v["zpr"], 2), abl=v["abl"] and round(v["abl"], 2))
             for name, v in best.items() for k in v if k in SWEPT]
-    return dict(target_zpr=target, **best), f"target ZPR {target:.2f}%\n\n" + _markdown(rows, ["batching", "param", "value", "zpr", "abl"])
+    notes = "".join(f"\n{name}: {v['note']}: ZPR {v['zpr']:.2f}%, ABL {v['abl']:.1f}" for name, v in best.items()
+                    if "note" in v)
+    table = _markdown(rows, ["batching", "param", "value", "zpr", "abl"])
+    return dict(target_zpr=target, **best), f"target ZPR {target:.2f}%\n\n{table}\n{notes}".rstrip("\n")
 
 
 def _plot(args, lengths, config):
@@ -119,9 +122,9 @@ def _plot(args, lengths, config):
         lengths = lengths[np.sort(np.random.default_rng(args.seed).permutation(lengths.size)[: args.samples])]
     panels, summary = {}, {}
     for name in args.strategies.split(","):
-        panel = switch_strategy(config, name.strip())
-        if strategy_of(panel).packed:
-            raise UserError(f"plot draws padded batches; {panel.batching}'s packed blocks are not drawn: use `stats` "
+        panel = config.with_strategy(name.strip())
+        if strategy_of(panel).block_plan:
+            raise UserError(f"plot draws padded batches; {panel.batching}'s block plan is not drawn: use `stats` "
                             "for its padding and steps, or plot another strategy")
         batches = plan_epoch(lengths, panel, args.epoch)
         summary[name] = describe(lengths, panel, args.epoch)

@@ -55,25 +55,24 @@ class BatchingConfig:
                 _bad(name, getattr(self, name), "true or false")
         _check_int("bucket_interval", self.bucket_interval, minimum=1)
         _check_int("n_frames_per_step", self.n_frames_per_step, minimum=1)
+        for name in OPTIONAL_INTS:  # None (null in hparams.yaml) is unset: each field's doc says what that means
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), minimum=1, unset=True)
         strategy = STRATEGY_TABLE[self.batching]
         for name in OWNED_OPTIONS:
             value = getattr(self, name)
-            if value is not None:
-                _check_int(name, value, minimum=1)
-                if name not in strategy.options:
-                    owners = ", ".join(s.name for s in STRATEGY_TABLE.values() if name in s.options)
-                    raise OptionError(f"{name}={value} applies only to batching={owners}")
+            if value is not None and name not in strategy.options:
+                owners = ", ".join(s.name for s in STRATEGY_TABLE.values() if name in s.options)
+                raise OptionError(f"{name}={value} applies only to batching={owners}")
         for name in strategy.forbids:
             if getattr(self, name) is not None:
                 raise OptionError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
                                   f"({strategy.summary})")
         if strategy.dbs is not None:  # e.g. stream batches are always token-budget batches, bload blocks never
             object.__setattr__(self, "dbs", strategy.dbs)
-        if self.capacity is not None:
-            _check_int("capacity", self.capacity, minimum=1)
-            if not self.dbs:
-                raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
-                                  "(or drop capacity to use fixed batches of batch_size)")
+        if self.capacity is not None and not self.dbs:
+            raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
+                              "(or drop capacity to use fixed batches of batch_size)")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BatchingConfig":
@@ -96,6 +95,18 @@ class BatchingConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def with_strategy(self, batching: str, **changes: Any) -> "BatchingConfig":
+        """This config with another strategy: the options that only other strategies own (e.g.
+        max_length, block_length) and those the target refuses are dropped, everything else (B0,
+        dbs, capacity, the seed) carries over, then `changes` apply. The one way to switch: used
+        where strategies are compared (`python -m batching calibrate`, `sweep`, `plot`; the data
+        check's RAND baseline), so a new strategy's options need no caller to know them."""
+        if batching not in STRATEGY_TABLE:
+            _bad("batching", batching, "one of " + ", ".join(repr(s) for s in STRATEGIES))
+        target = STRATEGY_TABLE[batching]
+        dropped = {name: None for name in (*OWNED_OPTIONS, *target.forbids) if name not in target.options}
+        return dataclasses.replace(self, batching=batching, **(dropped | changes))
+
     def length_limit(self) -> tuple[int | None, str]:
         """The longest sample the planner accepts, and why: an explicit DBS capacity, or a
         block_length (None: no limit; the default capacity B0 x L_max fits every sample, and
@@ -108,20 +119,10 @@ class BatchingConfig:
         return None, "no limit"
 
 
-def switch_strategy(config: BatchingConfig, batching: str, **changes: Any) -> BatchingConfig:
-    """`config` with another strategy: the options that only other strategies own (max_length,
-    block_length) and those the target refuses are dropped, everything else (B0, dbs, capacity,
-    the seed) carries over, then `changes` apply. The one way a caller that compares strategies
-    (`python -m batching calibrate`, `sweep`, `plot`; the data check's RAND baseline) switches."""
-    if batching not in STRATEGY_TABLE:
-        _bad("batching", batching, "one of " + ", ".join(repr(s) for s in STRATEGIES))
-    target = STRATEGY_TABLE[batching]
-    dropped = {name: None for name in (*OWNED_OPTIONS, *target.forbids) if name not in target.options}
-    return dataclasses.replace(config, batching=batching, **(dropped | changes))
-
-
 #: Options that belong to particular strategies (STRATEGY_TABLE's `options`); None when unset.
 OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for name in s.options))
+#: The `int | None` fields (capacity and the owned options): a positive integer, or None for unset.
+OPTIONAL_INTS = tuple(f.name for f in dataclasses.fields(BatchingConfig) if f.type == "int | None")
 _KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str}
 
 
@@ -129,9 +130,10 @@ def _bad(name: str, value: Any, allowed: str) -> None:
     raise OptionError(f"BatchingConfig.{name}={value!r} is invalid: expected {allowed}")
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
+def _check_int(name: str, value: Any, minimum: int, unset: bool = False) -> None:
+    """`unset`: None is allowed too, and the message says so (0 is not a sentinel for it)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _bad(name, value, f"an integer >= {minimum}")
+        _bad(name, value, f"an integer >= {minimum}" + (", or null (None) to leave it unset" if unset else ""))
 
 
 def _coerce(name: str, value: Any, annotation: str) -> Any:

@@ -32,7 +32,7 @@ DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True)
 class PlanCutSampler(Sampler[CutSet]):
     """Yields this rank's mini-batches of `cuts` (eager CutSets) for the current epoch.
 
-    config: any padded strategy (not bload's packed blocks); its capacity is in frames of
+    config: any strategy whose plan is not a block plan (not bload); its capacity is in frames of
     frame_shift seconds. max_duration: the budget in seconds instead (sets dbs and capacity).
     rank / world_size: as Lhotse's samplers, taken from torch.distributed when it is initialised.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
@@ -44,9 +44,9 @@ class PlanCutSampler(Sampler[CutSet]):
             raise ValueError("PlanCutSampler plans from every cut's duration up front and got a lazy CutSet: "
                              "load its manifest with cuts.to_eager() (metadata only, no audio), or stream it "
                              "with batching.StreamBucketer and batching.deal_steps (see the README)")
-        if strategy_of(config).packed:
-            raise ValueError(f"batching={config.batching} packs several cuts into one block; PlanCutSampler "
-                             "yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+        if strategy_of(config).block_plan:
+            raise ValueError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
+                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         if not frame_shift > 0:
             raise ValueError(f"frame_shift={frame_shift} must be a positive number of seconds")
         self.frame_shift = frame_shift

@@ -2,20 +2,27 @@
 
 Every strategy is one row of STRATEGY_TABLE. A row names the function that plans an epoch
 (lengths, config, epoch, world_size) -> GlobalPlan, and what the rest of the recipe needs to know
-about it, so nothing outside `batching/` compares strategy names:
+about it, so nothing outside `batching/` compares strategy names or knows a strategy's options:
 
-* packed: its batches are blocks that hold several utterances each (BLoad); the torch side then
-  uses BlockBatchSampler and the packed collate instead of PlanBatchSampler and the padded one;
+* block_plan: its plan is a block plan (a BlockPlan: batches of blocks of block_length frames,
+  each holding several utterances, as BLoad's); the torch side then uses BlockBatchSampler, the
+  block view and the block collate instead of PlanBatchSampler and the padding collate;
 * dbs: the value it forces on `dbs` (None: the user's choice);
 * options / forbids: the BatchingConfig fields only it may set, and fields it refuses.
+  BatchingConfig.with_strategy drops them when a config switches to another strategy.
 
-How to add a strategy that plans the whole epoch itself (as stream and bload do):
+How to add a strategy that plans the whole epoch itself (as stream and bload do), touching
+`batching/` and hparams.yaml only:
 1. write `batching/<name>.py` with `plan_<name>(lengths, config, epoch, world_size)` returning a
    GlobalPlan (or a subclass that overrides `stats`, `redeal` and `digest`, as BlockPlan does);
-2. add its row below (and any new option as a BatchingConfig field with a default);
-3. add the option keys and a comment to hparams.yaml.
-The sampler, the trainer, `python -m batching` and the plan statistics then work unchanged.
-An ordering strategy needs only an `order_<name>` function in ordering.py and its row.
+2. import it here and add its row below; an option of its own is a BatchingConfig field
+   `<option>: int | None = None` named in the row's `options` (None is unset, any other value
+   must be an integer >= 1; an option of another type needs its own check in `__post_init__`);
+3. add the option's key to hparams.yaml as `<option>: null` with a comment saying what null means.
+Then `train.py` (`--check`, training, `--resume`), the sampler, the data check and
+`python -m batching` work unchanged: `stats` shows its plan; `calibrate` tunes only the parameters
+named in analysis.py's SWEPT and reports the given strategy's own figures beside them if it has
+none there. An ordering strategy needs only an `order_<name>` function in ordering.py and its row.
 """
 from __future__ import annotations
 
@@ -42,7 +49,7 @@ class Strategy:
     name: str
     plan: Callable[..., GlobalPlan]
     summary: str
-    packed: bool = False
+    block_plan: bool = False
     dbs: bool | None = None
     options: tuple[str, ...] = ()
     forbids: tuple[str, ...] = ()
@@ -56,7 +63,7 @@ STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
     Strategy("ats", partial(plan_ordered, order=order_alternated), "alternately sorted bins (n_bins)"),
     Strategy("stream", plan_stream, "the blog's streaming length buckets (bucket_interval, max_length)",
              dbs=True, options=("max_length",)),
-    Strategy("bload", plan_bload, "BLoad block packing (block_length)", packed=True, dbs=False,
+    Strategy("bload", plan_bload, "BLoad block packing (block_length)", block_plan=True, dbs=False,
              options=("block_length",), forbids=("capacity",)),
 )}
 STRATEGIES = tuple(STRATEGY_TABLE)

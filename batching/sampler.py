@@ -1,16 +1,16 @@
 """PyTorch batch samplers over the planner: the same plan on every rank, resumable mid-epoch.
 
-PlanBatchSampler serves every strategy; BlockBatchSampler (packed strategies, e.g. BLoad) only
-overrides the `_items` hook. The plan type does the rest: GlobalPlan.redeal / BlockPlan.redeal
-re-deal an epoch's unrun batches after a resume on another world size, and plan.digest() is
-what the ranks compare. Each epoch is planned once (twice after a resume on another world size).
+PlanBatchSampler serves every strategy; BlockBatchSampler (strategies whose plan is a block plan,
+e.g. BLoad) only overrides the `_items` hook. The plan type does the rest: GlobalPlan.redeal /
+BlockPlan.redeal re-deal an epoch's unrun batches after a resume on another world size, and
+plan.digest() is what the ranks compare. Each epoch is planned once (twice after a resume on
+another world size).
 """
 from __future__ import annotations
 
 import numpy as np
 from torch.utils.data import Sampler
 
-from .bload import block_length_of
 from .config import BatchingConfig
 from .errors import UserError
 from .plan import GlobalPlan, as_lengths
@@ -120,7 +120,7 @@ class PlanBatchSampler(Sampler[list]):
 
 
 class BlockBatchSampler(PlanBatchSampler):
-    """PlanBatchSampler for packed strategies (BLoad): yields [row, start, index] triples per batch.
+    """PlanBatchSampler for block plans (e.g. BLoad's): yields [row, start, index] triples per batch.
 
     Same epoch/resume contract: the plan of (seed, epoch) on every rank, state_dict() /
     load_state_dict() to continue mid-epoch, also on another world size (the blocks not yet
@@ -128,16 +128,17 @@ class BlockBatchSampler(PlanBatchSampler):
     """
 
     def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
-        if not strategy_of(config).packed:
-            raise ValueError(f"BlockBatchSampler needs a packed strategy (batching=bload), got {config.batching!r}")
+        if not strategy_of(config).block_plan:
+            raise ValueError(f"BlockBatchSampler needs a strategy whose plan is a block plan (e.g. batching=bload), "
+                             f"got {config.batching!r}")
         super().__init__(lengths, config, rank, world_size)
-        self.block_length = block_length_of(self.lengths, config)  # every epoch's blocks have this length
+        self.block_length = self.plan.block_length  # a block plan's blocks have one length in every epoch
 
     def _items(self, plan, rank: int | None) -> list[np.ndarray]:
         return plan.triples(rank)
 
 
 def make_batch_sampler(lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> PlanBatchSampler:
-    """The sampler a strategy needs: BlockBatchSampler for packed strategies, else PlanBatchSampler."""
-    kind = BlockBatchSampler if strategy_of(config).packed else PlanBatchSampler
+    """The sampler a strategy needs: BlockBatchSampler for block plans, else PlanBatchSampler."""
+    kind = BlockBatchSampler if strategy_of(config).block_plan else PlanBatchSampler
     return kind(lengths, config, rank, world_size)

@@ -39,17 +39,17 @@ COLUMNS = ["batcher", "batches", "ZPR %", "padding %", "padded frames", "decoder
 
 
 def measure(lengths: np.ndarray, epochs: list[list[np.ndarray]], seconds: float, budget: int,
-            packed_rows: np.ndarray | None = None) -> dict:
+            block_rows: np.ndarray | None = None) -> dict:
     """The table's figures for two epochs' batches (epoch 0 measured, epoch 1 for pair_repeat).
-    packed_rows: blocks per batch of a packed plan (each block_length frames), else None."""
+    block_rows: blocks per batch of a block plan (each block_length frames), else None."""
     first = epochs[0]
     stats = batch_stats(lengths, first)
     longest = np.array([lengths[b].max() for b in first], np.int64)
     sizes = np.fromiter(map(len, first), np.int64, len(first))
     padded = sizes * longest
-    if packed_rows is not None:  # BLoad: a batch is rows x block_length frames, not B x L
+    if block_rows is not None:  # BLoad: a batch is rows x block_length frames, not B x L
         block_length = budget // B0
-        padded, longest = packed_rows * block_length, np.full(len(first), block_length)
+        padded, longest = block_rows * block_length, np.full(len(first), block_length)
     return dict(batches=len(first), samples=int(sizes.sum()), zpr=stats["zpr"],
                 padding=100 * (1 - stats["real_frames"] / padded.sum()), padded_frames=int(padded.sum()),
                 decoder_steps=int(longest.sum()), over_budget=int((padded > budget).sum()),
@@ -62,7 +62,7 @@ def ours(lengths: np.ndarray, config: BatchingConfig, budget: int) -> dict:
     start = time.perf_counter()
     plan = plan_global(lengths, config, 0)
     seconds = time.perf_counter() - start
-    rows = plan.n_rows() if strategy_of(config).packed else None
+    rows = plan.n_rows() if strategy_of(config).block_plan else None
     return measure(lengths, [plan.batches(), plan_global(lengths, config, 1).batches()], seconds, budget, rows)
 
 
@@ -116,7 +116,7 @@ def at_equal(lengths: np.ndarray, metric: str, target: float, budget: int) -> di
 def bench(name: str, lengths: np.ndarray, num_buckets: list[int]) -> str:
     """Both tables for one data set, as markdown."""
     budget = B0 * int(lengths.max())
-    rows = {f"{n}{'' if strategy_of(our_config(n)).packed else '-dbs-br'}": ours(lengths, our_config(n), budget)
+    rows = {f"{n}{'' if strategy_of(our_config(n)).block_plan else '-dbs-br'}": ours(lengths, our_config(n), budget)
             for n in STRATEGIES}
     cuts = lhotse_cuts(lengths)
     theirs = {f"lhotse DynamicBucketing num_buckets={n}": lhotse_bucketing(lengths, cuts, n, budget)

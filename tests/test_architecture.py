@@ -1,5 +1,6 @@
 """The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
-at run time, and no strategy name compared outside batching/ (the strategy table decides)."""
+at run time, no strategy name compared outside batching/ (the strategy table decides), and one way
+to switch a config's strategy."""
 import ast
 from pathlib import Path
 
@@ -122,6 +123,17 @@ def test_no_strategy_name_is_compared_outside_batching(path):
                                                  for op in node.ops):
             literals = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
             assert not set(literals) & set(STRATEGIES), f"{path.name}:{node.lineno} compares a strategy name"
+
+
+@pytest.mark.parametrize("path", [p for p in project_files() if p != REPO / "batching" / "config.py"],
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_a_config_switches_strategy_only_with_its_method(path):
+    """`replace(config, batching=...)` would keep options the target does not own:
+    BatchingConfig.with_strategy is the one switch."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "replace":
+            assert "batching" not in {k.arg for k in node.keywords}, \
+                f"{path.name}:{node.lineno} switches strategy with replace(): use config.with_strategy(name, ...)"
 
 
 def test_train_py_reads_as_a_short_recipe():

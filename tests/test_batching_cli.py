@@ -88,7 +88,7 @@ def test_plot_refuses_bload_with_a_reason(tmp_path, capsys):
     lengths = tmp_path / "l.txt"
     lengths.write_text("".join(f"a.wav|t|{n}\n" for n in (10, 20, 30, 40)))
     assert main(["plot", "--lengths", str(lengths), "--strategies", "bload", "--out", str(tmp_path)]) == 2
-    assert "bload's packed blocks are not drawn" in capsys.readouterr().err
+    assert "bload's block plan is not drawn" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["calibrate", "sweep", "plot"])

@@ -2,7 +2,6 @@
 import pytest
 
 from batching import BatchingConfig
-from batching.config import switch_strategy
 from batching.errors import UserError
 
 
@@ -13,7 +12,8 @@ from batching.errors import UserError
     (dict(n_bins=2.5), r"n_bins=2.5 is invalid"),
     (dict(dbs="yes"), r"dbs='yes' is invalid: expected true or false"),
     (dict(capacity=5000), r"capacity=5000 .* add dbs=true"),
-    (dict(dbs=True, capacity=0), r"capacity=0 is invalid"),
+    (dict(dbs=True, capacity=0), r"capacity=0 is invalid: expected an integer >= 1, or null \(None\) to leave it unset"),
+    (dict(batching="stream", max_length=1.5), r"max_length=1.5 is invalid: expected an integer >= 1, or null"),
 ])
 def test_bad_values_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -41,14 +41,14 @@ def test_unknown_keys_are_an_error():
     (BatchingConfig("ssb", dbs=True, capacity=4000), "bload", {"capacity": None, "dbs": False}),
     (BatchingConfig("ssb", dbs=True, capacity=4000, lrf=0.3), "stream", {}),
 ])
-def test_switch_strategy_drops_only_what_the_target_does_not_own(source, target, dropped):
-    switched = switch_strategy(source, target, seed=7)
+def test_with_strategy_drops_only_what_the_target_does_not_own(source, target, dropped):
+    switched = source.with_strategy(target, seed=7)
     assert switched.batching == target and switched.seed == 7
     kept = {k: v for k, v in source.to_dict().items() if k not in {"batching", "seed", *dropped}}
     assert {k: switched.to_dict()[k] for k in kept} == kept
     assert {k: switched.to_dict()[k] for k in dropped} == dropped
 
 
-def test_switch_strategy_to_an_unknown_one_is_a_user_error():
+def test_with_strategy_to_an_unknown_one_is_a_user_error():
     with pytest.raises(UserError, match=r"batching='sorted' is invalid: expected one of 'rand'"):
-        switch_strategy(BatchingConfig("ssb"), "sorted")
+        BatchingConfig("ssb").with_strategy("sorted")

@@ -126,7 +126,7 @@ def test_config_dbs_implied_and_validation():
         BatchingConfig("ssb", max_length=800)
     with pytest.raises(ValueError, match=r"bucket_interval=0 is invalid"):
         BatchingConfig("stream", bucket_interval=0)
-    hp = load_hparams("batching=stream,bucket_interval=25,max_length=0")
+    hp = load_hparams("batching=stream,bucket_interval=25,max_length=null")
     assert batching_config(hp) == BatchingConfig(
         "stream", dbs=True, br=True, bucket_interval=25, max_length=None)
     assert batching_config(load_hparams("batching=stream,max_length=700")).max_length == 700

@@ -33,9 +33,21 @@ def test_ljspeech_switch_brings_the_full_model():
     assert hp["model_preset"] == "full" and hp["n_frames_per_step"] == 1 and hp["epochs"] == 220
 
 
-def test_capacity_zero_means_the_papers_default():
-    assert config().batching.capacity is None
+def test_optional_settings_are_null_and_a_given_value_is_read_as_yaml():
+    hp = load_hparams()
+    assert hp["capacity"] is hp["max_length"] is hp["block_length"] is None
+    assert config().batching.capacity is None and config("capacity=null").batching.capacity is None
     assert config("capacity=12000").batching.capacity == 12000
+    assert config("batching=stream,max_length=700").batching.max_length == 700
+    assert config("batching=bload,block_length=400").batching.block_length == 400
+
+
+def test_resume_reads_the_zero_an_older_run_stored_for_unset_as_null():
+    """Runs written before 2026-11-24 stored 0 for unset capacity, max_length and block_length."""
+    stored = load_hparams("batching=stream") | {"capacity": 0, "max_length": 0, "block_length": 0}
+    hp = resume_hparams(stored, "epochs=5")
+    assert (hp["capacity"], hp["max_length"], hp["block_length"], hp["epochs"]) == (None, None, None, 5)
+    assert resolve_config(hp).batching == config("batching=stream").batching
 
 
 def test_typed_configs_split_the_hparams():
@@ -75,6 +87,11 @@ def test_resume_keeps_the_runs_settings_and_allows_few_changes():
     ("lr_batch_scaling=cube", "'lr_batch_scaling': 'cube' is not one of none, sqrt, linear"),
     ("model_preset=huge", "'model_preset': 'huge' is not one of full, small"),
     ("batch_size=0", "batch_size=0 is invalid: expected an integer >= 1"),
+    ("capacity=abc", "capacity='abc' is invalid: expected an integer >= 1, or null (None) to leave it unset"),
+    ("capacity=-1", "capacity=-1 is invalid: expected an integer >= 1, or null"),
+    ("capacity=0", "capacity=0 is invalid: expected an integer >= 1, or null (None) to leave it unset"),
+    ("batching=stream,max_length=1.5", "max_length=1.5 is invalid: expected an integer >= 1, or null"),
+    ("batching=bload,block_length=[1", "'block_length': '[1' is not a value"),
     ("model.atention_dim=3", "unknown Tacotron2Config key(s) ['atention_dim']"),
     ("dbs=maybe", "'dbs': 'maybe' is not a boolean"),
     ("epochs=1.5", "'epochs': '1.5' is not an integer"),

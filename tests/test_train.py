@@ -11,7 +11,7 @@ import torch
 import train
 import training.step
 from training.checkpoint import load_checkpoint
-from training.rundir import LAST, read_metrics
+from training.rundir import LAST, read_metrics, write_hparams
 
 TINY_MODEL = ("model.symbols_embedding_dim=32,model.encoder_embedding_dim=32,model.attention_rnn_dim=64,"
               "model.decoder_rnn_dim=64,model.prenet_dim=32,model.attention_dim=16,"
@@ -94,6 +94,24 @@ def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys):
     assert "'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats" in capsys.readouterr().err
     assert train.main(["--resume", str(tmp_path / "nowhere")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+    for bad in ("capacity=abc", "capacity=0", "batching=stream,max_length=1.5"):
+        assert train.main(["--hparams", tiny(tmp_path, bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: BatchingConfig.") and "or null" in err and err.count("\n") == 1, err
+
+
+def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path):
+    """Runs written before 2026-11-24 stored 0 for unset capacity, max_length and block_length (now
+    null; a new run's 0 is an error): --resume reads that 0 as null and records null."""
+    run = tmp_path / "run"
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,stop_after_steps=2")]) == 0
+    ckpt = load_checkpoint(run / LAST)
+    legacy = ckpt["hparams"] | {"capacity": 0, "max_length": 0, "block_length": 0}
+    torch.save(ckpt | {"hparams": legacy}, run / LAST)
+    write_hparams(run, legacy)
+    assert train.main(["--resume", str(run), "--hparams", "stop_after_steps=0"]) == 0
+    assert [r["epoch"] for r in read_metrics(run)] == [0, 1]
+    assert json.loads((run / "hparams.json").read_text())["capacity"] is None
 
 
 class NaNLoss(training.step.Tacotron2Loss):

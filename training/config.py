@@ -22,8 +22,6 @@ from model.loss import LOSS_NORMS
 from training.hparams import HParamsError
 from training.step import AMP_DTYPES, CUDA_GRAPHS, LR_BATCH_SCALINGS, MATMUL_PRECISIONS
 
-# 0 means "the default" for capacity (B0 x L_max), max_length (no limit), block_length (longest utterance)
-_ZERO_IS_NONE = ("capacity", "max_length", "block_length")
 _MEL_KEYS = ("sample_rate", "win_ms", "hop_ms", "n_fft", "n_mels", "fmin", "fmax")
 
 
@@ -109,27 +107,27 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
 
 
 def _check_graph_bucket(cfg: RunConfig) -> None:
-    """graph_bucket pads the fast decoder loop of unpacked batches (model/shapes.py); CUDA graphs
-    replay those shapes."""
+    """graph_bucket pads the fast decoder loop of padded batches (model/shapes.py); CUDA graphs
+    replay those shapes. A block plan's batches have one shape already."""
     g, r = cfg.train.graph_bucket, cfg.train.n_frames_per_step
     if cfg.train.cuda_graphs == "true" and not g:
         raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
                            "loop the few fixed shapes a graph replays")
-    if g and (g % r or not cfg.model.fast_decoder or strategy_of(cfg.batching).packed):
+    if g and (g % r or not cfg.model.fast_decoder or strategy_of(cfg.batching).block_plan):
         raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
-                           f"fast_decoder=true and an unpacked strategy (BLoad's blocks have one shape already); "
-                           f"here fast_decoder={cfg.model.fast_decoder}, batching={cfg.batching.batching}")
+                           f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
+                           f"BLoad's, have one shape already); here fast_decoder={cfg.model.fast_decoder}, "
+                           f"batching={cfg.batching.batching}")
 
 
 def batching_config(hp: dict[str, Any]) -> BatchingConfig:
-    """The batching options of the hparams (0 for capacity, max_length, block_length: the default).
-    n_frames_per_step matters to packed strategies only and is recorded for them alone, so other
-    strategies' checkpoints resume whatever the reduction factor's bookkeeping."""
+    """The batching options of the hparams, as they are (null: unset; BatchingConfig checks them).
+    n_frames_per_step matters to block plans only (blocks hold whole decoder steps) and is recorded
+    for them alone, so other strategies' checkpoints resume whatever the reduction factor's bookkeeping."""
     _choose("batching", hp["batching"], STRATEGIES)
     names = {f.name for f in dataclasses.fields(BatchingConfig)} - {"n_frames_per_step"}
-    values = {k: (hp[k] or None) if k in _ZERO_IS_NONE else hp[k] for k in names}
-    config = BatchingConfig(**values)
-    if strategy_of(config).packed:
+    config = BatchingConfig(**{k: hp[k] for k in names})
+    if strategy_of(config).block_plan:
         config = dataclasses.replace(config, n_frames_per_step=hp["n_frames_per_step"])
     return config
 

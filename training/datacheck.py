@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from batching import plan_global
-from batching.config import switch_strategy
+from batching import plan_global, strategy_of
 from batching.errors import UserError
 from data.check import CheckLimits, CheckReport, check_filelists
 from data.filelist import read_filelist
@@ -37,7 +36,7 @@ def plan_summary(cfg: RunConfig, train_filelist: Path, report: CheckReport, worl
     r = cfg.train.n_frames_per_step
     plan = plan_global(frames, cfg.batching, 0, world_size)
     stats = plan.stats(frames, r)
-    rand = switch_strategy(cfg.batching, "rand", dbs=False, br=False, capacity=None, n_frames_per_step=1)
+    rand = cfg.batching.with_strategy("rand", dbs=False, br=False, capacity=None, n_frames_per_step=1)
     rand_steps = plan_global(frames, rand, 0, world_size).stats(frames, r)["decoder_steps"]
     largest = max(plan.batches(), key=lambda b: len(b) * int(frames[b].max(initial=0)))
     lines = [f"{c.filelist}: {c.utterances} utterances, {c.hours:.2f} h" for c in report.counts]
@@ -48,5 +47,6 @@ def plan_summary(cfg: RunConfig, train_filelist: Path, report: CheckReport, worl
               f"expected per-epoch time reduction against RAND, from decoder steps: "
               f"{100 * (1 - stats['decoder_steps'] / max(rand_steps, 1)):.1f}%"]
     if stats.get("skipped"):
-        lines.append(f"skipped: {stats['skipped']} utterances longer than max_length")
+        lines.append(f"skipped: {stats['skipped']} utterances that batching={cfg.batching.batching} leaves out "
+                     f"({strategy_of(cfg.batching).summary})")
     return "\n".join(lines)

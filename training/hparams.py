@@ -1,9 +1,10 @@
 """Hyper-parameters: hparams.yaml, then the dataset's preset, then `--hparams k=v,k=v`.
 
 Every value is coerced to the type of its default in hparams.yaml (batching.options: the one
-`key=value` parser and coercer), so a typo fails at start-up instead of hours into a run. The
-result is the flat dict a run directory records; training/config.py turns it into the typed,
-validated configs the recipe uses. Torch-free, so scripts can use it cheaply.
+`key=value` parser and coercer), so a typo fails at start-up instead of hours into a run; a key
+whose default is null (an optional setting) is read as YAML and checked by the config that owns
+it. The result is the flat dict a run directory records; training/config.py turns it into the
+typed, validated configs the recipe uses. Torch-free, so scripts can use it cheaply.
 """
 from __future__ import annotations
 
@@ -45,7 +46,10 @@ def split_overrides(overrides: str | dict[str, Any]) -> dict[str, Any]:
 
 
 def _typed(key: str, raw: Any, default: Any) -> Any:
-    """`raw` as the type of `default` (its YAML value)."""
+    """`raw` as the type of `default` (its YAML value); for a null default (an optional setting)
+    as YAML reads it, checked by the config that owns the key."""
+    if default is None:
+        return _yaml_value(key, raw)
     kind = bool if isinstance(default, bool) else type(default) if isinstance(default, (int, float, str)) else object
     if kind is str and isinstance(raw, bool):  # YAML's true/false for a text setting (cuda_graphs)
         raw = str(raw).lower()
@@ -55,6 +59,17 @@ def _typed(key: str, raw: Any, default: Any) -> Any:
         return coerce(key, raw, kind)
     except OptionError as err:
         raise HParamsError(f"hparam {err}") from None
+
+
+def _yaml_value(key: str, raw: Any) -> Any:
+    """A command-line string whose type no default says (an optional setting, a model.* field) as
+    YAML reads it: 3000 -> 3000, 1.5 -> 1.5, null (or nothing) -> None, abc -> 'abc'."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise HParamsError(f"hparam '{key}': '{raw}' is not a value (a number, text, true/false or null)") from None
 
 
 def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEFAULTS_FILE) -> dict[str, Any]:
@@ -77,7 +92,7 @@ def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEF
     for key, value in {**presets[dataset], **flat}.items():
         hp[key] = dict(value) if key == "model" else _typed(key, value, base[key])
     hp["model"] = {**hp.get("model", {}),
-                   **{k: yaml.safe_load(v) if isinstance(v, str) else v for k, v in model_overrides.items()}}
+                   **{k: _yaml_value(f"model.{k}", v) for k, v in model_overrides.items()}}
     if hp["model_preset"] not in model_presets:
         raise HParamsError(f"hparam 'model_preset': '{hp['model_preset']}' is not one of {', '.join(model_presets)}")
     hp["model"] = {**model_presets[hp["model_preset"]], **hp["model"]}
@@ -93,5 +108,7 @@ def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
         raise HParamsError(f"--resume: '{refused[0]}' cannot change in a resumed run "
                            f"(allowed: {', '.join(sorted(RESUME_MAY_CHANGE))})")
     base, _, _ = read_defaults()
-    known = {k: v for k, v in stored.items() if k in base}
+    # Runs written before 2026-11-24 stored 0 for "unset" in the settings whose default is now null
+    # (capacity, max_length, block_length): a resume reads that 0 as null. Only here: a new run's 0 is an error.
+    known = {k: None if base[k] is None and type(v) is int and v == 0 else v for k, v in stored.items() if k in base}
     return load_hparams({**known, **changes})
