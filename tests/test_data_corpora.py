@@ -58,3 +58,11 @@ def test_the_data_settings_are_checked_against_the_table():
     data = resolve_config(load_hparams("")).data
     with pytest.raises(UserError, match="'dataset': 'toy' is not one of demo "):
         dataclasses.replace(data, dataset="toy")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "abc", "1.5"])
+def test_n_utterances_is_a_count_or_null(value):
+    assert resolve_config(load_hparams("dataset=espeak")).data.n_utterances is None
+    assert resolve_config(load_hparams("dataset=espeak,n_utterances=200")).data.n_utterances == 200
+    with pytest.raises(UserError, match="'n_utterances': .* must be an integer >= 1, or null"):
+        resolve_config(load_hparams(f"dataset=espeak,n_utterances={value}"))

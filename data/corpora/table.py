@@ -37,7 +37,7 @@ class DataConfig:
     demo_utterances: int
     espeak_dir: str
     transcripts: str
-    n_utterances: int
+    n_utterances: int | None
     mel_cache_dir: str
 
     def __post_init__(self) -> None:
@@ -46,8 +46,10 @@ class DataConfig:
                               + ", ".join(f"{c.name} ({c.summary})" for c in CORPUS_TABLE.values()))
         if self.demo_utterances <= 0:
             raise CorpusError(f"hparam 'demo_utterances': {self.demo_utterances} must be > 0")
-        if self.n_utterances < 0:
-            raise CorpusError(f"hparam 'n_utterances': {self.n_utterances} must be >= 0")
+        if self.n_utterances is not None and (isinstance(self.n_utterances, bool)
+                                              or not isinstance(self.n_utterances, int) or self.n_utterances < 1):
+            raise CorpusError(f"hparam 'n_utterances': {self.n_utterances!r} must be an integer >= 1, or null "
+                              "for all the transcripts")
         needs = CORPUS_TABLE[self.dataset].needs
         if not all(getattr(self, key) for key in needs):
             raise CorpusError(f"dataset={self.dataset} needs " + " and ".join(f"{key}=PATH" for key in needs))
@@ -106,7 +108,7 @@ def espeak_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
     if not transcripts.is_file():
         raise CorpusError(f"hparam 'transcripts': file {transcripts} not found: set transcripts=FILE (LJSpeech's "
                           "metadata.csv format, or one sentence per line)")
-    return make_espeak_corpus(Path(data.espeak_dir), transcripts, data.n_utterances or None, seed=0)
+    return make_espeak_corpus(Path(data.espeak_dir), transcripts, data.n_utterances, seed=0)
 
 
 CORPUS_TABLE: dict[str, Corpus] = {c.name: c for c in (
