@@ -19,8 +19,8 @@ SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
 def demo_corpus(tmp_path_factory) -> DemoCorpus:
     """The tiny runs' 40-clip demo corpus with its mels and data check, built once per test session
     (under pytest-xdist once per worker: it costs half a second, less than workers waiting on a lock)
-    under pytest's tmp base. Tests read it (kit.tiny(tmp_path, extra, demo_corpus)); one that writes
-    into its corpus takes its own copy, demo_corpus.copy_to(tmp_path)."""
+    under pytest's tmp base. Tests only read it (kit.tiny(tmp_path, extra, demo_corpus)): runs add at
+    most cache entries of their own settings to its mel cache; none writes into the corpus itself."""
     return build_demo_corpus(tmp_path_factory.mktemp("demo_corpus"))
 
 

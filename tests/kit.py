@@ -5,7 +5,6 @@ scripts), and the demo corpus that conftest.py builds once per test session."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -44,13 +43,6 @@ class DemoCorpus:
     @property
     def hparams(self) -> str:
         return f"demo_dir={self.demo_dir},mel_cache_dir={self.mel_cache_dir}"
-
-    def copy_to(self, folder: Path) -> DemoCorpus:
-        """An own copy under folder, for a test that writes into its corpus."""
-        copy = DemoCorpus(folder / "demo", folder / "mels")
-        shutil.copytree(self.demo_dir, copy.demo_dir)
-        shutil.copytree(self.mel_cache_dir, copy.mel_cache_dir)
-        return copy
 
 
 def build_demo_corpus(folder: Path) -> DemoCorpus:

@@ -124,7 +124,7 @@ def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
 
 
 @pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "graph_bucket=16,cuda_graphs=true"])
-def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant):
+def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus):
     """Two warm-up steps, then three under set_sync_debug_mode('error'): any synchronising call
     (a host read, a nonzero, an item) raises."""
     from training.config import resolve_config
@@ -132,7 +132,7 @@ def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant):
     from training.loop import device_batches
     from training.run import build_run
 
-    cfg = resolve_config(load_hparams(tiny(tmp_path, f"device=cuda,fast_decoder=true,{variant}")))
+    cfg = resolve_config(load_hparams(tiny(tmp_path, f"device=cuda,fast_decoder=true,{variant}", demo_corpus)))
     run = build_run(cfg, {}, None)
     from training.step import learning_rate, loop_shape
 
@@ -178,7 +178,7 @@ def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order():
             assert relative(grads[1][name], grad) < 1e-5, (shape, name)
 
 
-def test_ddp_over_nccl_in_one_process(tmp_path):
-    hp = tiny(tmp_path, "epochs=1,device=cuda,force_ddp=true")
+def test_ddp_over_nccl_in_one_process(tmp_path, demo_corpus):
+    hp = tiny(tmp_path, "epochs=1,device=cuda,force_ddp=true", demo_corpus)
     result = run_command(sys.executable, REPO / "train.py", "--hparams", hp, timeout=600)
     assert "parameters identical on all 1 ranks" in result.stdout
