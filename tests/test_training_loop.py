@@ -134,7 +134,7 @@ def host_marked_batches(device_batches, syncs_mode: DeviceSyncs, loader, device)
         yield batch
 
 
-# The plain loop in the quick lane; each other loop costs 12-15 s more (README, "Tests").
+# The plain loop runs in the quick lane, the other four in `make test` only (README, "Tests").
 SLOW = pytest.mark.slow
 
 
