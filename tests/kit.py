@@ -4,6 +4,7 @@ model tests run on it, one runner for commands (train.py, torchrun, `python -m b
 scripts), and the demo corpus that conftest.py builds once per test session."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -102,8 +103,6 @@ def torchrun(n_procs: int, hparams: str, *extra: str, timeout: int = 240) -> sub
 
 def load_script(name: str):
     """scripts/<name>.py as a module (the scripts folder is not a package)."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
