@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from batching import STRATEGIES
+from tests.kit import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("batching", "data", "model", "training", "scripts")
 
 

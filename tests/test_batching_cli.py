@@ -1,14 +1,13 @@
 """python -m batching: Table 1 on the real LJSpeech lengths, the other commands, and clean errors."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from batching.cli import main
+from tests.kit import run_command
 
-REPO = Path(__file__).resolve().parents[1]
 ACCEPTANCE = {  # issue 2: ZPR within 0.6 points, ABL within 1 %
     "RAND": (32.02, 773.82), "SB": (0.16, 526.43), "SSB": (6.22, 556.22), "BKT": (6.10, 553.40),
     "ATS": (6.08, 552.48), "SB-DBS": (0.47, 527.15), "SSB-DBS": (6.62, 557.68),
@@ -77,11 +76,10 @@ def test_errors_are_one_line_and_exit_2(capsys, tmp_path, text, hparams, message
 def test_module_entry_point_and_no_torch_import(tmp_path):
     path = tmp_path / "list.txt"
     path.write_text("a|t|10\nb|t|-1\n")
-    proc = subprocess.run([sys.executable, "-m", "batching", "stats", "--lengths", str(path)],
-                          cwd=REPO, capture_output=True, text=True)
+    proc = run_command(sys.executable, "-m", "batching", "stats", "--lengths", path, expect=None)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     probe = "import sys, batching, batching.cli; assert 'torch' not in sys.modules"
-    assert subprocess.run([sys.executable, "-c", probe], cwd=REPO).returncode == 0
+    run_command(sys.executable, "-c", probe)
 
 
 def test_plot_refuses_bload_with_a_reason(tmp_path, capsys):

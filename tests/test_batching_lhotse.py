@@ -1,10 +1,8 @@
 """batching.lhotse.PlanCutSampler: CutSet batches from the planner, in a DataLoader, on one and two
 processes, resumed mid-epoch on another world size (cuts built from generated audio)."""
 import os
-import subprocess
 import sys
 from datetime import timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +22,8 @@ from lhotse.features import Fbank  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.lhotse import PlanCutSampler, cut_frames  # noqa: E402
+from tests.kit import REPO, run_command  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 RATE = 8000
 CONFIG = BatchingConfig("ssb", batch_size=4, dbs=True, br=True, seed=3)
 
@@ -147,10 +145,8 @@ def test_bench_batchers_smoke(tmp_path):
     """scripts/bench_batchers.py on 300 lengths and 2,000 lognormal ones: every strategy and Lhotse in
     the table, and ours calibrated to Lhotse's ZPR not above it."""
     (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_batchers.py"), "--lengths",
-                           str(tmp_path / "lengths.tsv"), "-n", "2000", "--num-buckets", "4"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = run_command(sys.executable, REPO / "scripts" / "bench_batchers.py", "--lengths", tmp_path / "lengths.tsv",
+                       "-n", "2000", "--num-buckets", "4", cwd=tmp_path, timeout=300)
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     labels = [row[0].lstrip("| ") for row in rows]
     for name in STRATEGIES:
@@ -167,8 +163,6 @@ def test_readme_lhotse_example(tmp_path):
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     audio_cuts(tmp_path).to_file(tmp_path / "cuts_train.jsonl.gz")
     (tmp_path / "example.py").write_text(code + "print(epoch, step, batch['inputs'].shape[0])\n")
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_command(sys.executable, "example.py", cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     epoch, step, size = map(int, done.stdout.split())
     assert epoch == 2 and step >= 0 and size >= 1

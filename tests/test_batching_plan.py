@@ -5,15 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batching import STRATEGIES, BatchingConfig, plan_digest, plan_epoch, plan_global
-
-AWKWARD = st.one_of(
-    st.lists(st.integers(1, 1000), min_size=1, max_size=150),  # anything, down to one sample
-    st.builds(lambda n, x: [x] * n, st.integers(1, 60), st.integers(1, 900)),  # all equal
-    st.builds(lambda n, k: [5] * n + [10_000] * k, st.integers(0, 100), st.integers(1, 3)),  # long tail
-)
+from tests.kit import AWKWARD
 
 # bload's batches are whole blocks of several utterances each (not <= batch_size samples):
-# tests/test_bload.py checks its own invariants.
+# tests/test_batching_bload.py checks its own invariants.
 PLAN_STRATEGIES = [s for s in STRATEGIES if s != "bload"]
 
 

@@ -186,14 +186,14 @@ def test_stats_cli_reports_stream(capsys, ljspeech_lengths_tsv):
 
 
 @pytest.mark.slow
-def test_train_with_stream_runs_and_learns(tmp_path):
+def test_train_with_stream_runs_and_learns(tmp_path, demo_corpus):
     """Training end to end on stream batches: every epoch's plan is a stream plan, the loss falls.
     (Stream batches go through the same sampler, collate and model path as every padded strategy,
-    which test_train.test_demo_learns_at_reduced_size checks at length.)"""
-    from tests.test_train import tiny
+    which test_training_run.test_demo_learns_at_reduced_size checks at length.)"""
+    from tests.kit import tiny
 
     assert train.main(["--hparams", tiny(tmp_path, "epochs=4,batching=stream,bucket_interval=25,"
-                                                   "learning_rate=0.003")]) == 0
+                                                   "learning_rate=0.003", demo_corpus)]) == 0
     records = read_metrics(tmp_path / "run")
     assert [r["epoch"] for r in records] == [0, 1, 2, 3]
     assert all(r["steps"] == r["n_batches"] and r["skipped"] == 0 for r in records)

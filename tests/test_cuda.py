@@ -12,11 +12,8 @@ without one). Written and run on the CPU-only machine as skips only, until the G
 * DDP over NCCL in one process (force_ddp=true), a short training run.
 """
 import dataclasses
-import os
 import random
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,13 +21,11 @@ import torch
 from model import Tacotron2
 from model.graphs import build_loop_graphs
 from model.shapes import LoopShape
-from tests.test_model import make_batch, tiny_config
-from tests.test_sync_free import make_parts_and_batches
+from tests.kit import REPO, SMALL_MODEL, make_batch, run_command, step_parts_and_batches, tiny, tiny_config
 from training.step import set_matmul_precision, train_step
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none is visible here)")]
-REPO = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")
 SHAPES = [LoopShape(rows=5, frames=24, text=16), LoopShape(rows=7, frames=32, text=16),
           LoopShape(rows=4, frames=48, text=32)]
@@ -59,9 +54,6 @@ def to_device(batch, device):
                              if isinstance(v, torch.Tensor) and k != "text_lengths_host"})
 
 
-SMALL = ("dataset=demo,model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
-         "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=8,model.attention_location_n_filters=4,"
-         "model.postnet_embedding_dim=16")
 NO_DROPOUT = ("model.prenet_dropout=0.0,model.p_attention_dropout=0.0,model.p_decoder_dropout=0.0,"
               "model.encoder_dropout=0.0,model.postnet_dropout=0.0")
 
@@ -73,8 +65,8 @@ def step_on(device, fast: bool):
     from training.hparams import load_hparams
     from training.step import build_step_parts
 
-    _, (batch, *_) = make_parts_and_batches()
-    parts = build_step_parts(resolve_config(load_hparams(f"{SMALL},{NO_DROPOUT},fast_decoder={fast}")), device)
+    _, (batch, *_) = step_parts_and_batches()
+    parts = build_step_parts(resolve_config(load_hparams(f"dataset=demo,{SMALL_MODEL},{NO_DROPOUT},fast_decoder={fast}")), device)
     result = train_step(parts, to_device(batch, device))
     grads = [p.grad.detach().clone() for p in parts.core.parameters()]
     return float(result.terms.loss), grads, [p.detach().clone() for p in parts.core.parameters()]
@@ -92,7 +84,7 @@ def test_a_cuda_step_equals_the_cpu_step_in_fp32(fast):
 
 
 def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
-    parts, (good, bad, _) = make_parts_and_batches()
+    parts, (good, bad, _) = step_parts_and_batches()
     parts.core.to(CUDA)
     parts = dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=1e-3, fused=True))
     train_step(parts, to_device(good, CUDA))
@@ -110,7 +102,7 @@ def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
 def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
     from training.step import AMP_DTYPES
 
-    parts, (batch, *_) = make_parts_and_batches()
+    parts, (batch, *_) = step_parts_and_batches()
     parts.core.to(CUDA)
     on = to_device(batch, CUDA)
     torch.manual_seed(0)  # lr 0: both steps see the same weights
@@ -132,16 +124,15 @@ def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
 
 
 @pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "graph_bucket=16,cuda_graphs=true"])
-def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant):
+def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus):
     """Two warm-up steps, then three under set_sync_debug_mode('error'): any synchronising call
     (a host read, a nonzero, an item) raises."""
-    from tests.test_train import tiny
     from training.config import resolve_config
     from training.hparams import load_hparams
     from training.loop import device_batches
     from training.run import build_run
 
-    cfg = resolve_config(load_hparams(tiny(tmp_path, f"device=cuda,fast_decoder=true,{variant}")))
+    cfg = resolve_config(load_hparams(tiny(tmp_path, f"device=cuda,fast_decoder=true,{variant}", demo_corpus)))
     run = build_run(cfg, {}, None)
     from training.step import learning_rate, loop_shape
 
@@ -187,11 +178,7 @@ def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order():
             assert relative(grads[1][name], grad) < 1e-5, (shape, name)
 
 
-def test_ddp_over_nccl_in_one_process(tmp_path):
-    from tests.test_train import tiny
-
-    hp = tiny(tmp_path, "epochs=1,device=cuda,force_ddp=true")
-    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--hparams", hp], cwd=REPO, capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def test_ddp_over_nccl_in_one_process(tmp_path, demo_corpus):
+    hp = tiny(tmp_path, "epochs=1,device=cuda,force_ddp=true", demo_corpus)
+    result = run_command(sys.executable, REPO / "train.py", "--hparams", hp, timeout=600)
     assert "parameters identical on all 1 ranks" in result.stdout

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.kit import REPO, run_command
 from tests.lent_packages import dependency_closure, lend
 
-REPO = Path(__file__).resolve().parents[1]
 # Offline and quiet; PYTHONPATH could put the checkout's own batching/ in front of the installed one.
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PIP_NO_INDEX": "1",
        "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
@@ -47,10 +47,8 @@ def readme_asr_example() -> str:
 
 
 def run(*args, cwd: Path) -> str:
-    """Run a command; fail the test with its output if it fails."""
-    done = subprocess.run([str(a) for a in args], cwd=cwd, env=ENV, capture_output=True, text=True)
-    assert done.returncode == 0, f"{args}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    """Run a command offline (ENV); fail the test with its output if it fails; its stdout."""
+    return run_command(*args, cwd=cwd, env=ENV).stdout
 
 
 def checkout_files() -> list[str]:
@@ -154,9 +152,7 @@ def test_readme_asr_example(tmp_path):
     `pip install -e .`)."""
     script = tmp_path / "asr_example.py"
     script.write_text(readme_asr_example())
-    done = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True,
-                          env={**ENV, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_command(sys.executable, script, cwd=tmp_path, env={**ENV, "PYTHONPATH": str(REPO)})
     left, epoch = re.fullmatch(r"(\d+) batches left in epoch (\d+)\n", done.stdout).groups()
     assert int(left) > 0 and epoch == "1"
 

@@ -9,9 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.kit import REPO, run_command
 from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
-REPO = Path(__file__).resolve().parents[1]
 INNER_CONFTEST = \
     "from tests.conftest import pytest_sessionfinish, pytest_sessionstart, pytest_terminal_summary  # noqa\n"
 INNER_TESTS = """
@@ -72,8 +72,8 @@ def run_inner_session(tmp_path: Path) -> subprocess.CompletedProcess:
     (inner / "test_inner.py").write_text(textwrap.dedent(INNER_TESTS))
     env = {**os.environ, "SHARED_DIR": str(fake_shared(tmp_path / "shared")), "PYTHONPATH": str(REPO),
            "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(inner)],
-                          cwd=inner, env=env, capture_output=True, text=True)
+    return run_command(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", inner, cwd=inner, env=env,
+                       expect=None)
 
 
 def test_a_session_that_writes_into_shared_fails_and_older_damage_only_warns(tmp_path):
@@ -95,9 +95,9 @@ def test_checkout_state_sees_outputs_and_work_tree_changes(tmp_path):
     (repo / "a.py").write_text("a = 1\n")
     (repo / "b.py").write_text("b = 1\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
-    subprocess.run(git + ["init", "-q"], check=True)
-    subprocess.run(git + ["add", "."], check=True)
-    subprocess.run(git + ["commit", "-qm", "start"], check=True)
+    run_command(*git, "init", "-q")
+    run_command(*git, "add", ".")
+    run_command(*git, "commit", "-qm", "start")
     (repo / "b.py").write_text("b = 2\n")  # uncommitted work before the session
     (repo / "runs" / "demo").mkdir(parents=True)
     (repo / "runs" / "demo" / "metrics.jsonl").write_text("{}\n")  # what `make demo` left

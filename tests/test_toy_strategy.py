@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.kit import REPO, run_command
+
 SOURCE = ("train.py", "hparams.yaml", "batching", "data", "model", "training", "scripts")
 
 TOY = '''"""toy: samples sorted by length rounded down to toy_width frames, ties shuffled, fixed batches."""
@@ -68,7 +69,7 @@ def changed_outside_the_seam(root: Path) -> list[str]:
 
 
 def run(root: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *argv], cwd=root, capture_output=True, text=True, timeout=300)
+    return run_command(sys.executable, *argv, cwd=root, timeout=300, expect=None)
 
 
 def stats(root: Path, lengths: Path, hparams: str) -> dict:
@@ -103,11 +104,10 @@ def test_stats_and_calibrate_plan_the_toy_strategy_with_its_option(toy_project, 
 
 
 @pytest.mark.slow  # train.py's imports alone take about 5 s on 2 cores
-def test_train_check_plans_the_toy_strategy(toy_project, tmp_path):
-    demo = tmp_path / "demo"
+def test_train_check_plans_the_toy_strategy(toy_project, demo_corpus):
+    demo = demo_corpus.demo_dir
     check = run(toy_project, "train.py", "--check", "--hparams",
-                f"batching=toy,toy_width=40,demo_utterances=40,demo_dir={demo},mel_cache_dir={tmp_path / 'mels'},"
-                "progress=false")
+                f"batching=toy,toy_width=40,demo_utterances=40,{demo_corpus.hparams},progress=false")
     assert check.returncode == 0, check.stderr
     assert "data check passed" in check.stdout and "batching=toy dbs=False" in check.stdout, check.stdout
     planned = stats(toy_project, demo / "train.txt", "batching=toy,toy_width=40")  # the same plan: epoch 0, seed 0

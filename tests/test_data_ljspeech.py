@@ -1,4 +1,3 @@
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -8,8 +7,8 @@ import soundfile as sf
 
 from data.corpora.ljspeech import DataPreparationError, prepare_ljspeech, read_ljspeech
 from data.filelist import read_filelist, wav_frames
+from tests.kit import load_script
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -85,9 +84,7 @@ def test_all_problems_are_reported_at_once(corpus):
 
 
 def test_command_line(corpus, tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("prepare_ljspeech", REPO / "scripts" / "prepare_ljspeech.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("prepare_ljspeech")
     assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl"), "--seed", "2"]) == 0
     assert "val: 6 utterances" in capsys.readouterr().out
     assert len(read_filelist(tmp_path / "fl" / "ljspeech_train.txt")) == 26
@@ -109,9 +106,7 @@ def test_the_filelists_hold_the_clips_the_papers_split_names(tmp_path):
         sf.write(root / "wavs" / f"{clip_id}.wav", 0.1 * rng.standard_normal(2000 + 97 * len(clip_id)), 22050,
                  subtype="PCM_16")
     (root / "metadata.csv").write_text("".join(f"{c}|word {i}.|word {i}.\n" for i, c in enumerate(ids)))
-    spec = importlib.util.spec_from_file_location("prepare_ljspeech", REPO / "scripts" / "prepare_ljspeech.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("prepare_ljspeech")
     assert script.main(["--ljspeech", str(root), "--out", str(tmp_path / "fl"), "--seed", "3"]) == 0
     train = [u.path.stem for u in read_filelist(tmp_path / "fl" / "ljspeech_train.txt")]
     val = [u.path.stem for u in read_filelist(tmp_path / "fl" / "ljspeech_val.txt")]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import train
-from tests.test_train import tiny
+from tests.kit import tiny
 from training.config import resolve_config
 from training.hparams import load_hparams
 from training.rundir import read_metrics
@@ -33,9 +33,9 @@ def test_batch_scaling_follows_b_over_b0(rule, exponent):
     assert learning_rate(cfg, 4, 4) == pytest.approx(0.002 * 0.5 * (4 / 16) ** exponent, rel=1e-12)
 
 
-def test_the_run_applies_the_rule_step_by_step(tmp_path):
+def test_the_run_applies_the_rule_step_by_step(tmp_path, demo_corpus):
     """A warmed-up run ends its first epoch with Adam's rate at the ramp's value for that step."""
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,warmup_steps=1000,learning_rate=0.01")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,warmup_steps=1000,learning_rate=0.01", demo_corpus)]) == 0
     steps = read_metrics(tmp_path / "run")[0]["steps"]
     rate = torch.load(tmp_path / "run" / "checkpoint_last.pt", weights_only=False)["optimizer"]["param_groups"][0]["lr"]
     assert rate == pytest.approx(0.01 * steps / 1000, rel=1e-12)

@@ -4,42 +4,10 @@ import warnings
 import pytest
 import torch
 
-from model import Tacotron2, Tacotron2Config, Tacotron2Loss, Tacotron2Output
+from model import Tacotron2, Tacotron2Loss, Tacotron2Output
 from model.tacotron2 import GATE_PAD_LOGIT
+from tests.kit import N_MELS, N_SYMBOLS, make_batch, tiny_model
 
-N_SYMBOLS, N_MELS = 12, 6
-
-
-def tiny_config(**overrides) -> Tacotron2Config:
-    dims = dict(n_symbols=N_SYMBOLS, symbols_embedding_dim=8, encoder_embedding_dim=8,
-                encoder_kernel_size=3, n_mel_channels=N_MELS, attention_rnn_dim=16,
-                decoder_rnn_dim=16, prenet_dim=8, attention_dim=8, attention_location_n_filters=4,
-                attention_location_kernel_size=5, postnet_embedding_dim=8, postnet_kernel_size=3)
-    return Tacotron2Config(**{**dims, **overrides})
-
-
-def make_model(seed: int = 0, **overrides) -> Tacotron2:
-    torch.manual_seed(seed)
-    return Tacotron2(tiny_config(**overrides))
-
-
-def make_batch(text_lengths, mel_lengths, r=1, seed=0):
-    """A zero-padded, unsorted batch like data/collate.py builds (T a multiple of r).
-
-    The mels are smooth, learnable sinusoids (plus a little noise), not white noise.
-    """
-    g = torch.Generator().manual_seed(seed)
-    b = len(text_lengths)
-    t_text = max(text_lengths)
-    t = -(-max(mel_lengths) // r) * r
-    text = torch.randint(1, N_SYMBOLS, (b, t_text), generator=g)
-    phase = torch.rand(b, N_MELS, 1, generator=g) * 6.0
-    mel = torch.sin(0.4 * torch.arange(t) + phase) + 0.1 * torch.randn(b, N_MELS, t, generator=g)
-    tl, ml = torch.tensor(text_lengths), torch.tensor(mel_lengths)
-    text[torch.arange(t_text) >= tl[:, None]] = 0
-    mel = mel * (torch.arange(t) < ml[:, None]).unsqueeze(1)
-    gate = (torch.arange(t) >= ml[:, None] - 1).float()
-    return text, tl, mel, ml, gate
 
 
 def real_parts(out: Tacotron2Output, i: int, mel_len: int, text_len: int, r: int):
@@ -51,7 +19,7 @@ def real_parts(out: Tacotron2Output, i: int, mel_len: int, text_len: int, r: int
 @pytest.mark.parametrize("r", [1, 2, 3])
 def test_forward_shapes_and_masking_unsorted(r):
     text_lengths, mel_lengths = [4, 7, 2], [5, 9, 7]
-    model = make_model(n_frames_per_step=r)
+    model = tiny_model(n_frames_per_step=r)
     text, tl, mel, ml, _ = make_batch(text_lengths, mel_lengths, r)
     out = model(text, tl, mel, ml)
     b, t, t_text = 3, mel.size(2), text.size(1)
@@ -72,7 +40,7 @@ def test_forward_shapes_and_masking_unsorted(r):
 def test_real_outputs_ignore_padding_content_amount_and_batchmates(r):
     """What padding holds, how much there is, and who shares the batch, change no real output."""
     text_lengths, mel_lengths = [3, 6, 5], [4, 8, 6]
-    model = make_model(n_frames_per_step=r, prenet_dropout=0.0).eval()
+    model = tiny_model(n_frames_per_step=r, prenet_dropout=0.0).eval()
     text, tl, mel, ml, _ = make_batch(text_lengths, mel_lengths, r)
     with torch.no_grad():
         base = model(text, tl, mel, ml)
@@ -92,7 +60,7 @@ def test_real_outputs_ignore_padding_content_amount_and_batchmates(r):
 
 
 def test_valid_loss_of_the_model_ignores_extra_padding_padded_loss_shrinks():
-    model = make_model(n_frames_per_step=2, prenet_dropout=0.0).eval()
+    model = tiny_model(n_frames_per_step=2, prenet_dropout=0.0).eval()
     text, tl, mel, ml, gate = make_batch([3, 6], [5, 8], r=2)
     pad = torch.nn.functional.pad
     wide_text, wide_mel, wide_gate = pad(text, (0, 3)), pad(mel, (0, 8)), pad(gate, (0, 8), value=1.0)
@@ -105,7 +73,7 @@ def test_valid_loss_of_the_model_ignores_extra_padding_padded_loss_shrinks():
 
 
 def test_folded_location_features_equal_conv_then_dense():
-    attention = make_model().decoder.attention
+    attention = tiny_model().decoder.attention
     torch.manual_seed(1)
     weights_cat, query = torch.rand(3, 2, 9), torch.randn(3, 16)
     memory = torch.randn(3, 9, 8)
@@ -119,14 +87,14 @@ def test_folded_location_features_equal_conv_then_dense():
 
 
 def test_mel_frames_must_be_a_multiple_of_r():
-    model = make_model(n_frames_per_step=2)
+    model = tiny_model(n_frames_per_step=2)
     text, tl, mel, ml, _ = make_batch([3], [5], r=1)
     with pytest.raises(ValueError, match="n_frames_per_step=2"):
         model(text, tl, mel, ml)
 
 
 def test_gradients_reach_every_parameter():
-    model = make_model(n_frames_per_step=2).train()
+    model = tiny_model(n_frames_per_step=2).train()
     text, tl, mel, ml, gate = make_batch([4, 6], [7, 5], r=2)
     Tacotron2Loss(2)(model(text, tl, mel, ml), mel, gate, ml).loss.backward()
     for name, p in model.named_parameters():
@@ -141,7 +109,7 @@ NO_DROPOUT = dict(encoder_dropout=0.0, prenet_dropout=0.0, p_attention_dropout=0
 @pytest.mark.parametrize("r", [1, 2])
 def test_tiny_model_overfits_one_batch(r):
     """Capacity and wiring: without dropout (whose noise dominates at these widths) it memorises."""
-    model = make_model(n_frames_per_step=r, **NO_DROPOUT).train()
+    model = tiny_model(n_frames_per_step=r, **NO_DROPOUT).train()
     text, tl, mel, ml, gate = make_batch([5, 7, 4], [10, 12, 8], r)
     criterion = Tacotron2Loss(r)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -163,7 +131,7 @@ def _force_gate_bias(model: Tacotron2, value: float) -> None:
 
 @pytest.mark.parametrize("r", [1, 3])
 def test_inference_stops_on_the_gate(r):
-    model = make_model(n_frames_per_step=r).eval()
+    model = tiny_model(n_frames_per_step=r).eval()
     _force_gate_bias(model, 10.0)  # every frame says stop: the first frame ends the utterance
     text = torch.randint(1, N_SYMBOLS, (1, 5))
     with warnings.catch_warnings():
@@ -175,7 +143,7 @@ def test_inference_stops_on_the_gate(r):
 
 @pytest.mark.parametrize("r", [1, 2])
 def test_inference_warns_at_max_decoder_steps(r):
-    model = make_model(n_frames_per_step=r, max_decoder_steps=6).eval()
+    model = tiny_model(n_frames_per_step=r, max_decoder_steps=6).eval()
     _force_gate_bias(model, -10.0)  # never stops
     with pytest.warns(RuntimeWarning, match="max_decoder_steps=6"):
         mel, gate, alignments = model.inference(torch.randint(1, N_SYMBOLS, (1, 4)))
@@ -184,7 +152,7 @@ def test_inference_warns_at_max_decoder_steps(r):
 
 
 def test_padded_batch_inference_matches_single_items():
-    model = make_model(n_frames_per_step=2, prenet_dropout=0.0, max_decoder_steps=4).eval()
+    model = tiny_model(n_frames_per_step=2, prenet_dropout=0.0, max_decoder_steps=4).eval()
     _force_gate_bias(model, -10.0)
     text, tl, *_ = make_batch([3, 5], [1, 1])
     with pytest.warns(RuntimeWarning):

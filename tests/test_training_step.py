@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from model import Tacotron2
-from tests.test_model import make_batch, tiny_config
-from tests.test_sync_free import make_parts_and_batches
+from tests.kit import make_batch, step_parts_and_batches, tiny_config
 from training.device_sums import DeviceSums
 from training.step import set_matmul_precision, train_step
 
@@ -39,7 +38,7 @@ def test_the_encoder_bilstm_runs_in_fp32_under_bf16_autocast():
 def test_an_overflow_skip_under_the_scaler_is_not_a_bad_step():
     """DeviceSums counts `bad` toward max_bad_steps and `skipped` as skipped: a step skipped with a
     finite loss (fp16 overflow) leaves the run of bad steps at 0."""
-    parts, (batch, *_) = make_parts_and_batches()
+    parts, (batch, *_) = step_parts_and_batches()
     result = train_step(parts, batch)
     assert float(result.bad) == float(result.skipped) == 0.0  # no scaler: bad is skipped
     overflow = dataclasses.replace(result, skipped=torch.tensor(1.0), bad=torch.tensor(0.0))

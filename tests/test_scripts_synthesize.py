@@ -1,26 +1,14 @@
 """scripts/synthesize.py: checkpoint + text -> mel, Griffin-Lim WAV, alignment PNG."""
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import soundfile
 
 import train
-from tests.test_train import tiny
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.kit import load_script, tiny
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("synthesize", REPO / "scripts" / "synthesize.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_synthesis_writes_mel_wav_and_alignment(tmp_path, capsys):
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,model.max_decoder_steps=12")]) == 0
-    script = load_script()
+def test_synthesis_writes_mel_wav_and_alignment(tmp_path, capsys, demo_corpus):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,model.max_decoder_steps=12", demo_corpus)]) == 0
+    script = load_script("synthesize")
     out = tmp_path / "synth"
     assert script.main(["--checkpoint", str(tmp_path / "run" / "checkpoint_last.pt"), "--text", "Dr. Smith paid $5.",
                         "--out", str(out), "--griffin-lim-iters", "4"]) == 0
@@ -36,6 +24,6 @@ def test_synthesis_writes_mel_wav_and_alignment(tmp_path, capsys):
 
 
 def test_synthesis_errors_are_one_line(tmp_path, capsys):
-    script = load_script()
+    script = load_script("synthesize")
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--text", "hello"]) == 2
     assert "no checkpoint at" in capsys.readouterr().err

@@ -6,14 +6,14 @@ import importlib.metadata
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.kit import REPO, run_command
+
 NAMES = ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SB", "SSB", "SB-DBS", "SSB-DBS", "SSB-DBS-BR"]
 TABLE4 = [("SB", "SSB"), ("SB-BR", "SSB-BR"), ("SB-DBS", "SSB-DBS"), ("SB", "SB-BR"), ("SSB", "SSB-BR"),
           ("SSB-DBS", "SSB-DBS-BR"), ("SB", "SB-DBS"), ("SSB", "SSB-DBS"), ("SSB-BR", "SSB-DBS-BR")]
@@ -26,9 +26,8 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
 
 
 def run(*args: str | Path) -> str:
-    done = subprocess.run([str(a) for a in args], cwd=REPO, env=ENV, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    """Run a command in the checkout (ENV); fail the test with its output if it fails; its stdout."""
+    return run_command(*args, env=ENV).stdout
 
 
 def make_tables(root: Path, *extra: str) -> tuple[dict[str, list[list[str]]], dict]:
@@ -230,24 +229,22 @@ def test_make_tables_adds_a_variant_sweep_beside_the_main_one(tmp_path):
     assert same(tables["Table 2"][-1][7], expected["vl3"])
     assert "SSB-DBS-BR (lr sqrt)" in result["equal_time"]["rows"] and result["variants"] == {"lr sqrt": str(variant)}
     for spec in ("nolabel", f"lr sqrt={tmp_path / 'absent'}", f"a (b)={variant}"):
-        done = subprocess.run([sys.executable, "scripts/make_tables.py", str(main), "--variant", spec], cwd=REPO,
-                              env=ENV, capture_output=True, text=True)
+        done = run_command(sys.executable, "scripts/make_tables.py", main, "--variant", spec, env=ENV, expect=None)
         assert done.returncode == 2 and f"--variant {spec!r}" in done.stderr, done.stderr
 
 
 def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
     env = {**ENV, "PYTHONPATH": str(REPO / "scripts")}
-    out = subprocess.run([sys.executable, "-m", "reproduction", "plan", "--root", str(tmp_path), "--dataset", "demo",
-                          "--epochs", "3", "--only", "RAND,SB-BR", "--seeds", "2,0", "--extra", "seed=7,lrf=0.2"],
-                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    out = run_command(sys.executable, "-m", "reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
+                      "3", "--only", "RAND,SB-BR", "--seeds", "2,0", "--extra", "seed=7,lrf=0.2", env=env).stdout
     rows = [line.split("\t") for line in out.splitlines()]
     assert [(r[0], r[1], r[2]) for r in rows] == [("RAND", "2", "new"), ("SB-BR", "2", "new"), ("RAND", "0", "new"),
                                                  ("SB-BR", "0", "new")]
     for name, seed, _, run_dir, hp in rows:
         assert run_dir == str(tmp_path / name / f"seed{seed}")
         assert f"seed={seed}," in hp and "lrf=0.1" in hp and f"output_dir={run_dir}" in hp  # the experiment wins
-    bad = subprocess.run([sys.executable, "-m", "reproduction", "plan", "--root", str(tmp_path), "--dataset", "demo",
-                          "--epochs", "3", "--seeds", "0,x"], cwd=REPO, env=env, capture_output=True, text=True)
+    bad = run_command(sys.executable, "-m", "reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
+                      "3", "--seeds", "0,x", env=env, expect=None)
     assert bad.returncode == 2 and "--seeds '0,x'" in bad.stderr
 
 
@@ -309,7 +306,7 @@ def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them
                                          "SSB-DBS-BR (lr sqrt)", "SSB-DBS-BR (lr linear)"}
         assert all(row["vl3"] is not None for row in result["table2"].values())
         assert (tmp_path / "docs" / f"demo-{loss}" / "fig4_val_loss.png").stat().st_size > 0
-    bad = subprocess.run(["scripts/quality.sh", "speech"], cwd=REPO, env=ENV, capture_output=True, text=True)
+    bad = run_command("scripts/quality.sh", "speech", env=ENV, expect=None)
     assert bad.returncode == 2 and "unknown corpus 'speech'" in bad.stderr
 
 
@@ -343,6 +340,7 @@ def test_bench_epoch_runs_end_to_end(tmp_path):
     assert "Extrapolated" in text and "torch " + result["torch"] in text and "| SSB-DBS-BR |" in text
 
 
+@pytest.mark.slow
 def test_bench_epoch_times_the_decoder_loop_on_its_static_shapes(tmp_path):
     """--graph-bucket with --cuda-graphs: each strategy's shapes built before timing (on the CPU
     the static buffers run eagerly), the capture time reported."""
@@ -395,6 +393,7 @@ def markdown_tables(text: str) -> list[dict[str, list[str]]]:
     return tables
 
 
+@pytest.mark.slow
 def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     """A synthetic lengths file and a tiny model: one batch through eager, fast, bucketed and graphed
     (static buffers, eager on the CPU); the first losses agree (same weights, same dropout masks),

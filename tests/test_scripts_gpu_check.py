@@ -2,22 +2,19 @@
 that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
 skipped and why, nothing fails, and the report names every check."""
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.kit import REPO, run_command
+
 sys.path.insert(0, str(REPO / "scripts"))
 
 
 @pytest.mark.slow
 def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
     out = tmp_path / "report"
-    done = subprocess.run([sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--tiny", "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    done = run_command(sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--tiny", "--out", out, timeout=900)
     checks = {c["name"]: c for c in json.loads((out / "report.json").read_text())}
     assert {c["part"] for c in checks.values()} == {"env", "tests", "train", "bench", "graphed"}
     skipped = {name for name, c in checks.items() if c["ok"] is None}

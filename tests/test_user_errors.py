@@ -3,8 +3,6 @@ nothing changed in the run's output_dir: one test per kind of bad input, over ev
 
 Most run the entry point's main() in-process (a traceback would fail the test outright); two run
 as real subprocesses, to see exactly what a user sees on stderr."""
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,12 +10,11 @@ import pytest
 import torch
 
 import train
-from tests.test_train import tiny
 from model import Tacotron2
+from tests.kit import REPO, run_command, tiny
 from training.config import resolve_config
 from training.hparams import load_hparams
 
-REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 
@@ -66,9 +63,9 @@ def test_model_field_of_the_wrong_type(tmp_path, capsys):
                  "Tacotron2Config.attention_dim must be an int, got 'wide'", tmp_path / "run")
 
 
-def test_an_utterance_over_the_batch_capacity(tmp_path, capsys):
+def test_an_utterance_over_the_batch_capacity(tmp_path, capsys, demo_corpus):
     """stream skips what is over max_length; a capacity below it is a limit the data check applies."""
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "batching=stream,max_length=800,capacity=5")], capsys,
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "batching=stream,max_length=800,capacity=5", demo_corpus)], capsys,
                  "longer than the 5 allowed by the batch capacity of 5 frames (capacity)", tmp_path / "run")
 
 
@@ -177,9 +174,9 @@ def test_resume_with_changed_settings(stored_run, capsys):
                  "'batch_size' cannot change in a resumed run", stored_run)
 
 
-def test_output_dir_that_cannot_be_written(tmp_path, capsys):
+def test_output_dir_that_cannot_be_written(tmp_path, capsys, demo_corpus):
     (tmp_path / "taken").write_text("a file where the run's folder would go")
-    expect_error(train.main, ["--hparams", tiny(tmp_path, f"output_dir={tmp_path / 'taken' / 'run'}")], capsys,
+    expect_error(train.main, ["--hparams", tiny(tmp_path, f"output_dir={tmp_path / 'taken' / 'run'}", demo_corpus)], capsys,
                  f"{tmp_path / 'taken'} is a file, not a folder", tmp_path / "taken")
 
 
@@ -244,13 +241,8 @@ def test_make_tables_without_runs(tmp_path, capsys):
                  tmp_path / "runs")
 
 
-def run_command(*args, cwd=REPO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
 def test_train_py_as_a_user_runs_it(tmp_path):
-    done = run_command(sys.executable, "train.py", "--hparams", tiny(tmp_path, "batching=sorted"))
+    done = run_command(sys.executable, "train.py", "--hparams", tiny(tmp_path, "batching=sorted"), expect=None)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         "error: hparam 'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats, stream, bload"]
@@ -258,7 +250,7 @@ def test_train_py_as_a_user_runs_it(tmp_path):
 
 
 def test_table2_sh_unknown_experiment(tmp_path):
-    done = run_command("scripts/table2.sh", "--only", "SSB-FAST", "--out", tmp_path / "runs")
+    done = run_command("scripts/table2.sh", "--only", "SSB-FAST", "--out", tmp_path / "runs", expect=None)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "error: unknown experiment(s) SSB-FAST" in done.stderr
     assert not (tmp_path / "runs").exists()

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from batching import BatchingConfig, plan_digest, plan_global
 from batching.bload import BlockPlan, block_stats, pack_blocks, slot_lengths
-from tests.test_batching_plan import AWKWARD
+from tests.kit import AWKWARD
 
 torch = pytest.importorskip("torch")
 from batching.sampler import BlockBatchSampler  # noqa: E402

@@ -10,26 +10,13 @@ import torch
 
 import train
 import training.step
+from tests.kit import TINY_MODEL, check_demo_learns, tiny
 from training.checkpoint import load_checkpoint
 from training.rundir import LAST, read_metrics, write_hparams
 
-TINY_MODEL = ("model.symbols_embedding_dim=32,model.encoder_embedding_dim=32,model.attention_rnn_dim=64,"
-              "model.decoder_rnn_dim=64,model.prenet_dim=32,model.attention_dim=16,"
-              "model.attention_location_n_filters=4,model.postnet_embedding_dim=32,model.postnet_n_convolutions=2")
-
-
-def tiny(tmp_path, extra=""):
-    """hparams for a seconds-long run on a small demo corpus, everything under tmp_path; the
-    paper's constant learning rate (the demo preset's warm-up would outlast such a run)."""
-    base = (f"demo_utterances=40,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
-            f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
-            f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}")
-    return base + ("," + extra if extra else "")
-
-
-def test_run_writes_metrics_checkpoint_and_figures(tmp_path):
+def test_run_writes_metrics_checkpoint_and_figures(tmp_path, demo_corpus):
     handler_before = signal.getsignal(signal.SIGINT)
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true", demo_corpus)]) == 0
     assert signal.getsignal(signal.SIGINT) is handler_before  # the stop handler does not outlive the run
     run = tmp_path / "run"
     records = read_metrics(run)
@@ -47,14 +34,14 @@ def test_run_writes_metrics_checkpoint_and_figures(tmp_path):
     assert json.loads((run / "hparams.json").read_text())["dbs"] is True
 
 
-def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(tmp_path):
+def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(tmp_path, demo_corpus):
     """Stop inside epoch 1, resume: per-epoch losses equal those of a run that never stopped."""
     straight = tmp_path / "straight"
-    assert train.main(["--hparams", tiny(tmp_path, f"epochs=3,output_dir={straight}")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, f"epochs=3,output_dir={straight}", demo_corpus)]) == 0
     steps_epoch0 = read_metrics(straight)[0]["steps"]
 
     stopped = tmp_path / "stopped"
-    hp = tiny(tmp_path, f"epochs=3,output_dir={stopped},stop_after_steps={steps_epoch0 + 2}")
+    hp = tiny(tmp_path, f"epochs=3,output_dir={stopped},stop_after_steps={steps_epoch0 + 2}", demo_corpus)
     assert train.main(["--hparams", hp]) == 0
     assert len(read_metrics(stopped)) == 1  # stopped inside epoch 1
     assert load_checkpoint(stopped / LAST)["progress"]["step_in_epoch"] == 2
@@ -67,30 +54,30 @@ def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(tmp_path):
             assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-7), (ra["epoch"], key)
 
 
-def test_resume_refuses_to_change_the_batching(tmp_path, capsys):
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+def test_resume_refuses_to_change_the_batching(tmp_path, capsys, demo_corpus):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1", demo_corpus)]) == 0
     assert train.main(["--resume", str(tmp_path / "run"), "--hparams", "batching=sb"]) == 2
     assert "'batching' cannot change in a resumed run" in capsys.readouterr().err
 
 
-def test_a_new_run_never_overwrites_an_old_one_by_accident(tmp_path, capsys):
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 2
+def test_a_new_run_never_overwrites_an_old_one_by_accident(tmp_path, capsys, demo_corpus):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1", demo_corpus)]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1", demo_corpus)]) == 2
     assert "already holds a run. Continue it with --resume" in capsys.readouterr().err
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,overwrite=true")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,overwrite=true", demo_corpus)]) == 0
 
 
-def test_a_bad_value_is_reported_before_the_run_directory_is_judged(tmp_path, capsys):
+def test_a_bad_value_is_reported_before_the_run_directory_is_judged(tmp_path, capsys, demo_corpus):
     """A typo into an output_dir that holds a run names the typo, not `overwrite`."""
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1", demo_corpus)]) == 0
     capsys.readouterr()
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,batching=sorted")]) == 2
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,batching=sorted", demo_corpus)]) == 2
     err = capsys.readouterr().err
     assert "'batching': 'sorted' is not one of" in err and "already holds a run" not in err
 
 
-def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys):
-    assert train.main(["--hparams", tiny(tmp_path, "batching=sorted")]) == 2
+def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys, demo_corpus):
+    assert train.main(["--hparams", tiny(tmp_path, "batching=sorted", demo_corpus)]) == 2
     assert "'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats" in capsys.readouterr().err
     assert train.main(["--resume", str(tmp_path / "nowhere")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
@@ -126,8 +113,8 @@ class NaNLoss(training.step.Tacotron2Loss):
         return dataclasses.replace(terms, loss=terms.loss * float("nan")) if self.poisoned(NaNLoss.calls - 1) else terms
 
 
-def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path, monkeypatch, capsys):
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1")]) == 0
+def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path, monkeypatch, capsys, demo_corpus):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1", demo_corpus)]) == 0
     before = load_checkpoint(tmp_path / "run" / LAST)["model"]
 
     monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
@@ -139,12 +126,12 @@ def test_non_finite_losses_skip_steps_then_stop_keeping_the_checkpoint(tmp_path,
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
-def test_an_epoch_with_skipped_steps_prints_them_and_the_loss_of_the_others(tmp_path, monkeypatch, capsys):
+def test_an_epoch_with_skipped_steps_prints_them_and_the_loss_of_the_others(tmp_path, monkeypatch, capsys, demo_corpus):
     """Every third step NaN: the epoch line counts them, and its loss is the mean over the steps that ran."""
     monkeypatch.setattr(NaNLoss, "poisoned", staticmethod(lambda call: call % 3 == 1))
     monkeypatch.setattr(NaNLoss, "calls", 0)
     monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,validate_every=5")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=1,validate_every=5", demo_corpus)]) == 0
     record = read_metrics(tmp_path / "run")[0]
     skipped = sum(1 for call in range(record["steps"]) if call % 3 == 1)
     assert record["skipped_steps"] == skipped > 0 and 0 < record["train_loss"] < math.inf
@@ -152,30 +139,14 @@ def test_an_epoch_with_skipped_steps_prints_them_and_the_loss_of_the_others(tmp_
     assert f"| train {record['train_loss']:.4f} ({skipped} of {record['steps']} steps skipped: non-finite)" in line
 
 
-def test_an_epoch_whose_every_step_was_skipped_stops_the_run(tmp_path, monkeypatch, capsys):
+def test_an_epoch_whose_every_step_was_skipped_stops_the_run(tmp_path, monkeypatch, capsys, demo_corpus):
     monkeypatch.setattr(training.step, "Tacotron2Loss", NaNLoss)
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,max_bad_steps=1000")]) == 1
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,max_bad_steps=1000", demo_corpus)]) == 1
     captured = capsys.readouterr()
     assert "train 0.0000" not in captured.out and "Traceback" not in captured.err
     assert re.match(r"error: every one of the \d+ steps of epoch 0 was skipped for a non-finite loss.* No checkpoint "
                     r"was written yet", captured.err), captured.err
     assert read_metrics(tmp_path / "run") == [] and not (tmp_path / "run" / LAST).exists()
-
-
-def check_demo_learns(tmp_path, extra: str = "") -> None:
-    """The README's demo, shrunk (160 utterances, 10 epochs, a narrower model): validation loss falls
-    well under 60% of its first value and the teacher-forced alignment becomes diagonal."""
-    hp = (f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
-          f"output_dir={tmp_path / 'run'},progress=false,epochs=10,batch_size=8,validate_every=1,"
-          "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
-          "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64" + extra)
-    assert train.main(["--hparams", hp]) == 0
-    records = read_metrics(tmp_path / "run")
-    first, last3 = records[0], records[-3:]
-    # Early validation losses are noisy (BatchNorm running statistics lag a fast-moving model), so
-    # the end of training is judged by its best of the last three validations.
-    assert min(r["val_loss_valid"] for r in last3) < 0.6 * first["val_loss_valid"]
-    assert first["val_diagonality"] < 0.6 < 0.9 < max(r["val_diagonality"] for r in last3)
 
 
 @pytest.mark.slow
@@ -205,8 +176,8 @@ def test_overfits_real_ljspeech_clips(ljspeech_mini, tmp_path):
     assert 0 < records[-1]["val_loss_valid"] < records[0]["train_loss_valid"]
 
 
-def test_check_reports_the_plan_and_writes_no_run(tmp_path, capsys):
-    assert train.main(["--check", "--hparams", tiny(tmp_path, "batching=ssb,dbs=true,br=true")]) == 0
+def test_check_reports_the_plan_and_writes_no_run(tmp_path, capsys, demo_corpus):
+    assert train.main(["--check", "--hparams", tiny(tmp_path, "batching=ssb,dbs=true,br=true", demo_corpus)]) == 0
     out = capsys.readouterr().out
     for expected in ("data check passed", "train.txt: 32 utterances", "batches per epoch, ZPR",
                      "decoder steps per epoch", "largest batch", "expected per-epoch time reduction against RAND"):
@@ -214,15 +185,16 @@ def test_check_reports_the_plan_and_writes_no_run(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, capsys):
+def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, capsys, demo_corpus):
     from data.filelist import read_filelist, write_filelist
 
-    assert train.main(["--check", "--hparams", tiny(tmp_path)]) == 0
-    utts = read_filelist(tmp_path / "demo" / "train.txt")
+    assert train.main(["--check", "--hparams", tiny(tmp_path, corpus=demo_corpus)]) == 0
+    utts = read_filelist(demo_corpus.demo_dir / "train.txt")
     bad = [utts[0], dataclasses.replace(utts[1], frames=utts[1].frames + 1), dataclasses.replace(utts[2], text="#")]
     write_filelist(tmp_path / "train.txt", bad)
-    write_filelist(tmp_path / "val.txt", [utts[0]] + read_filelist(tmp_path / "demo" / "val.txt")[:2])
-    hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'val.txt'}")
+    write_filelist(tmp_path / "val.txt", [utts[0]] + read_filelist(demo_corpus.demo_dir / "val.txt")[:2])
+    lists = f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'val.txt'}"
+    hp = tiny(tmp_path, lists, demo_corpus)
     capsys.readouterr()
     assert train.main(["--hparams", hp]) == 2
     err = capsys.readouterr().err

@@ -5,7 +5,6 @@ this machine's torch, torch stays as it was, and the recipe then runs there (eSp
 has torch, numpy, scipy etc. but not librosa, soundfile, unidecode, inflect, espeakng-loader, so
 only their wheels travel and install. Building a wheelhouse needs PyPI (pip's cache serves repeats).
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.kit import REPO, load_script, run_command
 from tests.lent_packages import dependency_closure, lend
 
-REPO = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONDONTWRITEBYTECODE": "1",
        "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
 # What the GPU machine lacks of requirements-docker.txt (it has torch, numpy, scipy, numba, ...).
@@ -28,22 +27,12 @@ OWN_PACKAGES = ("import importlib.metadata as m, json, sysconfig; print(json.dum
 SPEAK_THEN_CHECK = ("import sys, train\nfrom data.corpora.espeak import speak\n"
                     "assert speak('offline install').size > 1000\nsys.exit(train.main(sys.argv[1:]))")
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "scripts" / "wheelhouse.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-wheelhouse = load_script()
+wheelhouse = load_script("wheelhouse")
 
 
 def run(*args, cwd: Path = REPO, expect: int = 0, **env) -> subprocess.CompletedProcess:
     """Run a command; fail the test with its output unless it exits with `expect`."""
-    done = subprocess.run([str(a) for a in args], cwd=cwd, env={**ENV, **env}, capture_output=True, text=True)
-    assert done.returncode == expect, f"{args}\n{done.stdout}\n{done.stderr}"
-    return done
+    return run_command(*args, cwd=cwd, env={**ENV, **{k: str(v) for k, v in env.items()}}, expect=expect)
 
 
 def make(target: str, python: Path = Path(sys.executable), expect: int = 0, **variables) -> subprocess.CompletedProcess:

@@ -7,34 +7,15 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batching import BatchingConfig, plan_global, read_lengths, train_split
 from model import Tacotron2
 from model.shapes import TEXT_MULTIPLE, LoopShape, round_up, shape_table
-from tests.test_fast_decoder import relative_error
-from tests.test_model import make_batch, tiny_config
+from tests.kit import float64_pass, make_batch, relative_error, tiny_config
 from training.config import resolve_config
 from training.hparams import HParamsError, load_hparams
-
-
-def float64_pass(cfg, state: dict, inputs, shape: LoopShape | None, seed: int = 7, graphs=None, model=None):
-    """Train-mode float64 forward (dropout seeded) and the backward of a random projection of
-    every output; the outputs and every parameter's gradient. `model`: one already holding
-    `state` (the one `graphs` were built on), else a new one."""
-    if model is None:
-        model = Tacotron2(cfg).double().train()
-        model.load_state_dict(state)
-    model.zero_grad(set_to_none=True)
-    text, tl, mel, ml = inputs
-    torch.manual_seed(seed)
-    out = model(text, tl, mel.double(), ml, shape=shape, graphs=graphs)
-    g = torch.Generator().manual_seed(3)
-    loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in out)
-    loss.backward()
-    return out, {name: p.grad for name, p in model.named_parameters()}
 
 
 @pytest.mark.parametrize("r", [1, 2])
@@ -119,16 +100,16 @@ def test_a_whole_ljspeech_ssb_dbs_br_run_needs_one_shape_per_frame_bucket(ljspee
     assert row_steps < 1.25
 
 
-def test_a_bucketed_run_trains_like_a_plain_one(tmp_path):
+def test_a_bucketed_run_trains_like_a_plain_one(tmp_path, demo_corpus):
     """The same tiny run with and without graph_bucket: per-epoch losses agree to float32 rounding."""
     import train
-    from tests.test_train import tiny
+    from tests.kit import tiny
     from training.rundir import read_metrics
 
     losses = {}
     for g in (0, 16):
         out = tmp_path / f"g{g}"
-        assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,graph_bucket={g}")]) == 0
+        assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,graph_bucket={g}", demo_corpus)]) == 0
         losses[g] = [(r["train_loss"], r.get("val_loss")) for r in read_metrics(out / "run")]
     for (a, va), (b, vb) in zip(losses[0], losses[16]):
         assert a == pytest.approx(b, rel=1e-4) and (va is None) == (vb is None)

@@ -14,9 +14,7 @@ import torch
 from model import Tacotron2
 from model.graphs import build_loop_graphs, loop_memory
 from model.shapes import LoopShape
-from tests.test_fast_decoder import relative_error
-from tests.test_model import make_batch, tiny_config
-from tests.test_shapes import float64_pass
+from tests.kit import float64_pass, make_batch, relative_error, tiny_config
 
 SHAPES = [LoopShape(rows=5, frames=24, text=16), LoopShape(rows=7, frames=32, text=16),
           LoopShape(rows=4, frames=48, text=32)]
@@ -54,17 +52,18 @@ def test_building_the_loops_leaves_the_random_state_alone():
     assert torch.equal(torch.get_rng_state(), before)
 
 
-def test_a_run_on_static_loops_trains_like_one_without(tmp_path):
+def test_a_run_on_static_loops_trains_like_one_without(tmp_path, demo_corpus):
     """cuda_graphs=true on the CPU runs every batch on its shape's static buffers (eagerly): the
     per-epoch losses equal the padded run's to float32 rounding."""
     import train
-    from tests.test_train import tiny
+    from tests.kit import tiny
     from training.rundir import read_metrics
 
     losses = {}
     for graphs in ("false", "true"):
         out = tmp_path / graphs
-        assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,graph_bucket=16,cuda_graphs={graphs}")]) == 0
+        hparams = tiny(out, f"epochs=2,validate_every=2,graph_bucket=16,cuda_graphs={graphs}", demo_corpus)
+        assert train.main(["--hparams", hparams]) == 0
         losses[graphs] = [(r["train_loss"], r.get("val_loss")) for r in read_metrics(out / "run")]
     for (a, va), (b, vb) in zip(losses["false"], losses["true"]):
         assert a == pytest.approx(b, rel=1e-5) and (va is None) == (vb is None)

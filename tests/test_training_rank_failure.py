@@ -18,18 +18,11 @@ import torch
 import torch.distributed as dist
 
 import train
-from tests.test_train import tiny
+from tests.kit import DemoCorpus, tiny
 from training.distributed import DistInfo, agree, failure_message, free_port, is_backend_failure
 from training.rundir import LAST, read_metrics
 
 FORK = multiprocessing.get_context("fork")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> str:
-    """hparams that put the demo corpus and its mels in one place for the module's tests."""
-    where = tmp_path_factory.mktemp("corpus")
-    return f"demo_dir={where / 'demo'},mel_cache_dir={where / 'mels'}"
 
 
 def rank_main(argv: list[str], rank: int, port: int, log: Path) -> None:
@@ -73,14 +66,14 @@ def check_survivor(proc, rank: int, log: Path, run: Path, within: float, what: s
     assert what in errors[0] and f"continue with train.py --resume {run} " in errors[0], errors[0]
 
 
-def signal_a_rank(tmp_path: Path, corpus: str, timeout_s: int, victim: int, sig: signal.Signals,
+def signal_a_rank(tmp_path: Path, corpus: DemoCorpus, timeout_s: int, victim: int, sig: signal.Signals,
                   within: float, what: str) -> Path:
     """Two ranks with timed checkpoints after every step, agreed by vote (log_every=1: a vote
     every step); after the first checkpoint `sig` goes to rank `victim`, and the other rank must
     stop as check_survivor says. Returns the run directory."""
     run = tmp_path / "run"
-    hparams = f"{corpus},epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s={timeout_s}"
-    procs = start_ranks(tmp_path, tiny(tmp_path, hparams))
+    hparams = f"epochs=2,checkpoint_every_minutes=0.000001,log_every=1,collective_timeout_s={timeout_s}"
+    procs = start_ranks(tmp_path, tiny(tmp_path, hparams, corpus))
     survivor = 1 - victim
     try:
         wait_for(run / LAST, procs)
@@ -94,20 +87,20 @@ def signal_a_rank(tmp_path: Path, corpus: str, timeout_s: int, victim: int, sig:
 
 
 @pytest.mark.slow
-def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_path, corpus):
+def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_path, demo_corpus):
     """Rank 1 is SIGKILLed after the first checkpoint; rank 0 notices at its next collective (gloo
     sees the closed socket), well before the timeout; the run is then finished on one process."""
-    run = signal_a_rank(tmp_path, corpus, timeout_s=60, victim=1, sig=signal.SIGKILL, within=30,
+    run = signal_a_rank(tmp_path, demo_corpus, timeout_s=60, victim=1, sig=signal.SIGKILL, within=30,
                         what="lost the connection to another rank")
     assert train.main(["--resume", str(run), "--hparams", "checkpoint_every_minutes=0"]) == 0
     assert [r["epoch"] for r in read_metrics(run)] == [0, 1]
 
 
 @pytest.mark.slow
-def test_a_stalled_rank_times_the_other_out_with_one_line(tmp_path, corpus):
+def test_a_stalled_rank_times_the_other_out_with_one_line(tmp_path, demo_corpus):
     """Rank 0 (which also hosts the rendezvous store) is frozen with SIGSTOP; rank 1 gives up
     after collective_timeout_s."""
-    signal_a_rank(tmp_path, corpus, timeout_s=10, victim=0, sig=signal.SIGSTOP, within=10 + 25,
+    signal_a_rank(tmp_path, demo_corpus, timeout_s=10, victim=0, sig=signal.SIGSTOP, within=10 + 25,
                   what="no answer from another rank")
 
 

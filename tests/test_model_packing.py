@@ -8,8 +8,7 @@ import train
 from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Loss
 from model.tacotron2 import GATE_PAD_LOGIT
-from tests.test_model import N_MELS, N_SYMBOLS, tiny_config
-from tests.test_train import check_demo_learns, tiny
+from tests.kit import N_MELS, N_SYMBOLS, check_demo_learns, tiny, tiny_config, torchrun
 from training.rundir import read_metrics
 
 # (row, text length, mel length): rows of several utterances, lengths not multiples of 2
@@ -126,8 +125,8 @@ def test_packed_training_step_has_finite_gradients():
 
 
 @pytest.mark.slow
-def test_train_with_bload_runs_and_learns(tmp_path):
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=4,batching=bload,learning_rate=0.003")]) == 0
+def test_train_with_bload_runs_and_learns(tmp_path, demo_corpus):
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=4,batching=bload,learning_rate=0.003", demo_corpus)]) == 0
     records = read_metrics(tmp_path / "run")
     assert [r["epoch"] for r in records] == [0, 1, 2, 3]
     for record in records:
@@ -139,15 +138,13 @@ def test_train_with_bload_runs_and_learns(tmp_path):
 
 @pytest.mark.slow
 def test_demo_learns_with_bload_at_reduced_size(tmp_path):
-    """test_train.test_demo_learns_at_reduced_size with batching=bload: the same learning check."""
+    """test_training_run.test_demo_learns_at_reduced_size with batching=bload: the same learning check."""
     check_demo_learns(tmp_path, ",batching=bload")
 
 
 @pytest.mark.slow
-def test_two_ranks_with_bload_take_equal_steps(tmp_path):
-    from tests.test_ddp import torchrun
-
-    result = torchrun(2, tiny(tmp_path, "epochs=2,batching=bload"))
+def test_two_ranks_with_bload_take_equal_steps(tmp_path, demo_corpus):
+    result = torchrun(2, tiny(tmp_path, "epochs=2,batching=bload", demo_corpus))
     assert "parameters identical on all 2 ranks" in result.stdout
     for record in read_metrics(tmp_path / "run"):
         steps = record["steps_per_rank"]

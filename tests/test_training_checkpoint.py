@@ -21,19 +21,12 @@ import torch
 import train
 import training.loop
 from data.atomic import atomic_open
-from tests.test_train import tiny
+from tests.kit import tiny
 from training.checkpoint import CheckpointClock, load_checkpoint
 from training.rundir import BEST, LAST, read_metrics
 
 FORK = multiprocessing.get_context("fork")
 LOSSES = ("train_loss_valid", "train_loss_padded", "val_loss_valid", "val_loss_padded")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> str:
-    """hparams that put the demo corpus and its mels in one place for the module's tests."""
-    where = tmp_path_factory.mktemp("corpus")
-    return f"demo_dir={where / 'demo'},mel_cache_dir={where / 'mels'}"
 
 
 def pause_here(marker: Path) -> None:
@@ -111,16 +104,16 @@ def position(run: Path) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-def test_killed_anywhere_the_resumed_run_matches_an_uninterrupted_one(tmp_path, corpus):
+def test_killed_anywhere_the_resumed_run_matches_an_uninterrupted_one(tmp_path, demo_corpus):
     run, resume = tmp_path / "run", ["--resume", str(tmp_path / "run")]
-    assert train.main(["--hparams", tiny(tmp_path, f"{corpus},epochs=2")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2", demo_corpus)]) == 0
     want = {"metrics": read_metrics(run), LAST: load_checkpoint(run / LAST), BEST: load_checkpoint(run / BEST)}
     # the kill points below count calls on this plan: 7 steps per epoch, 8 validation utterances
     assert [r["steps"] for r in want["metrics"]] == [7, 7]
 
     # the same run started over (overwrite=true), killed inside step 2, before its first checkpoint
     # (every 3 steps): the old run's checkpoints are gone, and --resume starts from the beginning
-    hparams = tiny(tmp_path, f"{corpus},epochs=2,checkpoint_every_steps=3,overwrite=true")
+    hparams = tiny(tmp_path, "epochs=2,checkpoint_every_steps=3,overwrite=true", demo_corpus)
     kill_at(tmp_path, ["--hparams", hparams], "train_step", 2, "after")
     assert not (run / LAST).exists() and not (run / BEST).exists() and read_metrics(run) == []
     # halfway through writing LAST at the end of epoch 0 (after BEST): the step-6 checkpoint stays
@@ -159,11 +152,11 @@ def test_the_checkpoint_clock_runs_out_and_restarts():
     assert not CheckpointClock(every_s=0).due()
 
 
-def test_checkpoint_every_minutes_writes_mid_epoch_checkpoints(tmp_path, corpus, monkeypatch):
+def test_checkpoint_every_minutes_writes_mid_epoch_checkpoints(tmp_path, demo_corpus, monkeypatch):
     """A clock that is always due checkpoints after every step (the stop at step 3 writes once)."""
     saves = []
     monkeypatch.setattr(training.loop, "atomic_torch_save", SaveRecorder(training.loop.atomic_torch_save, saves))
-    hp = tiny(tmp_path, f"{corpus},epochs=1,checkpoint_every_minutes=0.000001,stop_after_steps=3")
+    hp = tiny(tmp_path, "epochs=1,checkpoint_every_minutes=0.000001,stop_after_steps=3", demo_corpus)
     assert train.main(["--hparams", hp]) == 0
     assert [progress["global_step"] for progress in saves] == [1, 2, 3]
 

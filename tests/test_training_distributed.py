@@ -1,34 +1,20 @@
 """Multi-process training with torchrun on the CPU (gloo): equal steps, identical parameters, no hang."""
-import os
-import subprocess
 import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tests.test_train import tiny
+from tests.kit import REPO, run_command, tiny, torchrun
 from training.checkpoint import load_checkpoint
 from training.distributed import DistInfo, check_same_plan
 from training.rundir import LAST, read_metrics
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def torchrun(n_procs: int, hparams: str, *extra: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_procs}",
-           str(REPO / "train.py"), "--hparams", hparams, *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
-
 
 @pytest.mark.slow
-def test_two_ranks_take_equal_steps_and_end_with_identical_parameters(tmp_path):
-    result = torchrun(2, tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true"))
+def test_two_ranks_take_equal_steps_and_end_with_identical_parameters(tmp_path, demo_corpus):
+    result = torchrun(2, tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true", demo_corpus))
     assert "parameters identical on all 2 ranks" in result.stdout
     records = read_metrics(tmp_path / "run")
     assert [r["epoch"] for r in records] == [0, 1]
@@ -41,15 +27,13 @@ def test_two_ranks_take_equal_steps_and_end_with_identical_parameters(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_two_rank_run_resumes_in_one_process(tmp_path):
+def test_a_two_rank_run_resumes_in_one_process(tmp_path, demo_corpus):
     """Stopped inside an epoch on 2 ranks, finished on 1: the rest of the epoch is re-dealt."""
-    torchrun(2, tiny(tmp_path, "epochs=2,stop_after_steps=5"))
+    torchrun(2, tiny(tmp_path, "epochs=2,stop_after_steps=5", demo_corpus))
     ckpt = load_checkpoint(tmp_path / "run" / LAST)
     assert ckpt["progress"]["global_step"] == 5 and ckpt["sampler"]["world_size"] == 2
-    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--resume", str(tmp_path / "run"),
-                             "--hparams", "stop_after_steps=0"], cwd=REPO, capture_output=True, text=True,
-                            timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_command(sys.executable, REPO / "train.py", "--resume", tmp_path / "run", "--hparams", "stop_after_steps=0",
+                timeout=240)
     records = read_metrics(tmp_path / "run")
     assert [r["epoch"] for r in records] == [0, 1] and records[1]["steps_per_rank"] == [records[1]["steps"]]
 
@@ -74,12 +58,10 @@ def test_ranks_with_different_plans_stop_with_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_force_ddp_runs_ddp_in_a_group_of_one(tmp_path):
+def test_force_ddp_runs_ddp_in_a_group_of_one(tmp_path, demo_corpus):
     """force_ddp=true in one process started without torchrun: the model is DDP-wrapped over a
     process group of one (gloo here, NCCL on a GPU: the GPU check's single-GPU DDP run)."""
-    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--hparams",
-                             tiny(tmp_path, "epochs=1,force_ddp=true")], cwd=REPO, capture_output=True, text=True,
-                            timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    hparams = tiny(tmp_path, "epochs=1,force_ddp=true", demo_corpus)
+    result = run_command(sys.executable, REPO / "train.py", "--hparams", hparams, timeout=240)
     assert "parameters identical on all 1 ranks" in result.stdout
     assert load_checkpoint(tmp_path / "run" / LAST)["world_size"] == 1

@@ -12,7 +12,7 @@ from model import Tacotron2, Tacotron2Config
 from model.config import ModelConfigError
 from model.decoder import Decoder
 from model.fast_decoder import FastDecoder
-from tests.test_model import N_MELS, N_SYMBOLS, make_batch, tiny_config
+from tests.kit import N_MELS, N_SYMBOLS, make_batch, relative_error, tiny_config
 
 # (row, text length, mel length) of a packed batch: odd lengths, an utterance of one frame
 BLOCKS = [(0, 4, 7), (0, 2, 1), (0, 3, 6), (1, 6, 11), (1, 5, 5), (2, 3, 9)]
@@ -50,11 +50,6 @@ def pass_float64(cfg: Tacotron2Config, state: dict, inputs, seed: int = 7):
     loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in out)
     loss.backward()
     return out, {name: p.grad for name, p in model.named_parameters()}
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach(), b.detach()
-    return float((a - b).abs().max() / b.abs().max().clamp(min=1.0))
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])

@@ -13,12 +13,10 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 import train
 import training.loop
-from data.collate import HOST_FIELDS, TextMelCollate
-from tests.test_train import tiny
-from training.config import resolve_config
+from data.collate import HOST_FIELDS
+from tests.kit import step_parts_and_batches, tiny
 from training.device_sums import DeviceSums
-from training.hparams import load_hparams
-from training.step import build_step_parts, load_optimizer_state, train_step
+from training.step import load_optimizer_state, train_step
 
 #: Tensor methods that copy a device value to the host (and wait for the device to get there).
 HOST_READS = {"item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__"}
@@ -136,15 +134,21 @@ def host_marked_batches(device_batches, syncs_mode: DeviceSyncs, loader, device)
         yield batch
 
 
-@pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "graph_bucket=16,cuda_graphs=true",
-                                     "batching=bload", "batching=bload,fast_decoder=false"])
-def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant):
+# The plain loop runs in the quick lane, the other four in `make test` only (README, "Tests").
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("variant", ["graph_bucket=0", pytest.param("graph_bucket=16", marks=SLOW),
+                                     pytest.param("graph_bucket=16,cuda_graphs=true", marks=SLOW),
+                                     pytest.param("batching=bload", marks=SLOW),
+                                     pytest.param("batching=bload,fast_decoder=false", marks=SLOW)])
+def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant, demo_corpus):
     """Two epochs with log_every=3 and a mid-epoch checkpoint, plain, with the bucketed decoder loop
     (eager, and on its static buffers: the CUDA-graph path) and with BLoad blocks (fast and plain decoder loops): every host read of the loop falls before
     the first step, after the last one or in the checkpoint (the function mode sees those: it is
     live), and no step runs an ATen operation that would wait for a CUDA device (the dispatch
     mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live)."""
-    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}")
+    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}", demo_corpus)
     reads = Reads()
     device_syncs = DeviceSyncs(reads)
     monkeypatch.setattr(training.loop, "device_batches",
@@ -182,25 +186,13 @@ def train_epoch(reads: Reads, case) -> None:
     case()
 
 
-def make_parts_and_batches(r: int = 2):
-    hp = load_hparams("dataset=demo,model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,"
-                      "model.attention_rnn_dim=32,model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=8,"
-                      "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
-    parts = build_step_parts(resolve_config(hp), torch.device("cpu"))
-    g = torch.Generator().manual_seed(0)
-    collate = TextMelCollate(hp["n_frames_per_step"])
-    batches = [collate([(torch.randint(1, 30, (n,), generator=g), torch.randn(80, m, generator=g))
-                        for n, m in ((9, 30), (14, 41), (6, 22))]) for _ in range(3)]
-    return parts, batches
-
-
 def optimizer_state(parts) -> list[torch.Tensor]:
     state = parts.optimizer.state_dict()["state"]
     return [t.clone() for s in state.values() for t in (s["step"], s["exp_avg"], s["exp_avg_sq"])]
 
 
 def test_a_nan_step_is_skipped_on_the_device_and_counted(tmp_path):
-    parts, (good, other, last) = make_parts_and_batches()
+    parts, (good, other, last) = step_parts_and_batches()
     sums = DeviceSums.for_epoch({}, torch.device("cpu"))
     sums.add(train_step(parts, good))
     weights = [p.detach().clone() for p in parts.core.parameters()]
@@ -226,7 +218,7 @@ def test_a_nan_step_is_skipped_on_the_device_and_counted(tmp_path):
 def test_resuming_an_unfused_checkpoint_keeps_the_fused_step(tmp_path):
     """Checkpoints from before the fused step store fused=None; loading one must not switch the
     fused update off (the unfused Adam refuses found_inf), and the moments carry over."""
-    parts, (good, other, _) = make_parts_and_batches()
+    parts, (good, other, _) = step_parts_and_batches()
     old = torch.optim.Adam(parts.core.parameters(), lr=1e-3)
     parts.core(good.text, good.text_lengths, good.mel, good.mel_lengths).mel_postnet.sum().backward()
     old.step()

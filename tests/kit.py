@@ -1,0 +1,207 @@
+"""What the test modules share, in one place (no test module imports from another): the checkout's
+root, the tiny model (as train.py hparams and as a Tacotron2Config) with the batches and passes the
+model tests run on it, one runner for commands (train.py, torchrun, `python -m batching`, the
+scripts), and the demo corpus that conftest.py builds once per test session."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import strategies as st
+
+from model import Tacotron2, Tacotron2Config
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: train.py hparams of the model the end-to-end runs train (seconds per epoch on the CPU).
+TINY_MODEL = ("model.symbols_embedding_dim=32,model.encoder_embedding_dim=32,model.attention_rnn_dim=64,"
+              "model.decoder_rnn_dim=64,model.prenet_dim=32,model.attention_dim=16,"
+              "model.attention_location_n_filters=4,model.postnet_embedding_dim=32,model.postnet_n_convolutions=2")
+#: A narrower one for single training steps (tests/test_training_step.py, tests/test_cuda.py).
+SMALL_MODEL = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
+               "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=8,"
+               "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
+#: Utterances of the demo corpus a tiny run trains on (32 train, 8 validation).
+DEMO_UTTERANCES = 40
+#: Symbols and mel channels of tiny_config's model.
+N_SYMBOLS, N_MELS = 12, 6
+
+
+@dataclass(frozen=True)
+class DemoCorpus:
+    """A demo corpus (wavs, filelists) and the mel cache beside it: `demo_dir` and `mel_cache_dir`."""
+
+    demo_dir: Path
+    mel_cache_dir: Path
+
+    @property
+    def hparams(self) -> str:
+        return f"demo_dir={self.demo_dir},mel_cache_dir={self.mel_cache_dir}"
+
+
+def build_demo_corpus(folder: Path) -> DemoCorpus:
+    """The corpus of tiny runs with its mels computed and its data check cached (train.py --check)."""
+    import train
+
+    corpus = DemoCorpus(folder / "demo", folder / "mels")
+    hparams = tiny(folder, corpus=corpus)
+    if train.main(["--check", "--hparams", hparams]) != 0:
+        raise RuntimeError(f"train.py --check --hparams {hparams} failed: the demo corpus for the tests was not built")
+    return corpus
+
+
+def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> str:
+    """hparams for a seconds-long run on a small demo corpus, its output under tmp_path; the
+    paper's constant learning rate (the demo preset's warm-up would outlast such a run).
+    `corpus`: a built one to read (the demo_corpus fixture), else train.py builds one under tmp_path."""
+    where = corpus.hparams if corpus else f"demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'}"
+    base = (f"demo_utterances={DEMO_UTTERANCES},{where},"
+            f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
+            f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}")
+    return base + ("," + extra if extra else "")
+
+
+def run_command(*args: str | Path, cwd: Path = REPO, env: Mapping[str, str] | None = None, timeout: float = 900,
+                expect: int | None = 0) -> subprocess.CompletedProcess:
+    """Run a command as a user would, on one torch thread with unbuffered output, in `env` (default:
+    this process's environment). Unless `expect` is None, a different exit status (or the timeout)
+    fails the test with the command and the tail of its stdout and stderr."""
+    argv = [str(a) for a in args]
+    env = {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"{' '.join(argv)} (in {cwd}) ran past {timeout:.0f} s\n"
+                    + _tails(err.stdout, err.stderr), pytrace=False)
+    if expect is not None and done.returncode != expect:
+        pytest.fail(f"{' '.join(argv)} (in {cwd}) exited {done.returncode}, expected {expect}\n"
+                    + _tails(done.stdout, done.stderr), pytrace=False)
+    return done
+
+
+def _tail(out: str | bytes | None, keep: int) -> str:
+    out = out.decode(errors="replace") if isinstance(out, bytes) else out or ""
+    return out[-keep:]
+
+
+def _tails(stdout: str | bytes | None, stderr: str | bytes | None, keep: int = 4000) -> str:
+    return f"--- stdout (last {keep} characters) ---\n{_tail(stdout, keep)}\n--- stderr ---\n{_tail(stderr, keep)}"
+
+
+def torchrun(n_procs: int, hparams: str, *extra: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    """train.py on n_procs CPU ranks under torchrun; fails the test unless it exits 0."""
+    return run_command(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_procs}",
+                       REPO / "train.py", "--hparams", hparams, *extra, timeout=timeout)
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module (the scripts folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tiny_config(**overrides) -> Tacotron2Config:
+    """A Tacotron2 of a few thousand parameters on N_SYMBOLS symbols and N_MELS mel channels."""
+    dims = dict(n_symbols=N_SYMBOLS, symbols_embedding_dim=8, encoder_embedding_dim=8,
+                encoder_kernel_size=3, n_mel_channels=N_MELS, attention_rnn_dim=16,
+                decoder_rnn_dim=16, prenet_dim=8, attention_dim=8, attention_location_n_filters=4,
+                attention_location_kernel_size=5, postnet_embedding_dim=8, postnet_kernel_size=3)
+    return Tacotron2Config(**{**dims, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides) -> Tacotron2:
+    torch.manual_seed(seed)
+    return Tacotron2(tiny_config(**overrides))
+
+
+def make_batch(text_lengths, mel_lengths, r=1, seed=0):
+    """A zero-padded, unsorted batch for tiny_config like data/collate.py builds (T a multiple of r).
+
+    The mels are smooth, learnable sinusoids (plus a little noise), not white noise.
+    """
+    g = torch.Generator().manual_seed(seed)
+    b = len(text_lengths)
+    t_text = max(text_lengths)
+    t = -(-max(mel_lengths) // r) * r
+    text = torch.randint(1, N_SYMBOLS, (b, t_text), generator=g)
+    phase = torch.rand(b, N_MELS, 1, generator=g) * 6.0
+    mel = torch.sin(0.4 * torch.arange(t) + phase) + 0.1 * torch.randn(b, N_MELS, t, generator=g)
+    tl, ml = torch.tensor(text_lengths), torch.tensor(mel_lengths)
+    text[torch.arange(t_text) >= tl[:, None]] = 0
+    mel = mel * (torch.arange(t) < ml[:, None]).unsqueeze(1)
+    gate = (torch.arange(t) >= ml[:, None] - 1).float()
+    return text, tl, mel, ml, gate
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach(), b.detach()
+    return float((a - b).abs().max() / b.abs().max().clamp(min=1.0))
+
+
+def float64_pass(cfg, state: dict, inputs, shape=None, seed: int = 7, graphs=None, model=None):
+    """Train-mode float64 forward (dropout seeded) and the backward of a random projection of
+    every output; the outputs and every parameter's gradient. `model`: one already holding
+    `state` (the one `graphs` were built on), else a new one."""
+    if model is None:
+        model = Tacotron2(cfg).double().train()
+        model.load_state_dict(state)
+    model.zero_grad(set_to_none=True)
+    text, tl, mel, ml = inputs
+    torch.manual_seed(seed)
+    out = model(text, tl, mel.double(), ml, shape=shape, graphs=graphs)
+    g = torch.Generator().manual_seed(3)
+    loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in out)
+    loss.backward()
+    return out, {name: p.grad for name, p in model.named_parameters()}
+
+
+def step_parts_and_batches(r: int = 2):
+    """The training step's parts for SMALL_MODEL on the CPU, and three random batches of three."""
+    from data.collate import TextMelCollate
+    from training.config import resolve_config
+    from training.hparams import load_hparams
+    from training.step import build_step_parts
+
+    hp = load_hparams(f"dataset=demo,{SMALL_MODEL}")
+    parts = build_step_parts(resolve_config(hp), torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    collate = TextMelCollate(hp["n_frames_per_step"])
+    batches = [collate([(torch.randint(1, 30, (n,), generator=g), torch.randn(80, m, generator=g))
+                        for n, m in ((9, 30), (14, 41), (6, 22))]) for _ in range(3)]
+    return parts, batches
+
+
+def check_demo_learns(tmp_path: Path, extra: str = "") -> None:
+    """The README's demo, shrunk (160 utterances, 10 epochs, a narrower model): validation loss falls
+    well under 60% of its first value and the teacher-forced alignment becomes diagonal."""
+    import train
+    from training.rundir import read_metrics
+
+    hp = (f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
+          f"output_dir={tmp_path / 'run'},progress=false,epochs=10,batch_size=8,validate_every=1,"
+          "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
+          "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64" + extra)
+    assert train.main(["--hparams", hp]) == 0
+    records = read_metrics(tmp_path / "run")
+    first, last3 = records[0], records[-3:]
+    # Early validation losses are noisy (BatchNorm running statistics lag a fast-moving model), so
+    # the end of training is judged by its best of the last three validations.
+    assert min(r["val_loss_valid"] for r in last3) < 0.6 * first["val_loss_valid"]
+    assert first["val_diagonality"] < 0.6 < 0.9 < max(r["val_diagonality"] for r in last3)
+
+
+#: Lengths lists that break naive planners (hypothesis strategy).
+AWKWARD = st.one_of(
+    st.lists(st.integers(1, 1000), min_size=1, max_size=150),  # anything, down to one sample
+    st.builds(lambda n, x: [x] * n, st.integers(1, 60), st.integers(1, 900)),  # all equal
+    st.builds(lambda n, k: [5] * n + [10_000] * k, st.integers(0, 100), st.integers(1, 3)),  # long tail
+)
