@@ -9,19 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.kit import REPO, DemoCorpus, build_demo_corpus
+from tests.kit import REPO, demo_corpus  # noqa: F401  (the session fixture, defined in the kit)
 from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
 SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
-
-
-@pytest.fixture(scope="session")
-def demo_corpus(tmp_path_factory) -> DemoCorpus:
-    """The tiny runs' 40-clip demo corpus with its mels and data check, built once per test session
-    (under pytest-xdist once per worker: it costs half a second, less than workers waiting on a lock)
-    under pytest's tmp base. Tests only read it (kit.tiny(tmp_path, extra, demo_corpus)): runs add at
-    most cache entries of their own settings to its mel cache; none writes into the corpus itself."""
-    return build_demo_corpus(tmp_path_factory.mktemp("demo_corpus"))
 
 
 @pytest.fixture

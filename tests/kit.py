@@ -57,6 +57,16 @@ def build_demo_corpus(folder: Path) -> DemoCorpus:
     return corpus
 
 
+@pytest.fixture(scope="session")
+def demo_corpus(tmp_path_factory) -> DemoCorpus:
+    """The tiny runs' 40-clip demo corpus with its mels and data check, built once per test session
+    under pytest's tmp base (under pytest-xdist once per worker: half a second, less than workers
+    waiting on a lock). Tests only read it (kit.tiny(tmp_path, extra, demo_corpus)): runs add at most
+    cache entries of their own settings to its mel cache. Defined here rather than in conftest.py so
+    that tests/test_cuda.py has it when scripts/gpu_check.py runs that file alone with --noconftest."""
+    return build_demo_corpus(tmp_path_factory.mktemp("demo_corpus"))
+
+
 def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> str:
     """hparams for a seconds-long run on a small demo corpus, its output under tmp_path; the
     paper's constant learning rate (the demo preset's warm-up would outlast such a run).

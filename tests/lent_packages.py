@@ -10,18 +10,20 @@ from packaging.requirements import Requirement
 
 
 def dependency_closure(names: list[str]) -> list[importlib.metadata.Distribution]:
-    """These installed distributions and everything they require (no extras), as installed here."""
-    seen, todo, found = set(), [n.lower() for n in names], []
+    """These installed distributions and everything they require, as installed here, following the
+    extras a requirement names (a CUDA torch needs cuda-toolkit[cublas,cudart,...])."""
+    seen, todo, found = set(), [(n.lower(), "") for n in names], {}
     while todo:
-        name = todo.pop().replace("_", "-")
-        if name in seen:
+        name, extra = todo.pop()
+        name = name.replace("_", "-")
+        if (name, extra) in seen:
             continue
-        seen.add(name)
-        found.append(importlib.metadata.distribution(name))
-        for req in map(Requirement, found[-1].requires or []):
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name.lower())
-    return found
+        seen.add((name, extra))
+        dist = found.setdefault(name, importlib.metadata.distribution(name))
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or req.marker.evaluate({"extra": extra}):
+                todo += [(req.name.lower(), wanted) for wanted in ("", *req.extras)]
+    return list(found.values())
 
 
 def link_distributions(dists: list[importlib.metadata.Distribution], folder: Path) -> None:
@@ -31,7 +33,8 @@ def link_distributions(dists: list[importlib.metadata.Distribution], folder: Pat
     for dist in dists:
         assert dist.files, f"{dist.metadata['Name']} has no RECORD: its files are unknown"
         for top in {Path(f).parts[0] for f in dist.files if not str(f).startswith("..")} - {"__pycache__"}:
-            (folder / top).symlink_to(Path(dist.locate_file(top)))
+            if not (folder / top).is_symlink():  # a namespace folder (CUDA torch's nvidia/) is shared by several
+                (folder / top).symlink_to(Path(dist.locate_file(top)))
 
 
 def lend(python: Path, dists: list[importlib.metadata.Distribution], folder: Path) -> None:

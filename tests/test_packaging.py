@@ -179,7 +179,8 @@ def test_wheel_installs_beside_the_torch_already_there(wheel, tmp_path):
     report = json.loads(run(*pip, "--dry-run", "--quiet", "--report", "-", cwd=tmp_path))
     assert [item["metadata"]["name"] for item in report["install"]] == ["tacotron2-batching"]
     run(*pip, cwd=tmp_path)
-    probe = "import json, torch, batching.sampler; print(json.dumps([torch.__version__, torch.__file__, batching.__file__]))"
+    probe = ("import importlib.metadata as m, json, torch, batching.sampler; "
+             "print(json.dumps([m.version('torch'), torch.__file__, batching.__file__]))")
     version, torch_file, batching_file = json.loads(run(python, "-c", probe, cwd=tmp_path))
     assert version == importlib.metadata.version("torch") and Path(torch_file).is_relative_to(tmp_path / "outer")
     assert Path(batching_file).is_relative_to(env)

@@ -1,10 +1,12 @@
 """scripts/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
 that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
 skipped and why, nothing fails, and the report names every check."""
+import inspect
 import json
 import sys
 
 import pytest
+from _pytest.fixtures import FixtureFunctionDefinition
 
 from tests.kit import REPO, run_command
 
@@ -35,3 +37,20 @@ def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
     assert gpu_check.main(["--parts", "env,nope", "--out", str(tmp_path)]) == 2
     if not gpu_check.cuda_available():
         assert gpu_check.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
+
+
+def test_the_cuda_tests_ask_for_no_fixture_of_conftest():
+    """gpu_check runs tests/test_cuda.py alone with --noconftest (the suite's guards are not its
+    business): every fixture its tests ask for is pytest's own or defined in (imported into) it.
+    On a machine without CUDA its tests skip before any fixture is looked up, so only this shows it."""
+    import tests.test_cuda as cuda_tests
+
+    own = {name for name, value in vars(cuda_tests).items() if isinstance(value, FixtureFunctionDefinition)}
+    pytests_own = {"tmp_path", "tmp_path_factory", "monkeypatch", "request", "capsys"}
+    asked = set()
+    for name, test in vars(cuda_tests).items():
+        if name.startswith("test_"):
+            parametrized = {arg.strip() for mark in getattr(test, "pytestmark", []) if mark.name == "parametrize"
+                            for arg in mark.args[0].split(",")}
+            asked |= set(inspect.signature(test).parameters) - parametrized
+    assert "demo_corpus" in asked and asked - pytests_own <= own, asked - pytests_own - own

@@ -5,6 +5,7 @@ this machine's torch, torch stays as it was, and the recipe then runs there (eSp
 has torch, numpy, scipy etc. but not librosa, soundfile, unidecode, inflect, espeakng-loader, so
 only their wheels travel and install. Building a wheelhouse needs PyPI (pip's cache serves repeats).
 """
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -13,10 +14,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.kit import REPO, load_script, run_command
 from tests.lent_packages import dependency_closure, lend
+
+#: torch's version as pip sees it (its metadata; a CUDA build's torch.__version__ adds +cuXXX)
+TORCH = importlib.metadata.version("torch")
 
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONDONTWRITEBYTECODE": "1",
        "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
@@ -93,7 +96,7 @@ def test_wheelhouse_installs_offline_beside_torch_and_the_recipe_runs(tmp_path):
     assert not [w for w in wheels.glob("*.whl") if wheelhouse.wheel_name(w) == "torch"]
     python = fresh_venv(tmp_path, ["torch"])
     out = make("install-offline", python, WHEELHOUSE=wheels).stdout
-    assert f"torch {torch.__version__} unchanged" in out and "differs from the pins" not in out, out
+    assert f"torch {TORCH} unchanged" in out and "differs from the pins" not in out, out
     own = own_packages(python)
     assert {name: own.get(name) for name in pins()} == pins()  # in the venv itself, at the pinned versions
     assert "torch" not in own
@@ -112,7 +115,7 @@ def test_only_the_missing_wheels_travel_to_a_machine_that_has_the_rest(tmp_path)
     assert set(MISSING_ON_GPU) <= carried and not carried & wheelhouse.freeze_names(has)
     out = make("install-offline", python, WHEELHOUSE=wheels, ONLY_MISSING=1).stdout
     assert f"installed {len(carried)} missing of {len(carried)} wheels" in out, out
-    assert f"torch {torch.__version__} unchanged" in out
+    assert f"torch {TORCH} unchanged" in out
     assert set(own_packages(python)) == carried
     assert_recipe_runs(python, tmp_path)
 
@@ -123,8 +126,8 @@ def test_install_refuses_to_change_torch(tmp_path):
     (tmp_path / "wants-torch.txt").write_text("torch==2.0.0\n")
     done = make("install-offline", python, expect=2, WHEELHOUSE=tmp_path / "wheels",
                 REQUIREMENTS=tmp_path / "wants-torch.txt")
-    assert "(constraint) torch==" + torch.__version__ in done.stdout + done.stderr
-    assert f"error: pip could not install from {tmp_path / 'wheels'} (above); torch {torch.__version__} unchanged" \
+    assert "(constraint) torch==" + TORCH in done.stdout + done.stderr
+    assert f"error: pip could not install from {tmp_path / 'wheels'} (above); torch {TORCH} unchanged" \
         in done.stderr
     assert "torch" not in own_packages(python)
 
