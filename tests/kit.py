@@ -16,6 +16,7 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
+from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,6 +132,27 @@ def tiny_config(**overrides) -> Tacotron2Config:
 def tiny_model(seed: int = 0, **overrides) -> Tacotron2:
     torch.manual_seed(seed)
     return Tacotron2(tiny_config(**overrides))
+
+
+def noise_mel(n_mel: int, g: torch.Generator) -> torch.Tensor:
+    return torch.randn(N_MELS, n_mel, generator=g)
+
+
+def sinusoid_mel(n_mel: int, g: torch.Generator) -> torch.Tensor:
+    return torch.sin(0.3 * torch.arange(n_mel) + torch.rand(N_MELS, 1, generator=g) * 6)
+
+
+def packed_batch(layout, r: int, seed: int, extra_frames: int, mel=noise_mel):
+    """(items, PackedBatch) of `layout`'s (row, text length, mel length) utterances for tiny_config,
+    laid out back to back in their rows (each starting on a multiple of r), the block's end padded
+    by extra_frames x r; `mel(n_mel, generator)` makes each utterance's spectrogram."""
+    g = torch.Generator().manual_seed(seed)
+    items, ends = [], {}
+    for row, n_text, n_mel in layout:
+        start = ends.get(row, 0)
+        ends[row] = start + -(-n_mel // r) * r
+        items.append((row, start, torch.randint(1, N_SYMBOLS, (n_text,), generator=g), mel(n_mel, g)))
+    return items, PackedCollate(r, max(ends.values()) + extra_frames * r)(items)
 
 
 def make_batch(text_lengths, mel_lengths, r=1, seed=0):

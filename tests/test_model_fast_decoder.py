@@ -7,12 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Config
 from model.config import ModelConfigError
 from model.decoder import Decoder
 from model.fast_decoder import FastDecoder
-from tests.kit import N_MELS, N_SYMBOLS, make_batch, relative_error, tiny_config
+from tests.kit import N_SYMBOLS, make_batch, packed_batch, relative_error, tiny_config
 
 # (row, text length, mel length) of a packed batch: odd lengths, an utterance of one frame
 BLOCKS = [(0, 4, 7), (0, 2, 1), (0, 3, 6), (1, 6, 11), (1, 5, 5), (2, 3, 9)]
@@ -22,14 +21,7 @@ LSTM_WEIGHTS = ["attention_rnn.weight_ih", "attention_rnn.weight_hh",
 
 def packed_inputs(r: int, seed: int = 2):
     """A PackedBatch of BLOCKS, utterances back to back from frame 0, two padding steps at the end."""
-    g = torch.Generator().manual_seed(seed)
-    items, ends = [], {}
-    for row, n_text, n_mel in BLOCKS:
-        start = ends.get(row, 0)
-        ends[row] = start + -(-n_mel // r) * r
-        items.append((row, start, torch.randint(1, N_SYMBOLS, (n_text,), generator=g),
-                      torch.randn(N_MELS, n_mel, generator=g)))
-    batch = PackedCollate(r, max(ends.values()) + 2 * r)(items)
+    batch = packed_batch(BLOCKS, r, seed, extra_frames=2)[1]
     return batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing
 
 

@@ -5,27 +5,18 @@ import pytest
 import torch
 
 import train
-from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Loss
 from model.tacotron2 import GATE_PAD_LOGIT
-from tests.kit import N_MELS, N_SYMBOLS, check_demo_learns, tiny, tiny_config, torchrun
+from tests.kit import N_MELS, check_demo_learns, packed_batch, sinusoid_mel, tiny, tiny_config, torchrun
 from training.rundir import read_metrics
 
 # (row, text length, mel length): rows of several utterances, lengths not multiples of 2
 UTTERANCES = [(0, 5, 9), (0, 3, 7), (0, 1, 1), (1, 6, 13), (1, 2, 4), (1, 4, 5), (2, 7, 20)]
 
 
-def packed_batch(r, seed=1, extra_frames=3):
-    """Items laid out back to back in their rows (each starting on a multiple of r), block end padded."""
-    g = torch.Generator().manual_seed(seed)
-    items, ends = [], {}
-    for row, n_text, n_mel in UTTERANCES:
-        start = ends.get(row, 0)
-        ends[row] = start + -(-n_mel // r) * r
-        items.append((row, start, torch.randint(1, N_SYMBOLS, (n_text,), generator=g),
-                      torch.sin(0.3 * torch.arange(n_mel) + torch.rand(N_MELS, 1, generator=g) * 6)))
-    block_length = max(ends.values()) + extra_frames * r
-    return items, PackedCollate(r, block_length)(items)
+def utterances_packed(r, seed=1, extra_frames=3):
+    """UTTERANCES laid out back to back in their rows (each starting on a multiple of r), block end padded."""
+    return packed_batch(UTTERANCES, r, seed, extra_frames, mel=sinusoid_mel)
 
 
 def alone(model, ids, spec, r):
@@ -39,7 +30,7 @@ def alone(model, ids, spec, r):
 def test_utterance_in_a_block_equals_the_utterance_alone(r):
     torch.manual_seed(0)
     model = Tacotron2(tiny_config(n_frames_per_step=r, prenet_dropout=0.0)).eval()
-    items, batch = packed_batch(r)
+    items, batch = utterances_packed(r)
     with torch.no_grad():
         out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing)
         assert out.mel.shape == batch.mel.shape and out.alignments.shape[1:] == (batch.mel.size(2) // r,
@@ -67,7 +58,7 @@ def test_packed_loss_equals_the_unpacked_loss_and_ignores_block_padding(r):
     torch.manual_seed(0)
     model = Tacotron2(tiny_config(n_frames_per_step=r, prenet_dropout=0.0)).eval()
     criterion = Tacotron2Loss(r, guided_attention=1.0)
-    items, packed = packed_batch(r)
+    items, packed = utterances_packed(r)
     plain = TextMelCollate(r)([(ids, spec) for _, _, ids, spec in items])
     with torch.no_grad():
         out = model(packed.text, packed.text_lengths, packed.mel, packed.mel_lengths, packed.packing)
@@ -96,7 +87,7 @@ def test_packed_gradients_equal_the_unpacked_gradients_in_float64(fast):
     from data.collate import TextMelCollate
 
     criterion = Tacotron2Loss(2, guided_attention=1.0)
-    items, packed = packed_batch(2)
+    items, packed = utterances_packed(2)
     plain = TextMelCollate(2)([(ids, spec) for _, _, ids, spec in items])
     grads = []
     for batch, packing in ((packed, packed.packing), (plain, None)):
@@ -114,7 +105,7 @@ def test_packed_gradients_equal_the_unpacked_gradients_in_float64(fast):
 def test_packed_training_step_has_finite_gradients():
     torch.manual_seed(0)
     model = Tacotron2(tiny_config(n_frames_per_step=2))
-    _, batch = packed_batch(2)
+    _, batch = utterances_packed(2)
     out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing)
     terms = Tacotron2Loss(2, guided_attention=2.0)(out, batch.mel, batch.gate, batch.mel_lengths,
                                                    batch.text_lengths, batch.packing)
