@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 WHEELHOUSE ?= wheelhouse
 DEMO_HPARAMS ?=
 
-.PHONY: demo test test-quick bench-planner gpu-check docker-check clean wheelhouse install-offline
+.PHONY: demo test test-quick bench-planner gpu-check gpu-carry docker-check clean wheelhouse install-offline
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,18 @@ bench-planner: $(VENV)/.installed
 GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
 	$(GPU_PY) scripts/gpu_check.py $(ARGS)
+
+# What a lent GPU machine lacks, gathered here into $(GPU_CARRY)/ (ignored) to travel with the checkout
+# (README, "On a GPU"): the cp312 wheels of the packages its image does not have
+# (scripts/gpu_image_packages.txt) and the LJSpeech lengths and clips of ../shared.
+GPU_CARRY ?= .gpu
+SHARED_DIR ?= ../shared
+gpu-carry:
+	rm -rf $(GPU_CARRY) && mkdir -p $(GPU_CARRY)/shared/data/ljspeech
+	$(PYTHON) scripts/wheelhouse.py download --dest $(GPU_CARRY)/wheels --python-version 3.12 \
+		--target-has scripts/gpu_image_packages.txt
+	cp -r $(SHARED_DIR)/data/ljspeech/lengths.tsv $(SHARED_DIR)/data/ljspeech/mini $(GPU_CARRY)/shared/data/ljspeech/
+	du -sh $(GPU_CARRY)/wheels $(GPU_CARRY)/shared
 
 wheelhouse:
 	$(PYTHON) scripts/wheelhouse.py download --dest $(WHEELHOUSE) $(if $(REQUIREMENTS),--requirements $(REQUIREMENTS)) \

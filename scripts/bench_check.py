@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from data.audio import MelConfig, n_frames  # noqa: E402
 from data.check import CheckLimits, check_filelists  # noqa: E402
 from data.filelist import Utterance, split_train_val, write_filelist  # noqa: E402
+from data.shared import LJSPEECH_LENGTHS  # noqa: E402
 
-LJSPEECH = Path(__file__).resolve().parents[2] / "shared" / "data" / "ljspeech" / "lengths.tsv"
+LJSPEECH = LJSPEECH_LENGTHS
 
 
 def draw_clips(lengths: Path, n: int, rng: random.Random) -> list[tuple[int, str]]:

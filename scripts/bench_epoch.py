@@ -42,6 +42,7 @@ from batching.errors import UserError  # noqa: E402
 from batching.analysis import calibrate  # noqa: E402
 from data.collate import TextMelCollate  # noqa: E402
 from data.filelist import read_filelist  # noqa: E402
+from data.shared import LJSPEECH_LENGTHS  # noqa: E402
 from data.text import N_SYMBOLS, text_to_sequence  # noqa: E402
 from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
@@ -50,7 +51,7 @@ from model.graphs import LoopGraphs, build_loop_graphs  # noqa: E402
 from model.shapes import ShapeTable, shape_table  # noqa: E402
 from training.step import build_step_parts, loop_shape, train_step  # noqa: E402
 
-DEFAULT_LENGTHS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
+DEFAULT_LENGTHS = LJSPEECH_LENGTHS
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
 
 

@@ -1,7 +1,6 @@
 """Shared fixtures: the demo corpus of the tiny runs, where the read-only reference data lives, skips
 when it is absent, and guards that fail the run if a test writes into it or into the checkout
 (runs/, corpora/, .cache/, files). Helpers that are not fixtures live in tests/kit.py."""
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -9,16 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from data.shared import LJSPEECH_LENGTHS, LJSPEECH_MINI, SHARED_DIR
 from tests.kit import REPO, demo_corpus  # noqa: F401  (the session fixture, defined in the kit)
 from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
-SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
+SHARED = SHARED_DIR
 
 
 @pytest.fixture
 def ljspeech_lengths_tsv() -> Path:
     """The 13,100 LJSpeech-1.1 lengths (id, samples, frames, text) from ../shared."""
-    path = SHARED / "data" / "ljspeech" / "lengths.tsv"
+    path = LJSPEECH_LENGTHS
     if not path.is_file():
         pytest.skip(f"{path} is absent: it ships in ../shared beside the repo (CI has it); set SHARED_DIR to point elsewhere")
     return path
@@ -41,7 +41,7 @@ def ljspeech_mini(tmp_path_factory) -> Path:
     clip in ../shared is damaged (unreadable), the tests run on a copy without it and a warning
     names it, so one broken reference file neither fails nor silently shrinks the suite.
     """
-    path = SHARED / "data" / "ljspeech" / "mini"
+    path = LJSPEECH_MINI
     if not (path / "metadata.csv").is_file():
         pytest.skip(f"{path} is absent: it ships in ../shared beside the repo (CI has it); set SHARED_DIR to point elsewhere")
     damaged = sorted(p.name for p in (path / "wavs").glob("*.wav") if not _readable_wav(p))

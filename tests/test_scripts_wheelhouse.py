@@ -187,3 +187,24 @@ def test_a_failed_download_leaves_no_wheelhouse(tmp_path, capsys):
                             "--dest", str(tmp_path / "wh")]) == 1
     assert "error: " in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.txt"]
+
+
+def test_the_gpu_image_list_leaves_out_just_what_the_gpu_machine_lacks():
+    """scripts/gpu_image_packages.txt (what `make gpu-carry` leaves out) reads as a --target-has
+    listing; of requirements-docker.txt's pins it has all but the ones the machine lacks."""
+    image = wheelhouse.freeze_names(REPO / "scripts" / "gpu_image_packages.txt")
+    pinned = {wheelhouse.canonical(name) for name in pins()}
+    assert {"torch", "numpy", "numba", "scipy", "pytest", "hypothesis"} <= image
+    assert pinned - image == set(MISSING_ON_GPU)
+
+
+def test_shared_dir_names_the_copy_a_gpu_machine_reads(tmp_path):
+    """data/shared.py: ../shared beside the checkout by default, SHARED_DIR's folder when it is set
+    (a copy carried to a machine that gets only the checkout); the scripts and corpora read it there."""
+    probe = ("from data.shared import LJSPEECH_LENGTHS as a; from data.corpora.table import SHARED_TRANSCRIPTS as b; "
+             "import sys; sys.path.insert(0, 'scripts'); import gpu_check; print(a, b, gpu_check.LENGTHS)")
+    default = run(sys.executable, "-c", probe).stdout.split()
+    beside = Path(os.environ.get("SHARED_DIR") or REPO.parent / "shared")  # CI may set it already
+    assert set(default) == {str(beside / "data" / "ljspeech" / "lengths.tsv")}
+    moved = run(sys.executable, "-c", probe, SHARED_DIR=tmp_path).stdout.split()
+    assert set(moved) == {str(tmp_path / "data" / "ljspeech" / "lengths.tsv")}

@@ -16,10 +16,11 @@ from data.audio import MelConfig
 from data.corpora.demo import make_demo_corpus
 from data.corpora.espeak import make_espeak_corpus
 from data.filelist import FilelistError
+from data.shared import LJSPEECH_LENGTHS
 
 REPO = Path(__file__).resolve().parents[2]
 LJSPEECH_FILELISTS = (REPO / "filelists" / "ljspeech_train.txt", REPO / "filelists" / "ljspeech_val.txt")
-SHARED_TRANSCRIPTS = REPO.parent / "shared" / "data" / "ljspeech" / "lengths.tsv"
+SHARED_TRANSCRIPTS = LJSPEECH_LENGTHS
 
 
 class CorpusError(UserError):
