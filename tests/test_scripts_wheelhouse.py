@@ -200,9 +200,14 @@ def test_the_gpu_image_list_leaves_out_just_what_the_gpu_machine_lacks():
 
 def test_shared_dir_names_the_copy_a_gpu_machine_reads(tmp_path):
     """data/shared.py: ../shared beside the checkout by default, SHARED_DIR's folder when it is set
-    (a copy carried to a machine that gets only the checkout); the scripts and corpora read it there."""
-    probe = ("from data.shared import LJSPEECH_LENGTHS as a; from data.corpora.table import SHARED_TRANSCRIPTS as b; "
-             "import sys; sys.path.insert(0, 'scripts'); import gpu_check; print(a, b, gpu_check.LENGTHS)")
+    (a copy carried to a machine that gets only the checkout); gpu_check and the eSpeak corpus read
+    it from there (the probe imports only what is torch-free)."""
+    from data.corpora.table import SHARED_TRANSCRIPTS
+    from data.shared import LJSPEECH_LENGTHS
+
+    assert SHARED_TRANSCRIPTS is LJSPEECH_LENGTHS
+    probe = ("import sys; sys.path.insert(0, 'scripts'); import gpu_check; "
+             "from data.shared import LJSPEECH_LENGTHS; print(LJSPEECH_LENGTHS, gpu_check.LENGTHS)")
     default = run(sys.executable, "-c", probe).stdout.split()
     beside = Path(os.environ.get("SHARED_DIR") or REPO.parent / "shared")  # CI may set it already
     assert set(default) == {str(beside / "data" / "ljspeech" / "lengths.tsv")}
