@@ -100,6 +100,7 @@ def test_a_whole_ljspeech_ssb_dbs_br_run_needs_one_shape_per_frame_bucket(ljspee
     assert row_steps < 1.25
 
 
+@pytest.mark.slow  # two training runs: about 10 s
 def test_a_bucketed_run_trains_like_a_plain_one(tmp_path, demo_corpus):
     """The same tiny run with and without graph_bucket: per-epoch losses agree to float32 rounding."""
     import train

@@ -310,6 +310,7 @@ def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them
     assert bad.returncode == 2 and "unknown corpus 'speech'" in bad.stderr
 
 
+@pytest.mark.slow  # scripts/table1.sh end to end: 12-14 s
 def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
     out = run("scripts/table1.sh", ljspeech_lengths_tsv, tmp_path)
     rows = [line for line in (tmp_path / "table1.md").read_text().splitlines() if line.startswith("| ")][1:]
