@@ -30,8 +30,8 @@ from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_
 from batching.analysis import BISECTED, LRF_CEILING, SWEPT, bisect_parameter  # noqa: E402
 from batching.plan import batch_stats  # noqa: E402
 from batching.planner import strategy_of  # noqa: E402
+from data.shared import LJSPEECH_LENGTHS  # noqa: E402
 
-LJSPEECH = Path(__file__).resolve().parents[2] / "shared" / "data" / "ljspeech" / "lengths.tsv"
 B0 = 16
 FRAME_SECONDS = 0.01
 COLUMNS = ["batcher", "batches", "ZPR %", "padding %", "padded frames", "decoder steps", "over budget",
@@ -150,7 +150,7 @@ def table(rows: dict[str, dict | None], n_samples: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=Path, default=LJSPEECH, help="LJSpeech lengths.tsv (or any lengths file)")
+    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS, help="LJSpeech lengths.tsv (or any lengths file)")
     parser.add_argument("--split", type=float, default=0.8, help="train fraction of the seeded split (default 0.8)")
     parser.add_argument("-n", type=int, default=1_000_000, help="lognormal lengths (default 1,000,000; 0: none)")
     parser.add_argument("--num-buckets", default="5,10,30", help="Lhotse num_buckets values (default 5,10,30)")

@@ -33,7 +33,6 @@ from data.check import CheckLimits, check_filelists  # noqa: E402
 from data.filelist import Utterance, split_train_val, write_filelist  # noqa: E402
 from data.shared import LJSPEECH_LENGTHS  # noqa: E402
 
-LJSPEECH = LJSPEECH_LENGTHS
 
 
 def draw_clips(lengths: Path, n: int, rng: random.Random) -> list[tuple[int, str]]:
@@ -89,7 +88,7 @@ def timed_check(train: Path, val: Path, cfg: MelConfig, limits: CheckLimits, cac
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=13_100, help="clips in the corpus")
-    parser.add_argument("--lengths", type=Path, default=LJSPEECH, help="LJSpeech lengths.tsv to draw from")
+    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS, help="LJSpeech lengths.tsv to draw from")
     parser.add_argument("--numbers", action="store_true", help="add five numbers to every text (slow cleaner)")
     args = parser.parse_args()
     cfg, rng = MelConfig(), random.Random(0)

@@ -48,10 +48,9 @@ from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
 from model.graphs import LoopGraphs, build_loop_graphs  # noqa: E402
-from model.shapes import ShapeTable, shape_table  # noqa: E402
+from model.shapes import ShapeTable, round_up, shape_table  # noqa: E402
 from training.step import build_step_parts, loop_shape, train_step  # noqa: E402
 
-DEFAULT_LENGTHS = LJSPEECH_LENGTHS
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
 
 
@@ -157,7 +156,7 @@ def capture_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text
     r = bench.cfg.train.n_frames_per_step
     for p in plans.values():
         table = p["table"]
-        shapes = {table.shape_of(len(b), -(-int(frames[b].max()) // r) * r, int(text_lengths[b].max()))
+        shapes = {table.shape_of(len(b), round_up(int(frames[b].max()), r), int(text_lengths[b].max()))
                   for b in (p["batches"][i] for i in p["timed"])}
         p["graphs"] = build_loop_graphs(bench.parts.core.decoder, sorted(shapes), bench.device, bench.parts.amp_dtype)
     bench.sync()
@@ -277,7 +276,7 @@ def markdown(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS,
+    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS,
                         help="TSV with frames and text columns, or a filelist (default: LJSpeech's lengths.tsv)")
     parser.add_argument("--split", type=float, default=0.8, help="the paper's seeded training split (default 0.8)")
     parser.add_argument("--subset", type=int, help="time a random subset of N utterances (default: 1024 on CPU, all on GPU)")

@@ -15,8 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from batching import BatchingConfig, plan_epoch, plan_global, read_lengths, train_split  # noqa: E402
-
-LJSPEECH = Path(__file__).resolve().parents[2] / "shared" / "data" / "ljspeech" / "lengths.tsv"
+from data.shared import LJSPEECH_LENGTHS  # noqa: E402
 
 
 def best_of(repeats: int, fn, *args) -> float:
@@ -31,7 +30,7 @@ def best_of(repeats: int, fn, *args) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--lengths", type=Path, default=LJSPEECH, help="LJSpeech lengths.tsv to draw from")
+    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS, help="LJSpeech lengths.tsv to draw from")
     parser.add_argument("-n", type=int, default=10_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

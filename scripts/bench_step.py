@@ -44,7 +44,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 from batching import BatchingConfig, plan_epoch, train_split  # noqa: E402
 from batching.errors import UserError  # noqa: E402
-from bench_epoch import DEFAULT_LENGTHS, Bench, device_name, pick_timed, read_shapes  # noqa: E402
+from data.shared import LJSPEECH_LENGTHS  # noqa: E402
+from bench_epoch import Bench, device_name, pick_timed, read_shapes  # noqa: E402
 from reproduction.paper import EXPERIMENTS  # noqa: E402
 from training.config import RunConfig, resolve_config  # noqa: E402
 from training.hparams import load_hparams  # noqa: E402
@@ -158,7 +159,7 @@ def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.devi
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=Path, default=DEFAULT_LENGTHS, help="TSV with frames and text columns")
+    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS, help="TSV with frames and text columns")
     parser.add_argument("--strategy", default="SSB-DBS-BR", choices=list(EXPERIMENTS), help="whose plan to draw from")
     parser.add_argument("--batches", type=int, default=4, help="batches timed per variant (default 4)")
     parser.add_argument("--preset", choices=("small", "full"), default="full", help="model preset (default full)")

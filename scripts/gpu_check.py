@@ -40,7 +40,6 @@ sys.path.insert(0, str(REPO))  # the env part measures with the recipe's own hel
 sys.path.insert(0, str(REPO / "scripts"))
 from data.shared import LJSPEECH_LENGTHS  # noqa: E402  (torch-free)
 PARTS = ("env", "tests", "train", "bench", "graphed")
-LENGTHS = LJSPEECH_LENGTHS
 TINY_MODEL = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
               "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
               "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
@@ -262,8 +261,8 @@ def ddp_two_check(setup: Setup) -> Check:
 
 
 def bench_part(setup: Setup) -> list[Check]:
-    if not LENGTHS.is_file():
-        return [Check("bench", "bench", None, 0.0, f"{LENGTHS} is absent (it ships in ../shared; SHARED_DIR names another folder)")]
+    if not LJSPEECH_LENGTHS.is_file():
+        return [Check("bench", "bench", None, 0.0, f"{LJSPEECH_LENGTHS} is absent (it ships in ../shared; SHARED_DIR names another folder)")]
     size = (["--preset", "small", "--batches", "1", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny
             else ["--preset", "full", "--batches", "8"])
     code, output, seconds = run_logged(setup, "bench-step", [sys.executable, "scripts/bench_step.py", "--device",

@@ -200,16 +200,11 @@ def test_the_gpu_image_list_leaves_out_just_what_the_gpu_machine_lacks():
 
 def test_shared_dir_names_the_copy_a_gpu_machine_reads(tmp_path):
     """data/shared.py: ../shared beside the checkout by default, SHARED_DIR's folder when it is set
-    (a copy carried to a machine that gets only the checkout); gpu_check and the eSpeak corpus read
-    it from there (the probe imports only what is torch-free)."""
-    from data.corpora.table import SHARED_TRANSCRIPTS
-    from data.shared import LJSPEECH_LENGTHS
-
-    assert SHARED_TRANSCRIPTS is LJSPEECH_LENGTHS
-    probe = ("import sys; sys.path.insert(0, 'scripts'); import gpu_check; "
-             "from data.shared import LJSPEECH_LENGTHS; print(LJSPEECH_LENGTHS, gpu_check.LENGTHS)")
-    default = run(sys.executable, "-c", probe).stdout.split()
+    (a copy carried to a machine that gets only the checkout); gpu_check, the benchmarks and the
+    eSpeak corpus take the path from there (the probe imports only what is torch-free)."""
+    probe = ("import sys; sys.path.insert(0, 'scripts'); import gpu_check; print(gpu_check.LJSPEECH_LENGTHS)")
+    default = run(sys.executable, "-c", probe).stdout.strip()
     beside = Path(os.environ.get("SHARED_DIR") or REPO.parent / "shared")  # CI may set it already
-    assert set(default) == {str(beside / "data" / "ljspeech" / "lengths.tsv")}
-    moved = run(sys.executable, "-c", probe, SHARED_DIR=tmp_path).stdout.split()
-    assert set(moved) == {str(tmp_path / "data" / "ljspeech" / "lengths.tsv")}
+    assert default == str(beside / "data" / "ljspeech" / "lengths.tsv")
+    moved = run(sys.executable, "-c", probe, SHARED_DIR=tmp_path).stdout.strip()
+    assert moved == str(tmp_path / "data" / "ljspeech" / "lengths.tsv")

@@ -20,7 +20,6 @@ from data.shared import LJSPEECH_LENGTHS
 
 REPO = Path(__file__).resolve().parents[2]
 LJSPEECH_FILELISTS = (REPO / "filelists" / "ljspeech_train.txt", REPO / "filelists" / "ljspeech_val.txt")
-SHARED_TRANSCRIPTS = LJSPEECH_LENGTHS
 
 
 class CorpusError(UserError):
@@ -105,7 +104,7 @@ def espeak_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
     """English speech the project generates with eSpeak NG (espeak.py) from `transcripts`
     (default: the 13,100 LJSpeech transcripts in ../shared beside the checkout), once."""
     _at_native_mel(mel, "dataset=espeak is synthesised")
-    transcripts = Path(data.transcripts) if data.transcripts else SHARED_TRANSCRIPTS
+    transcripts = Path(data.transcripts) if data.transcripts else LJSPEECH_LENGTHS
     if not transcripts.is_file():
         raise CorpusError(f"hparam 'transcripts': file {transcripts} not found: set transcripts=FILE (LJSpeech's "
                           "metadata.csv format, or one sentence per line)")
