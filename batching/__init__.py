@@ -1,11 +1,12 @@
 """Batching strategies for variable-length training (Ge et al., "Speed up training with variable
 length inputs by efficient batching strategies"): a torch-free planner, metrics and CLI.
 
-Layers, bottom up (no module imports one above it, so there is no import circle):
-plan.py (GlobalPlan, the plan type, and its statistics) and sharding.py / grouping.py; the
-strategies (ordering.py + ordered.py, stream.py, bload.py); planner.py (the strategy table,
-plan_global / plan_epoch); config.py (BatchingConfig, validated against the table); then
-metrics.py, analysis.py, cli.py. How to add a strategy: see planner.py's docstring.
+Layers, bottom up (no module imports one above it, so there is no import circle, not even
+for type annotations): strategies.py (the strategy table's rows); config.py (BatchingConfig,
+validated against the rows); plan.py (GlobalPlan, the plan type, and its statistics) and
+sharding.py / grouping.py; the strategies (ordering.py + ordered.py, stream.py, bload.py);
+planner.py (each row's planning function, plan_global / plan_epoch); then metrics.py,
+analysis.py, cli.py. How to add a strategy: see planner.py's docstring.
 
 The PyTorch batch samplers live in batching.sampler (imported on demand, so this package
 needs only numpy and numba).
@@ -17,8 +18,9 @@ from .lengths import LengthsFileError, read_lengths
 from .metrics import pair_repeat, randomness
 from .options import OptionError, parse_overrides
 from .plan import GlobalPlan, batch_stats, plan_digest
-from .planner import STRATEGIES, STRATEGY_TABLE, Strategy, plan_epoch, plan_global, strategy_of
+from .planner import plan_epoch, plan_global, strategy_of
 from .split import train_split
+from .strategies import STRATEGIES, STRATEGY_TABLE, Strategy
 from .stream import StreamBucketer, deal_steps, plan_stream, skipped_samples
 
 __all__ = [

@@ -35,17 +35,14 @@ every other strategy; BlockPlan adds the block boundaries and each utterance's s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
+from .config import BatchingConfig
 from .errors import UserError
 from .plan import GlobalPlan, plan_digest
 from .sharding import halve_largest
-
-if TYPE_CHECKING:  # annotations only: config.py sits above the strategies
-    from .config import BatchingConfig
 
 
 @dataclass(frozen=True)

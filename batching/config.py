@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .options import OptionError, coerce, parse_overrides
-from .planner import STRATEGIES, STRATEGY_TABLE
+from .strategies import STRATEGIES, STRATEGY_TABLE
 
 
 @dataclass(frozen=True)

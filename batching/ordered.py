@@ -2,19 +2,17 @@
 order into batches of B0 or under a DBS token budget, deal the batches to ranks (Sections 2-5)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
+from .config import BatchingConfig
 from .errors import UserError
 from .grouping import dynamic_cuts, fixed_cuts
 from .plan import GlobalPlan
 from .sharding import arrange
 
-if TYPE_CHECKING:  # annotations only: config.py sits above the strategies
-    from .config import BatchingConfig
-
-Ordering = Callable[[np.ndarray, "BatchingConfig", np.random.Generator], np.ndarray]
+Ordering = Callable[[np.ndarray, BatchingConfig, np.random.Generator], np.ndarray]
 
 
 def capacity_of(lengths: np.ndarray, config: BatchingConfig) -> int | None:

@@ -8,12 +8,9 @@ sort itself on tens of millions of lengths).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:  # annotations only: config.py sits above the strategies
-    from .config import BatchingConfig
+from .config import BatchingConfig
 
 
 def order_random(lengths: np.ndarray, config: BatchingConfig, rng: np.random.Generator) -> np.ndarray:

@@ -1,21 +1,18 @@
 """The plan of one epoch, the type every strategy returns: which samples form each batch, which
 rank runs it, in what order, and the plan's own statistics (padding, straggler cost).
 
-This is the bottom of `batching/`: it imports nothing from the strategies, so every strategy
-module can build a GlobalPlan (or a subclass) without an import circle.
+It sits below the strategies and above the config: every strategy module can build a GlobalPlan
+(or a subclass) without an import circle.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .config import BatchingConfig
 from .sharding import arrange
-
-if TYPE_CHECKING:  # annotations only: config.py sits above the plan
-    from .config import BatchingConfig
 
 
 def _no_samples() -> np.ndarray:

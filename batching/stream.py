@@ -37,17 +37,15 @@ plan_stream runs the same algorithm compiled on the planner's arrays (identical 
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numba
 import numpy as np
 
+from .config import BatchingConfig
 from .errors import UserError
 from .plan import GlobalPlan, as_lengths
 from .sharding import _split_largest, arrange
-
-if TYPE_CHECKING:  # annotations only: config.py sits above the strategies
-    from .config import BatchingConfig
 
 
 class StreamBucketer:

@@ -41,11 +41,15 @@ def edit(path: Path, anchor: str, text: str) -> None:
 
 
 def register_toy(root: Path) -> None:
-    """What a developer writes for a new strategy: its module, its row, its option, its hparams key."""
+    """What a developer writes for a new strategy: its module, its row, its planner, its option, its
+    hparams key."""
     (root / "batching" / "toy.py").write_text(TOY)
-    edit(root / "batching" / "planner.py", "from .stream import plan_stream\n", "from .toy import plan_toy\n")
-    edit(root / "batching" / "planner.py", "STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (\n",
-         '    Strategy("toy", plan_toy, "toy length buckets (toy_width)", dbs=False, options=("toy_width",)),\n')
+    edit(root / "batching" / "strategies.py", "STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (\n",
+         '    Strategy("toy", "toy length buckets (toy_width)", dbs=False, options=("toy_width",)),\n')
+    edit(root / "batching" / "planner.py", "from .strategies import STRATEGY_TABLE, Strategy\n",
+         "from .toy import plan_toy\n")
+    edit(root / "batching" / "planner.py", "PLANNERS: dict[str, Callable[..., GlobalPlan]] = {\n",
+         '    "toy": plan_toy,\n')
     edit(root / "batching" / "config.py", "    n_frames_per_step: int = 1\n", "    toy_width: int | None = None\n")
     edit(root / "hparams.yaml", "drop_last: false\n", "toy_width: null  # toy: bucket width in frames; null = one bucket\n")
 
