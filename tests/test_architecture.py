@@ -1,5 +1,5 @@
 """The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
-at run time, no strategy name compared outside batching/ (the strategy table decides), and one way
+(not even one that only type annotations need), no strategy name compared outside batching/ (the strategy table decides), and one way
 to switch a config's strategy."""
 import ast
 from pathlib import Path
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from batching import STRATEGIES
+from batching.planner import PLANNERS
 from tests.kit import REPO
 
 PACKAGES = ("batching", "data", "model", "training", "scripts")
@@ -31,16 +32,11 @@ def test_no_nested_function_and_none_over_60_lines(path):
         assert length <= 60, f"{path.name}:{func.lineno} {func.name} is {length} lines"
 
 
-def runtime_imports(path: Path) -> set[str]:
-    """Project modules `path` imports when it runs: `if TYPE_CHECKING:` blocks are annotations only."""
-    tree = ast.parse(path.read_text())
-    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-                   and getattr(block.test, "id", None) == "TYPE_CHECKING" for node in ast.walk(block)}
-    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+def imports_of(source: str, package: str) -> set[str]:
+    """Every module a file's source imports, `package` being its own (for relative imports):
+    those under `if TYPE_CHECKING:` too, since a circle held together by annotations is still one."""
     names = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -54,7 +50,12 @@ def runtime_imports(path: Path) -> set[str]:
 def module_graph() -> dict[str, set[str]]:
     files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
              for p in project_files()}
-    return {name: {m for m in runtime_imports(path) if m in files and m != name} for name, path in files.items()}
+    return {name: {m for m in imports_of(path.read_text(), package_of(path)) if m in files and m != name}
+            for name, path in files.items()}
+
+
+def package_of(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -84,8 +85,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_circle():
     graph = module_graph()
-    assert "batching.config" in graph and "batching.planner" in graph["batching.config"]
+    assert "batching.strategies" in graph["batching.config"] and "batching.config" in graph["batching.planner"]
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_every_strategy_row_has_its_planner():
+    """The rows (strategies.py) sit below the config, their planners (planner.py) above it."""
+    assert set(PLANNERS) == set(STRATEGIES)
 
 
 def test_the_model_and_the_planner_know_nothing_of_each_other():
@@ -108,6 +114,11 @@ def test_training_asks_the_corpus_table_and_corpora_know_nothing_of_training():
             assert not builders, f"{name} imports {builders}: ask data.corpora's table instead"
         if name.startswith("data.corpora"):
             assert not [m for m in imports if m.startswith("training")], f"{name} imports {imports}"
+
+
+def test_an_import_for_annotations_only_counts():
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .config import BatchingConfig\n"
+    assert "batching.config" in imports_of(source, "batching")
 
 
 def test_find_cycle_finds_one():
