@@ -40,8 +40,9 @@ sliced-off outputs send back zero gradients, so outputs and gradients equal the 
 Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
 accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
+from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -51,8 +52,10 @@ from .decoder import Decoder, DecoderState, TeacherForcing
 from .packing import StepLayout
 from .shapes import LoopShape
 
-if TYPE_CHECKING:  # annotations only: model/graphs.py runs this decoder's loop
-    from .graphs import LoopGraphs
+#: Runs the loop of a batch already padded to a shape: (memory, mask_bias, tf) -> (mel, gate, alignments).
+LoopRunner = Callable[[torch.Tensor, torch.Tensor, TeacherForcing], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+#: The loop hook: a shape's runner (e.g. model/graphs.py's static buffers), or None to run the loop eagerly.
+RunnerFor = Callable[[LoopShape], Optional[LoopRunner]]
 
 
 class StepProjection(NamedTuple):
@@ -204,6 +207,19 @@ def lstm_update(gates: torch.Tensor, cell: torch.Tensor,
 class FastDecoder(Decoder):
     """Decoder with the fast teacher-forced forward; parameters and checkpoints are the Decoder's."""
 
+    runner_for: Optional[RunnerFor] = None  # the loop hook (loop_hook); None: every shape runs eagerly
+
+    @contextmanager
+    def loop_hook(self, runner_for: RunnerFor) -> Iterator[None]:
+        """Inside it, a padded shape's loop runs through runner_for(shape) when that gives a runner:
+        the caller (the training step) chooses, e.g., model/graphs.py's CUDA graphs; the model
+        itself knows nothing of them."""
+        previous, self.runner_for = self.runner_for, runner_for
+        try:
+            yield
+        finally:
+            self.runner_for = previous
+
     def step_projections(self, prenet_out: torch.Tensor) -> StepProjections:
         """The per-batch part: weights cast and concatenated once, the prenet GEMM for all steps."""
         steps, batch, _ = prenet_out.shape
@@ -233,22 +249,19 @@ class FastDecoder(Decoder):
         return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
 
     def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
-                layout: Optional[StepLayout] = None, shape: Optional[LoopShape] = None,
-                graphs: Optional["LoopGraphs"] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                layout: Optional[StepLayout] = None,
+                shape: Optional[LoopShape] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Decoder.forward, computed as the module docstring says; with a shape (unpacked batches
-        only), the loop runs that padded shape and the results are sliced back; and if `graphs`
-        (model/graphs.py) holds that shape, it runs on its static buffers (a CUDA graph replay)."""
+        only), the loop runs that padded shape and the results are sliced back; and if the loop
+        hook gives a runner for that shape, it runs the loop (e.g. a CUDA graph replay)."""
         tf = self.teacher_forcing(memory, mel, layout)
         if shape is None:
             return self.loop(memory, mask_bias, tf, layout)
         b, t_text = memory.shape[:2]
         steps = tf.prenet_out.size(0)
         memory, mask_bias, tf = pad_to_shape(memory, mask_bias, tf, shape, self.r)
-        static = None if graphs is None else graphs.get(shape)
-        if static is None:
-            mel_out, gate, alignment = self.loop(memory, mask_bias, tf)
-        else:
-            mel_out, gate, alignment = static.run(memory, mask_bias, tf)
+        runner = None if self.runner_for is None else self.runner_for(shape)
+        mel_out, gate, alignment = (runner or self.loop)(memory, mask_bias, tf)
         return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
 
     def loop(self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing,

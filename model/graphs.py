@@ -11,7 +11,9 @@ gradients of its inputs and parameters. A batch is zero-padded to its shape
 (model/fast_decoder.pad_to_shape) and copied into the input buffers; the forward graph replays;
 the outputs are read from the output buffers. In backward the output gradients are copied in, the
 backward graph replays, and the input and parameter gradients it wrote go back to autograd
-(_Replay), which accumulates them into .grad as usual, so DDP's hooks fire as usual. The dropout
+(_Replay), which accumulates them into .grad as usual, so DDP's hooks fire as usual. The decoder
+reaches them through its loop hook (FastDecoder.loop_hook with LoopGraphs.runner), which the
+training step sets: the model does not import this module. The dropout
 masks are drawn outside the graph (Decoder.teacher_forcing) and are inputs: the graph holds no
 random state. Parameters are read in place, so the optimiser's in-place updates reach the next
 replay.
@@ -36,7 +38,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from .decoder import TeacherForcing
-from .fast_decoder import FastDecoder
+from .fast_decoder import FastDecoder, LoopRunner
 from .shapes import LoopShape
 
 #: The loop's inputs, in the order of the static buffers, and which of them carry a gradient.
@@ -172,8 +174,10 @@ class LoopGraphs:
     loops: Dict[LoopShape, StaticLoop]
     captured: bool
 
-    def get(self, shape: LoopShape) -> Optional[StaticLoop]:
-        return self.loops.get(shape)
+    def runner(self, shape: LoopShape) -> Optional[LoopRunner]:
+        """The loop hook (FastDecoder.loop_hook): the shape's static run, None for a shape it lacks."""
+        loop = self.loops.get(shape)
+        return None if loop is None else loop.run
 
 
 def memory_dim(decoder: FastDecoder) -> int:

@@ -13,7 +13,7 @@ to that utterance's text only, and the postnet runs per utterance (gathered into
 and scattered back), so in eval mode an utterance's outputs in a block equal its outputs alone.
 """
 import math
-from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -25,9 +25,6 @@ from .layers import Encoder, Postnet
 from .packing import (Packing, gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout,
                       step_mask_bias)
 from .shapes import LoopShape
-
-if TYPE_CHECKING:  # annotations only: model/graphs.py imports the decoders
-    from .graphs import LoopGraphs
 
 # Gate logit written at padded frames: sigmoid(1e3) == 1, i.e. "stop", with ~0 BCE against 1.
 GATE_PAD_LOGIT = 1e3
@@ -74,15 +71,15 @@ class Tacotron2(nn.Module):
 
     def forward(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
                 mel_lengths: torch.Tensor, packing: Optional[Packing] = None,
-                text_lengths_host: Optional[torch.Tensor] = None, shape: Optional[LoopShape] = None,
-                graphs: Optional["LoopGraphs"] = None) -> Tacotron2Output:
+                text_lengths_host: Optional[torch.Tensor] = None,
+                shape: Optional[LoopShape] = None) -> Tacotron2Output:
         """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step.
 
         With packing (BLoad blocks): text [N, T_text] and text_lengths, mel_lengths [N] are per
         utterance, mel [R, n_mels, T] per block; outputs are per block, alignments over the
         blocks' concatenated text axes [R, T / r, packing.n_text].
-        With a shape (model/shapes.py) the decoder loop runs that bigger, padded shape, on its
-        static buffers (a CUDA graph) if `graphs` (model/graphs.py) holds it; the outputs are the same.
+        With a shape (model/shapes.py) the decoder loop runs that bigger, padded shape, through the
+        fast decoder's loop hook if one is set (FastDecoder.loop_hook); the outputs are the same.
         """
         r = self.cfg.n_frames_per_step
         if mel.size(2) % r:
@@ -95,7 +92,7 @@ class Tacotron2(nn.Module):
         if shape is None:
             mel_out, gate, alignments = self.decoder(memory, mask_bias, mel)
         else:  # the loop runs the padded shape (model/fast_decoder.py); the results are the batch's
-            mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, shape=shape, graphs=graphs)
+            mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, shape=shape)
         valid = _valid_mask(mel_lengths, mel.size(2))
         mel_out, mel_postnet = self._postnet(mel_out, valid)
         steps_valid = _valid_mask(torch.div(mel_lengths + r - 1, r, rounding_mode="floor"),

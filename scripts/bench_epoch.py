@@ -98,7 +98,7 @@ class Bench:
 
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.device, self.cfg = device, cfg
-        self.parts = build_step_parts(cfg, device)
+        self.parts = build_step_parts(cfg.train, cfg.model, device)
         self.collate = TextMelCollate(cfg.train.n_frames_per_step)
 
     def batch(self, frames: np.ndarray, text_lengths: np.ndarray, seed: int):

@@ -109,7 +109,7 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
     frames, text_lengths, batches, table = chosen_batches(args, r)
     for v, bench in benches.items():  # the graphed variants capture every shape of the epoch's table
         tick = time.perf_counter()
-        bench.parts = with_graphs(bench.parts, bench.cfg, table if bench.cfg.train.graph_bucket else None, device)
+        bench.parts = with_graphs(bench.parts, bench.cfg.train.cuda_graphs, table if bench.cfg.train.graph_bucket else None, device)
         if bench.parts.graphs is not None:
             print(f"{v}: {len(table.shapes())} shapes {'captured' if bench.parts.graphs.captured else 'built'} "
                   f"in {time.perf_counter() - tick:.1f} s", file=sys.stderr)

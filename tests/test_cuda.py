@@ -11,6 +11,7 @@ without one). Written and run on the CPU-only machine as skips only, until the G
   with TF32 off, outputs and every gradient, over 3 shapes replayed in random order;
 * DDP over NCCL in one process (force_ddp=true), a short training run.
 """
+import contextlib
 import dataclasses
 import random
 import sys
@@ -67,7 +68,8 @@ def step_on(device, fast: bool):
     from training.step import build_step_parts
 
     _, (batch, *_) = step_parts_and_batches()
-    parts = build_step_parts(resolve_config(load_hparams(f"dataset=demo,{SMALL_MODEL},{NO_DROPOUT},fast_decoder={fast}")), device)
+    cfg = resolve_config(load_hparams(f"dataset=demo,{SMALL_MODEL},{NO_DROPOUT},fast_decoder={fast}"))
+    parts = build_step_parts(cfg.train, cfg.model, device)
     result = train_step(parts, to_device(batch, device))
     grads = [p.grad.detach().clone() for p in parts.core.parameters()]
     return float(result.terms.loss), grads, [p.detach().clone() for p in parts.core.parameters()]
@@ -139,7 +141,7 @@ def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus
 
     batches = list(device_batches(run.train_loader, run.device))[:5]
     for k, batch in enumerate(batches):
-        lr = learning_rate(cfg, k, len(batch.text_lengths_host))
+        lr = learning_rate(cfg.train, cfg.batching.batch_size, k, len(batch.text_lengths_host))
         shape = loop_shape(run.shapes, batch)
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error" if k >= 2 else "default")
@@ -167,8 +169,8 @@ def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order():
         for model, g in ((eager, None), (graphed, graphs)):
             model.zero_grad(set_to_none=True)
             torch.manual_seed(k)
-            out = model(text.to(CUDA), tl.to(CUDA), mel.to(CUDA), ml.to(CUDA), text_lengths_host=tl,
-                        shape=shape, graphs=g)
+            with model.decoder.loop_hook(g.runner) if g else contextlib.nullcontext():
+                out = model(text.to(CUDA), tl.to(CUDA), mel.to(CUDA), ml.to(CUDA), text_lengths_host=tl, shape=shape)
             gen = torch.Generator(device=CUDA).manual_seed(3)
             sum((o * torch.randn(o.shape, generator=gen, device=CUDA)).sum() for o in out).backward()
             outs.append([o.detach().clone() for o in out])

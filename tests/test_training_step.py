@@ -10,7 +10,12 @@ import torch
 from model import Tacotron2
 from tests.kit import make_batch, step_parts_and_batches, tiny_config
 from training.device_sums import DeviceSums
-from training.step import set_matmul_precision, train_step
+from training.config import AMP_MODES
+from training.step import AMP_DTYPES, set_matmul_precision, train_step
+
+
+def test_every_amp_mode_of_the_settings_has_its_autocast_dtype():
+    assert tuple(AMP_DTYPES) == AMP_MODES
 
 
 @pytest.mark.parametrize("precision, tf32", [("highest", False), ("high", True), ("medium", True)])

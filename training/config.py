@@ -3,7 +3,9 @@ configs for the training loop, the data, the batching, the model and the mel fea
 
 Each value is checked once, here or in the config class that owns it (DataConfig in data/corpora,
 BatchingConfig, Tacotron2Config, MelConfig), and every error names the hparam and what is allowed.
-Choice lists come from the modules that own them. The checkpoint stores RunConfig.to_dict().
+Choice lists come from the modules that own them; the training settings' own vocabulary (amp,
+cuda_graphs, lr_batch_scaling, matmul_precision) is defined here, so resolving hparams loads
+neither the training step nor the decoder's graph code. The checkpoint stores RunConfig.to_dict().
 """
 from __future__ import annotations
 
@@ -20,7 +22,15 @@ from model import Tacotron2Config
 from model.config import ModelConfigError
 from model.loss import LOSS_NORMS
 from training.hparams import HParamsError
-from training.step import AMP_DTYPES, CUDA_GRAPHS, LR_BATCH_SCALINGS, MATMUL_PRECISIONS
+
+#: `amp` hparam: off (fp32, the paper's setting), bf16, fp16 (training/step.py maps them to autocast dtypes).
+AMP_MODES = ("off", "bf16", "fp16")
+#: `lr_batch_scaling` hparam: the exponent of B / B0 that scales a batch's learning rate.
+LR_BATCH_SCALINGS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+#: `matmul_precision` hparam: torch.set_float32_matmul_precision's levels (high: TF32 on CUDA).
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+#: `cuda_graphs` hparam: auto (CUDA runs with graph_bucket > 0), true, false.
+CUDA_GRAPHS = ("auto", "true", "false")
 
 _MEL_KEYS = ("sample_rate", "win_ms", "hop_ms", "n_fft", "n_mels", "fmin", "fmax")
 
@@ -64,7 +74,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _choose("loss_norm", self.loss_norm, LOSS_NORMS)
-        _choose("amp", self.amp, tuple(AMP_DTYPES))
+        _choose("amp", self.amp, AMP_MODES)
         _choose("matmul_precision", self.matmul_precision, MATMUL_PRECISIONS)
         _choose("lr_batch_scaling", self.lr_batch_scaling, tuple(LR_BATCH_SCALINGS))
         _choose("cuda_graphs", self.cuda_graphs, CUDA_GRAPHS)

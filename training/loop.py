@@ -189,7 +189,8 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
                disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
     tick, copied = time.perf_counter(), False
     for batch in bar:
-        lr = learning_rate(run.cfg, state.global_step, len(batch.text_lengths_host))
+        lr = learning_rate(run.cfg.train, run.cfg.batching.batch_size, state.global_step,
+                           len(batch.text_lengths_host))
         result = train_step(run.parts, batch, lr, loop_shape(run.shapes, batch))
         if copied:  # the previous step's copy: finished, or nearly, while this step was queued
             check_bad_steps(run, epoch, state.step_in_epoch, dev.read()["bad_in_row"])

@@ -136,13 +136,13 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
         loaders = build_loaders(cfg, info, device)
-        parts = build_step_parts(cfg, device)
+        parts = build_step_parts(cfg.train, cfg.model, device)
         if ckpt is not None:
             parts.core.load_state_dict(ckpt["model"])
             load_optimizer_state(parts.optimizer, ckpt["optimizer"])
             parts.scaler.load_state_dict(ckpt["scaler"])
         shapes = run_shape_table(cfg, loaders[0], info.world_size)
-        parts = with_graphs(parts, cfg, shapes, device)
+        parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
             # (dist_utils.average_buffers before validation and checkpoints instead); a static graph:

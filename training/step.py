@@ -1,7 +1,8 @@
 """The one training step: what `train.py` runs and what `scripts/bench_epoch.py` times.
 
-build_step_parts() makes model, optimizer, criterion and AMP scaler from the config;
-train_step() takes one optimisation step on a batch already on the device.
+build_step_parts() makes model, optimizer, criterion and AMP scaler from the configs;
+train_step() takes one optimisation step on a batch already on the device, its decoder loop on
+the run's CUDA graphs when with_graphs() built them (the step sets the model's loop hook).
 
 The step never reads a device value on the host, so the host can queue the next step while the
 device computes this one: the update is skipped on the device (fused Adam's `found_inf`) when the
@@ -11,29 +12,20 @@ tensor it reads when it chooses (training/device_sums.py).
 from __future__ import annotations
 
 import dataclasses
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-from model import Tacotron2, Tacotron2Loss
-from model.loss import LossTerms
+from model import Tacotron2, Tacotron2Config, Tacotron2Loss
 from model.graphs import LoopGraphs, build_loop_graphs
+from model.loss import LossTerms
 from model.shapes import LoopShape, ShapeTable
+from training.config import LR_BATCH_SCALINGS, TrainConfig
 from training.hparams import HParamsError
 
-if TYPE_CHECKING:  # annotations only: training/config.py takes AMP_DTYPES from here
-    from training.config import RunConfig
-
-#: `amp` hparam -> autocast dtype (None: fp32, the paper's setting).
+#: `amp` hparam (one of training/config.py's AMP_MODES) -> autocast dtype (None: fp32, the paper's setting).
 AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-#: `lr_batch_scaling` hparam: the exponent of B / B0 that scales a batch's learning rate.
-LR_BATCH_SCALINGS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
-#: `matmul_precision` hparam: torch.set_float32_matmul_precision's levels (high: TF32 on CUDA).
-MATMUL_PRECISIONS = ("highest", "high", "medium")
-#: `cuda_graphs` hparam: auto (CUDA runs with graph_bucket > 0), true, false.
-CUDA_GRAPHS = ("auto", "true", "false")
 
 
 @dataclass(frozen=True)
@@ -63,23 +55,23 @@ class StepResult:
     bad: torch.Tensor
 
 
-def build_step_parts(cfg: RunConfig, device: torch.device) -> StepParts:
-    """Model (seeded with cfg.train.seed), Adam, the loss and the scaler, as the config says."""
-    amp_dtype = AMP_DTYPES[cfg.train.amp]
+def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: torch.device) -> StepParts:
+    """Model (seeded with train.seed), Adam, the loss and the scaler, as the configs say."""
+    amp_dtype = AMP_DTYPES[train.amp]
     if amp_dtype is not None and device.type != "cuda":
-        raise HParamsError(f"hparam 'amp': {cfg.train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
-    set_matmul_precision(cfg.train.matmul_precision)
-    torch.manual_seed(cfg.train.seed)
-    model = Tacotron2(cfg.model).to(device)
+        raise HParamsError(f"hparam 'amp': {train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
+    set_matmul_precision(train.matmul_precision)
+    torch.manual_seed(train.seed)
+    model = Tacotron2(model_cfg).to(device)
     # fused: one kernel for the whole update, and it honours `found_inf` without a host read
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.learning_rate, weight_decay=cfg.train.weight_decay,
+    optimizer = torch.optim.Adam(model.parameters(), lr=train.learning_rate, weight_decay=train.weight_decay,
                                  fused=True)
-    criterion = Tacotron2Loss(cfg.train.n_frames_per_step, loss_norm=cfg.train.loss_norm,
-                              guided_attention=cfg.train.guided_attention,
-                              guided_attention_sigma=cfg.train.guided_attention_sigma,
-                              gate_pos_weight=cfg.train.gate_pos_weight)
+    criterion = Tacotron2Loss(train.n_frames_per_step, loss_norm=train.loss_norm,
+                              guided_attention=train.guided_attention,
+                              guided_attention_sigma=train.guided_attention_sigma,
+                              gate_pos_weight=train.gate_pos_weight)
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
-    return StepParts(model, model, optimizer, criterion, scaler, amp_dtype, cfg.train.grad_clip)
+    return StepParts(model, model, optimizer, criterion, scaler, amp_dtype, train.grad_clip)
 
 
 def set_matmul_precision(precision: str) -> None:
@@ -102,11 +94,11 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
                 optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
 
 
-def with_graphs(parts: StepParts, cfg: RunConfig, table: ShapeTable | None, device: torch.device) -> StepParts:
+def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, device: torch.device) -> StepParts:
     """The parts with every shape of the run's table on static buffers, captured as CUDA graphs on
     CUDA (cuda_graphs: auto does this for CUDA runs with graph_bucket > 0; true also on the CPU,
     where the buffers run eagerly). Call it before DDP wraps the model and before the loaders start."""
-    wanted = cfg.train.cuda_graphs == "true" or (cfg.train.cuda_graphs == "auto" and device.type == "cuda")
+    wanted = cuda_graphs == "true" or (cuda_graphs == "auto" and device.type == "cuda")
     if table is None or not wanted:
         return parts
     graphs = build_loop_graphs(parts.core.decoder, table.shapes(), device, parts.amp_dtype)
@@ -128,20 +120,28 @@ def forward_loss(parts: StepParts, batch, shape: LoopShape | None = None) -> Los
     # gradients are summed in fp32 (one cached cast would sum them in the autocast dtype)
     autocast = (torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype, cache_enabled=False)
                 if parts.amp_dtype else nullcontext())
-    with autocast:
+    with autocast, graphed_loops(parts):
         out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
-                          text_lengths_host=batch.text_lengths_host, shape=shape, graphs=parts.graphs)
+                          text_lengths_host=batch.text_lengths_host, shape=shape)
         return parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
 
 
-def learning_rate(cfg: RunConfig, global_step: int, batch_size: int) -> float:
+def graphed_loops(parts: StepParts) -> AbstractContextManager:
+    """The step's choice of decoder loop runner: the run's static shapes (CUDA graphs) through the
+    fast decoder's loop hook when with_graphs() built them, else the model's own eager loop."""
+    if parts.graphs is None:
+        return nullcontext()
+    return parts.core.decoder.loop_hook(parts.graphs.runner)
+
+
+def learning_rate(train: TrainConfig, base_batch_size: int, global_step: int, batch_size: int) -> float:
     """The learning rate of step `global_step` (0-based) on a batch of `batch_size` utterances:
     learning_rate, ramped up linearly over the first warmup_steps steps, times (B / B0) ** k with
     k from lr_batch_scaling (0: the paper's constant rate; DBS batches are larger than B0 where
-    utterances are short, so a rule per batch keeps the step size per utterance alike)."""
-    train = cfg.train
+    utterances are short, so a rule per batch keeps the step size per utterance alike); B0 is
+    `base_batch_size`, the batching's batch_size."""
     warm = min(1.0, (global_step + 1) / train.warmup_steps) if train.warmup_steps else 1.0
-    scale = (batch_size / cfg.batching.batch_size) ** LR_BATCH_SCALINGS[train.lr_batch_scaling]
+    scale = (batch_size / base_batch_size) ** LR_BATCH_SCALINGS[train.lr_batch_scaling]
     return train.learning_rate * warm * scale
 
 
