@@ -19,7 +19,7 @@ from typing import Any
 from batching.errors import UserError
 from data.corpora import corpus_filelists
 from training import distributed as dist_utils
-from training.checkpoint import RunState, resume_point
+from training.checkpoint import EpochPosition, ResumePoint, RunState, resume_point
 from training.config import RunConfig, resolve_config
 from training.datacheck import check_data, plan_summary
 from training.hparams import HParamsError, load_hparams, resume_hparams
@@ -38,14 +38,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[str, Any] | None]:
+def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, ResumePoint | None]:
     """Fresh run: hparams.yaml + overrides. Resume: the run's own hparams + the few allowed changes.
-    Returns the flat hparams, the typed config and the checkpoint to resume from (or None).
+    Returns the flat hparams, the typed config and where the last checkpoint left the run (or None).
     Every key and value is validated before the run directory is judged, so a typo is reported
     as such whatever output_dir holds."""
-    ckpt = None
+    resume = None
     if args.resume:
-        ckpt, stored = resume_point(Path(args.resume))
+        resume, stored = resume_point(Path(args.resume))
         hp = resume_hparams(stored, args.hparams) | {"output_dir": str(args.resume)}
     else:
         hp = load_hparams(args.hparams)
@@ -54,16 +54,16 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[s
         raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
                            f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
     check_writable(Path(cfg.train.output_dir))
-    return hp, cfg, ckpt
+    return hp, cfg, resume
 
 
-def train(run: Run, state: RunState, ckpt: dict[str, Any] | None) -> None:
+def train(run: Run, state: RunState, position: EpochPosition | None) -> None:
     """The epochs still to run: plan -> train -> validate -> log -> checkpoint. A rank that dies
     or stalls makes the others raise dist_utils.RankFailure (after collective_timeout_s at most)."""
-    train_cfg = run.cfg.train
+    train_cfg = run.train
     with dist_utils.rank_failures(run.info, run.run_dir, state):
         for epoch in range(state.epoch, train_cfg.epochs):
-            record = train_epoch(run, state, epoch, ckpt)
+            record = train_epoch(run, state, epoch, position)
             if (epoch + 1) % train_cfg.validate_every == 0 or epoch + 1 == train_cfg.epochs:
                 record.update(validate(run, epoch))
             finish_epoch(run, state, record)
@@ -76,7 +76,7 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
     if resumed:
         run.log(f"resumed {run.run_dir} at epoch {state.epoch}, step {state.step_in_epoch} of that epoch")
     n_params = sum(p.numel() for p in run.parts.core.parameters())
-    batching = run.cfg.batching
+    batching = run.batching
     run.log(f"{len(run.train_set)} train / {len(run.val_set)} val utterances | {n_params / 1e6:.2f}M parameters | "
             f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
             f"{run.run_dir}")
@@ -89,19 +89,19 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
 def check_only(cfg: RunConfig) -> None:
     """`--check`: the data check and the epoch plan's figures, without training or writing a run."""
     paths = corpus_filelists(cfg.data, cfg.mel)
-    report = check_data(cfg, paths, progress=cfg.train.progress)
+    report = check_data(paths, cfg.mel, cfg.batching, cfg.data.mel_cache_dir, progress=cfg.train.progress)
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
-    print(plan_summary(cfg, paths[0], report))
+    print(plan_summary(cfg.batching, cfg.train.n_frames_per_step, paths[0], report))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        hp, cfg, ckpt = resolve(args)
+        hp, cfg, resume = resolve(args)
         if args.check:
             check_only(cfg)
             return 0
-        run = build_run(cfg, hp, ckpt)
+        run = build_run(cfg, hp, resume)
     except UserError as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
@@ -110,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
 
-    state = RunState.from_dict(ckpt["progress"]) if ckpt else RunState()
-    prepare_run_dir(run, state, fresh=ckpt is None)
+    state, position = (resume.state, resume.position) if resume else (RunState(), None)
+    del resume  # the weights are in the model now
+    prepare_run_dir(run, state, fresh=position is None)
     describe(run, state, resumed=args.resume is not None)
     run.stop.install()
     try:
-        train(run, state, ckpt)
+        train(run, state, position)
     except StopRequested:
         run.log(f"stopped at epoch {state.epoch} step {state.step_in_epoch}; "
                 f"continue with: python train.py --resume {run.run_dir}")

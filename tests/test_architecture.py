@@ -121,6 +121,15 @@ def test_an_import_for_annotations_only_counts():
     assert "batching.config" in imports_of(source, "batching")
 
 
+@pytest.mark.parametrize("path", sorted((REPO / "training").glob("*.py")), ids=lambda p: p.name)
+def test_training_parts_take_the_configs_they_read(path):
+    """Only the composition root (build_run) and train.py take the whole RunConfig."""
+    for func in functions(ast.parse(path.read_text())):
+        args = [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+        takes = [a.arg for a in args if a.annotation is not None and "RunConfig" in ast.unparse(a.annotation)]
+        assert not takes or func.name == "build_run", f"{path.name}:{func.lineno} {func.name} takes RunConfig {takes}"
+
+
 def test_find_cycle_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -3,6 +3,7 @@ import dataclasses
 import json
 import math
 import re
+import shutil
 import signal
 
 import pytest
@@ -12,6 +13,7 @@ import train
 import training.step
 from tests.kit import TINY_MODEL, check_demo_learns, tiny
 from training.checkpoint import load_checkpoint
+from training.config import resolve_config
 from training.rundir import LAST, read_metrics, write_hparams
 
 def test_run_writes_metrics_checkpoint_and_figures(tmp_path, demo_corpus):
@@ -99,6 +101,21 @@ def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path):
     assert train.main(["--resume", str(run), "--hparams", "stop_after_steps=0"]) == 0
     assert [r["epoch"] for r in read_metrics(run)] == [0, 1]
     assert json.loads((run / "hparams.json").read_text())["capacity"] is None
+
+
+def test_a_checkpoint_with_the_unread_config_entry_resumes_alike(tmp_path, demo_corpus):
+    """Checkpoints written before 2026-11-25 also held "config" (the RunConfig as a dict), which no
+    resume read; new ones leave it out. An old one resumes mid-epoch exactly as a new one does."""
+    new, old = tmp_path / "new", tmp_path / "old"
+    assert train.main(["--hparams", tiny(tmp_path, f"epochs=2,stop_after_steps=2,output_dir={new}", demo_corpus)]) == 0
+    shutil.copytree(new, old)
+    ckpt = load_checkpoint(old / LAST)
+    assert "config" not in ckpt and ckpt["sampler"] is not None  # written mid-epoch, without the entry
+    torch.save(ckpt | {"config": dataclasses.asdict(resolve_config(ckpt["hparams"]))}, old / LAST)
+    for run in (new, old):
+        assert train.main(["--resume", str(run), "--hparams", "stop_after_steps=0"]) == 0
+    losses = [[{k: r[k] for k in ("train_loss_valid", "val_loss_valid")} for r in read_metrics(run)] for run in (new, old)]
+    assert len(losses[0]) == 2 and losses[0] == losses[1]
 
 
 class NaNLoss(training.step.Tacotron2Loss):

@@ -91,16 +91,49 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return ckpt
 
 
-def resume_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """(the last checkpoint or None, the run's stored hparams). A run killed before its first
-    checkpoint has only hparams.json: it resumes from its beginning (None), so `--resume` works
-    whenever the run was started."""
+@dataclass(frozen=True)
+class Weights:
+    """The state dicts a resume loads into the model, the optimiser and the AMP scaler."""
+
+    model: dict[str, Any]
+    optimizer: dict[str, Any]
+    scaler: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EpochPosition:
+    """Where inside an epoch a checkpoint was written: the sampler's position (None at an epoch's
+    end) and every rank's random state."""
+
+    sampler: dict[str, Any] | None
+    rngs: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """What a resume reads from a checkpoint, read once (resume_point); the rest of the dict goes."""
+
+    weights: Weights
+    state: RunState
+    position: EpochPosition
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict[str, Any]) -> "ResumePoint":
+        """Checkpoints of any version: entries it no longer reads (e.g. an old "config") are ignored."""
+        return cls(Weights(ckpt["model"], ckpt["optimizer"], ckpt["scaler"]), RunState.from_dict(ckpt["progress"]),
+                   EpochPosition(ckpt.get("sampler"), ckpt.get("rng") or []))
+
+
+def resume_point(run_dir: Path) -> tuple[ResumePoint | None, dict[str, Any]]:
+    """(where the last checkpoint left the run or None, the run's stored hparams). A run killed
+    before its first checkpoint has only hparams.json: it resumes from its beginning (None), so
+    `--resume` works whenever the run was started."""
     run_dir = Path(run_dir)
     stored = read_hparams(run_dir)
     if stored is not None and not (run_dir / LAST).is_file():
         return None, stored
     ckpt = load_checkpoint(run_dir / LAST)  # missing too: load_checkpoint's error says what to do
-    return ckpt, ckpt["hparams"]
+    return ResumePoint.from_checkpoint(ckpt), ckpt["hparams"]
 
 
 def remove_stale_temporaries(run_dir: Path) -> list[Path]:

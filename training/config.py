@@ -3,9 +3,12 @@ configs for the training loop, the data, the batching, the model and the mel fea
 
 Each value is checked once, here or in the config class that owns it (DataConfig in data/corpora,
 BatchingConfig, Tacotron2Config, MelConfig), and every error names the hparam and what is allowed.
+The parts of training/ take the configs they read (TrainConfig, BatchingConfig, ...); only the
+composition root (training/run.py's build_run) and train.py hold the whole RunConfig.
 Choice lists come from the modules that own them; the training settings' own vocabulary (amp,
 cuda_graphs, lr_batch_scaling, matmul_precision) is defined here, so resolving hparams loads
-neither the training step nor the decoder's graph code. The checkpoint stores RunConfig.to_dict().
+neither the training step nor the decoder's graph code. A checkpoint stores the flat hparams, from
+which a resume resolves the same RunConfig.
 """
 from __future__ import annotations
 
@@ -99,9 +102,6 @@ class RunConfig:
     model: Tacotron2Config
     mel: MelConfig
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def resolve_config(hp: dict[str, Any]) -> RunConfig:
     """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it."""
@@ -112,22 +112,22 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
         cfg = RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
     except (UserError, ModelConfigError) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
         raise HParamsError(str(err)) from None
-    _check_graph_bucket(cfg)
+    _check_graph_bucket(train, cfg.model.fast_decoder, cfg.batching)
     return cfg
 
 
-def _check_graph_bucket(cfg: RunConfig) -> None:
+def _check_graph_bucket(train: TrainConfig, fast_decoder: bool, batching: BatchingConfig) -> None:
     """graph_bucket pads the fast decoder loop of padded batches (model/shapes.py); CUDA graphs
     replay those shapes. A block plan's batches have one shape already."""
-    g, r = cfg.train.graph_bucket, cfg.train.n_frames_per_step
-    if cfg.train.cuda_graphs == "true" and not g:
+    g, r = train.graph_bucket, train.n_frames_per_step
+    if train.cuda_graphs == "true" and not g:
         raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
                            "loop the few fixed shapes a graph replays")
-    if g and (g % r or not cfg.model.fast_decoder or strategy_of(cfg.batching).block_plan):
+    if g and (g % r or not fast_decoder or strategy_of(batching).block_plan):
         raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
                            f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
-                           f"BLoad's, have one shape already); here fast_decoder={cfg.model.fast_decoder}, "
-                           f"batching={cfg.batching.batching}")
+                           f"BLoad's, have one shape already); here fast_decoder={fast_decoder}, "
+                           f"batching={batching.batching}")
 
 
 def batching_config(hp: dict[str, Any]) -> BatchingConfig:

@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from training import distributed as dist_utils
-from training.checkpoint import RunState, atomic_torch_save, remove_stale_temporaries, rng_state, set_rng_state
+from training.checkpoint import (EpochPosition, RunState, atomic_torch_save, remove_stale_temporaries, rng_state,
+                                 set_rng_state)
 from training.device_sums import DEVICE_FIELDS, DeviceSums, EpochSums
 from training.run import Run
 from training.rundir import BEST, LAST, write_hparams, write_metrics
@@ -57,7 +58,7 @@ def step_vote(run: Run, global_step: int) -> dist_utils.StepVote:
     log_every steps (the only collective of the loop besides DDP's own)."""
     if not run.info.enabled:
         return dist_utils.StepVote(stop=run.stop.hit, checkpoint=run.clock.due())
-    if global_step % run.cfg.train.log_every:
+    if global_step % run.train.log_every:
         return dist_utils.StepVote()
     return dist_utils.agree(run.stop.hit, run.clock.due(), run.info, run.device)
 
@@ -87,8 +88,7 @@ def save_checkpoint(run: Run, state: RunState, names: tuple[str, ...] = (LAST,),
     if run.info.is_main:
         parts = run.parts
         payload = {"model": parts.core.state_dict(), "optimizer": parts.optimizer.state_dict(),
-                   "scaler": parts.scaler.state_dict(), "hparams": run.hp, "config": run.cfg.to_dict(),
-                   "progress": state.to_dict(), "sampler": sampler_state, "rng": rngs,
+                   "scaler": parts.scaler.state_dict(), "hparams": run.hp, "progress": state.to_dict(), "sampler": sampler_state, "rng": rngs,
                    "world_size": run.info.world_size}
         run.logger.flush()
         for name in names:
@@ -96,17 +96,18 @@ def save_checkpoint(run: Run, state: RunState, names: tuple[str, ...] = (LAST,),
     run.clock.reset()
 
 
-def start_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | None) -> tuple[EpochSums, int]:
-    """Plan the epoch (or restore a mid-epoch position) and seed dropout; returns the running sums
-    and how many of the epoch's steps ran before the sampler's own count starts."""
+def start_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition | None) -> tuple[EpochSums, int]:
+    """Plan the epoch (or restore the mid-epoch position a resume starts from) and seed dropout;
+    returns the running sums and how many of the epoch's steps ran before the sampler's own count
+    starts."""
     sampler = run.train_sampler
     sampler.set_epoch(epoch)
     if state.step_in_epoch > 0:  # resuming inside this epoch
-        sampler.load_state_dict(resume["sampler"])
-        set_rng_state(resume["rng"][run.info.rank % len(resume["rng"])])
+        sampler.load_state_dict(position.sampler)
+        set_rng_state(position.rngs[run.info.rank % len(position.rngs)])
         offset = state.step_in_epoch - sampler.state_dict()["consumed"]
     else:  # the paper's seed + 1 per epoch (rank 0); other ranks draw other dropout masks
-        torch.manual_seed(run.cfg.train.seed + epoch + 100_003 * run.info.rank)
+        torch.manual_seed(run.train.seed + epoch + 100_003 * run.info.rank)
         offset = 0
     dist_utils.check_same_plan(sampler.plan_digest(), epoch, run.info)
     return EpochSums.from_dict(state.partial), offset
@@ -114,7 +115,7 @@ def start_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
 
 def check_bad_steps(run: Run, epoch: int, step: int, bad_in_row: float) -> None:
     """Stop after max_bad_steps non-finite steps in a row (read one step late, see device_sums)."""
-    if bad_in_row >= run.cfg.train.max_bad_steps:
+    if bad_in_row >= run.train.max_bad_steps:
         raise TrainingDiverged(
             f"{int(bad_in_row)} non-finite steps in a row at epoch {epoch} (by step {step}); stopping. "
             f"{last_good(run)}. Try a lower learning_rate or amp=off.")
@@ -146,7 +147,7 @@ def read_into(sums: EpochSums, dev: DeviceSums) -> dict[str, float]:
 def checkpoint_due(run: Run, state: RunState, vote: dist_utils.StepVote) -> tuple[bool, bool]:
     """(write a mid-epoch checkpoint now, then stop): every checkpoint_every_steps, when the
     checkpoint_every_minutes clock ran out (the ranks' vote), and on a stop request."""
-    train = run.cfg.train
+    train = run.train
     stop_now = bool(vote.stop or (train.stop_after_steps and state.global_step >= train.stop_after_steps))
     every_steps = bool(train.checkpoint_every_steps and state.global_step % train.checkpoint_every_steps == 0)
     return stop_now or every_steps or vote.checkpoint, stop_now
@@ -177,20 +178,19 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | None) -> dict[str, Any]:
+def train_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition | None) -> dict[str, Any]:
     """Train one epoch (or its rest, after a mid-epoch resume); returns the epoch's training record.
     The host reads the device only every log_every steps, at checkpoints and at the end."""
-    sums, offset = start_epoch(run, state, epoch, resume)
-    record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.cfg.train.n_frames_per_step)}
+    sums, offset = start_epoch(run, state, epoch, position)
+    record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.train.n_frames_per_step)}
     run.parts.model.train()
     dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
     bar = tqdm(device_batches(run.train_loader, run.device), total=len(run.train_sampler) + state.step_in_epoch,
                initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
-               disable=None if run.cfg.train.progress and run.info.is_main else True)  # None: off when no terminal
+               disable=None if run.train.progress and run.info.is_main else True)  # None: off when no terminal
     tick, copied = time.perf_counter(), False
     for batch in bar:
-        lr = learning_rate(run.cfg.train, run.cfg.batching.batch_size, state.global_step,
-                           len(batch.text_lengths_host))
+        lr = learning_rate(run.train, run.batching.batch_size, state.global_step, len(batch.text_lengths_host))
         result = train_step(run.parts, batch, lr, loop_shape(run.shapes, batch))
         if copied:  # the previous step's copy: finished, or nearly, while this step was queued
             check_bad_steps(run, epoch, state.step_in_epoch, dev.read()["bad_in_row"])
@@ -200,7 +200,7 @@ def train_epoch(run: Run, state: RunState, epoch: int, resume: dict[str, Any] | 
         sums.frames += batch.frames
         state.step_in_epoch += 1
         state.global_step += 1
-        if state.global_step % run.cfg.train.log_every == 0:
+        if state.global_step % run.train.log_every == 0:
             log_step(run, state, dev.read(), bar)
         due, stop_now = checkpoint_due(run, state, step_vote(run, state.global_step))
         if due:  # training time excludes the checkpoint's
@@ -236,7 +236,7 @@ def epoch_record(run: Run, sums: EpochSums) -> dict[str, Any]:
 @torch.no_grad()
 def validate(run: Run, epoch: int) -> dict[str, float]:
     """Teacher-forced validation over RAND batches; sums over ranks so every rank agrees."""
-    core, r = run.parts.core, run.cfg.train.n_frames_per_step
+    core, r = run.parts.core, run.train.n_frames_per_step
     dist_utils.average_buffers(core, run.info)
     core.eval()
     run.val_sampler.set_epoch(0)  # the same validation batches every time
@@ -274,7 +274,7 @@ def _alignment(batch, out, i: int, r: int) -> tuple[np.ndarray, int, int]:
 def log_figures(run: Run, epoch: int, batch, out) -> None:
     """The first validation utterance's alignment, mel and gate: TensorBoard, and PNGs in the run dir."""
     length = int(batch.mel_lengths[0])
-    alignment, _, _ = _alignment(batch, out, 0, run.cfg.train.n_frames_per_step)
+    alignment, _, _ = _alignment(batch, out, 0, run.train.n_frames_per_step)
     run.logger.figure("val/alignment", plot_alignment(alignment, f"epoch {epoch}"), epoch, "alignment.png")
     run.logger.figure("val/mel", plot_mel(batch.mel[0, :, :length].cpu().numpy(),
                                           out.mel_postnet[0, :, :length].float().cpu().numpy()), epoch, "mel.png")
@@ -286,7 +286,7 @@ def finish_epoch(run: Run, state: RunState, record: dict[str, Any]) -> None:
     """Record the epoch, print its line, write BEST (when validation improved) and LAST, then
     metrics.jsonl and the epoch's TensorBoard scalars. BEST goes first: a kill between the two
     then redoes the epoch from the older LAST, instead of leaving a BEST that missed it."""
-    norm = run.cfg.train.loss_norm
+    norm = run.train.loss_norm
     record["train_loss"] = record["train_loss_" + norm]
     if "val_loss_valid" in record:
         record["val_loss"] = record["val_loss_" + norm]

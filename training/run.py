@@ -15,14 +15,15 @@ from torch.utils.data import DataLoader
 
 from batching import BatchingConfig, plan_global
 from batching.sampler import PlanBatchSampler
+from data.audio import MelConfig
 from data.collate import TextMelCollate
-from data.corpora import corpus_filelists
+from data.corpora import DataConfig, corpus_filelists
 from data.dataset import TextMelDataset, build_datasets
 from data.loader import loader_parts
 from model.shapes import ShapeTable, shape_table
 from training import distributed as dist_utils
-from training.checkpoint import CheckpointClock
-from training.config import RunConfig
+from training.checkpoint import CheckpointClock, ResumePoint
+from training.config import RunConfig, TrainConfig
 from training.datacheck import check_data
 from training.hparams import HParamsError
 from training.run_logger import RunLogger
@@ -58,7 +59,8 @@ class StopFlag:
 class Run:
     """Everything the epoch loop, validation and checkpointing use."""
 
-    cfg: RunConfig
+    train: TrainConfig
+    batching: BatchingConfig
     hp: dict[str, Any]  # the flat hparams, stored in checkpoints so that a resume rebuilds the same run
     info: dist_utils.DistInfo
     device: torch.device
@@ -92,40 +94,43 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
-def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.device):
+def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataConfig, mel: MelConfig,
+                  info: dist_utils.DistInfo, device: torch.device):
     """(train set, train sampler, train loader, val set, val sampler, val loader), once the data
     check passed (rank 0 first: it generates corpora and fills the caches, the others reuse them);
     validation always uses RAND batches of val_batch_size, unpacked (as in the paper)."""
-    progress = cfg.train.progress and info.is_main
+    progress = train_cfg.progress and info.is_main
     with dist_utils.main_rank_first(info):
-        paths = corpus_filelists(cfg.data, cfg.mel)
-        check_data(cfg, paths, progress)
-        train_set, val_set = build_datasets(paths, cfg.mel, cfg.data.mel_cache_dir, progress)
-    train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
-    val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
+        paths = corpus_filelists(data, mel)
+        check_data(paths, mel, batching, data.mel_cache_dir, progress)
+        train_set, val_set = build_datasets(paths, mel, data.mel_cache_dir, progress)
+    train = loader_parts(train_set, batching, train_cfg.n_frames_per_step, info.rank, info.world_size)
+    val_cfg = BatchingConfig(batching="rand", batch_size=train_cfg.val_batch_size, seed=train_cfg.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
-    common = dict(num_workers=cfg.train.num_workers, pin_memory=device.type == "cuda",
-                  persistent_workers=cfg.train.num_workers > 0)
+    common = dict(num_workers=train_cfg.num_workers, pin_memory=device.type == "cuda",
+                  persistent_workers=train_cfg.num_workers > 0)
     train_loader = DataLoader(train.dataset, batch_sampler=train.sampler, collate_fn=train.collate,
                               generator=torch.Generator(), **common)
-    val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(cfg.train.n_frames_per_step),
+    val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(train_cfg.n_frames_per_step),
                             generator=torch.Generator(), **common)
     return train_set, train.sampler, train_loader, val_set, val_sampler, val_loader
 
 
-def run_shape_table(cfg: RunConfig, train_set: TextMelDataset, world_size: int) -> ShapeTable | None:
+def run_shape_table(train: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset,
+                    world_size: int) -> ShapeTable | None:
     """The decoder loop's shapes for the whole run (None with graph_bucket=0): from every epoch's
     global plan, so that every epoch and every rank uses the same few shapes."""
-    if not cfg.train.graph_bucket:
+    if not train.graph_bucket:
         return None
-    batches = (batch for epoch in range(cfg.train.epochs)
-               for batch in plan_global(train_set.frames, cfg.batching, epoch, world_size).batches())
-    return shape_table(batches, train_set.frames, train_set.text_lengths, cfg.train.graph_bucket)
+    batches = (batch for epoch in range(train.epochs)
+               for batch in plan_global(train_set.frames, batching, epoch, world_size).batches())
+    return shape_table(batches, train_set.frames, train_set.text_lengths, train.graph_bucket)
 
 
-def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -> Run:
-    """Set up everything in the recipe's order: ranks, data, model (restored from ckpt if given).
-    A rank that dies or stalls meanwhile makes the others raise dist_utils.RankFailure."""
+def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) -> Run:
+    """The composition root: set up everything in the recipe's order (ranks, data, model, restored
+    from `resume` if given), handing each part the configs it reads. A rank that dies or stalls
+    meanwhile makes the others raise dist_utils.RankFailure."""
     device_kind = "cuda" if cfg.train.device.startswith("cuda") or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu"
     if cfg.train.threads:
@@ -135,13 +140,13 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
                                        cfg.train.dist_backend)
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
-        loaders = build_loaders(cfg, info, device)
+        loaders = build_loaders(cfg.train, cfg.batching, cfg.data, cfg.mel, info, device)
         parts = build_step_parts(cfg.train, cfg.model, device)
-        if ckpt is not None:
-            parts.core.load_state_dict(ckpt["model"])
-            load_optimizer_state(parts.optimizer, ckpt["optimizer"])
-            parts.scaler.load_state_dict(ckpt["scaler"])
-        shapes = run_shape_table(cfg, loaders[0], info.world_size)
+        if resume is not None:
+            parts.core.load_state_dict(resume.weights.model)
+            load_optimizer_state(parts.optimizer, resume.weights.optimizer)
+            parts.scaler.load_state_dict(resume.weights.scaler)
+        shapes = run_shape_table(cfg.train, cfg.batching, loaders[0], info.world_size)
         parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
@@ -154,7 +159,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
             parts = dataclasses.replace(parts, model=ddp)
     # TensorBoard hides events at or after this step from earlier event files: those a killed run
     # wrote after its last checkpoint (they are logged again), or all of them for a run started over
-    global_step = ckpt["progress"]["global_step"] if ckpt else 0
+    global_step = resume.state.global_step if resume else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
-    return Run(cfg, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main),
+    return Run(cfg.train, cfg.batching, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main),
                CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes)
