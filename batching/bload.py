@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .budget import over_limit
 from .config import BatchingConfig
 from .errors import UserError
 from .plan import GlobalPlan, plan_digest
@@ -119,9 +120,8 @@ def block_length_of(lengths: np.ndarray, config: BatchingConfig) -> int:
     if longest > config.block_length:
         too_long = np.flatnonzero(slot_lengths(lengths, r) > config.block_length)
         i = int(too_long[0])
-        raise UserError(f"sample {i} has length {lengths[i]} frames ({longest} the longest, rounded up to a "
-                        f"multiple of {r}), over block_length={config.block_length} ({too_long.size} such "
-                        "samples): raise block_length or leave it unset (the longest utterance)")
+        raise over_limit(i, lengths[i], f"block_length={config.block_length} once rounded up to a multiple of {r}",
+                         "raise block_length or leave it unset (the longest utterance)", too_long.size)
     return config.block_length
 
 

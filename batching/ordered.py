@@ -6,8 +6,8 @@ from typing import Callable
 
 import numpy as np
 
+from .budget import token_budget
 from .config import BatchingConfig
-from .errors import UserError
 from .grouping import dynamic_cuts, fixed_cuts
 from .plan import GlobalPlan
 from .sharding import arrange
@@ -17,16 +17,7 @@ Ordering = Callable[[np.ndarray, BatchingConfig, np.random.Generator], np.ndarra
 
 def capacity_of(lengths: np.ndarray, config: BatchingConfig) -> int | None:
     """The DBS token budget in frames (None without dbs); every sample must fit in it alone."""
-    if not config.dbs:
-        return None
-    if config.capacity is None:
-        return config.batch_size * int(lengths.max(initial=1))
-    too_long = np.flatnonzero(lengths > config.capacity)
-    if too_long.size:
-        i = int(too_long[0])
-        raise UserError(f"sample {i} has length {lengths[i]} frames, over the batch capacity of "
-                        f"{config.capacity} frames ({too_long.size} such samples): raise capacity")
-    return config.capacity
+    return token_budget(lengths, config) if config.dbs else None
 
 
 def plan_ordered(lengths: np.ndarray, config: BatchingConfig, epoch: int, world_size: int, *,

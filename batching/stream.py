@@ -42,8 +42,8 @@ from typing import Callable, Iterable, Iterator
 import numba
 import numpy as np
 
+from .budget import SKIP_ADVICE, over_limit, token_budget
 from .config import BatchingConfig
-from .errors import UserError
 from .plan import GlobalPlan, as_lengths
 from .sharding import _split_largest, arrange
 
@@ -76,8 +76,7 @@ class StreamBucketer:
             self.skipped += 1
             return None
         if length > self.budget:
-            raise UserError(f"sample {index} has length {length} frames, over the batch capacity of "
-                            f"{self.budget} frames: raise capacity, or set max_length to skip such samples")
+            raise over_limit(index, length, f"the batch capacity of {self.budget} frames", SKIP_ADVICE)
         b = length // self.interval
         bucket = self._buckets.setdefault(b, [])
         grown = max(self._longest.get(b, 0), length)
@@ -152,17 +151,9 @@ def skipped_samples(lengths: np.ndarray, config: BatchingConfig) -> np.ndarray:
 
 
 def stream_budget(lengths: np.ndarray, config: BatchingConfig) -> int:
-    """The token budget in frames: capacity, else batch_size * the longest kept sample."""
-    kept = lengths if config.max_length is None else lengths[lengths <= config.max_length]
-    if config.capacity is None:
-        return config.batch_size * int(kept.max(initial=1))
-    too_long = np.flatnonzero(kept > config.capacity)
-    if too_long.size:
-        index = np.flatnonzero(lengths <= config.max_length)[too_long[0]] if config.max_length else too_long[0]
-        raise UserError(f"sample {index} has length {lengths[index]} frames, over the batch capacity of "
-                        f"{config.capacity} frames ({too_long.size} such samples): raise capacity, "
-                        f"or set max_length to skip such samples")
-    return config.capacity
+    """The token budget in frames (budget.token_budget) of the samples stream keeps."""
+    kept = None if config.max_length is None else np.flatnonzero(lengths <= config.max_length)
+    return token_budget(lengths, config, kept, SKIP_ADVICE)
 
 
 def stream_cuts(ordered_lengths: np.ndarray, budget: int, interval: int) -> tuple[np.ndarray, np.ndarray]:
