@@ -54,9 +54,18 @@ def _fields(path: Path, lines: list[str], sep: str, expected: int, first_line: i
 
 def _frames(path: Path, number: int, text: str) -> int:
     try:
+        return parse_frames(text)
+    except ValueError as error:
+        raise LengthsFileError(f"{path}:{number}: {error}") from None
+
+
+def parse_frames(text: str) -> int:
+    """A frames field (of a filelist line or a TSV row): a positive integer. The ValueError says what
+    is wrong with it; the caller adds where (file and line) in its own error type."""
+    try:
         frames = int(text)
     except ValueError:
-        raise LengthsFileError(f"{path}:{number}: frames {text!r} is not an integer") from None
+        raise ValueError(f"frames {text!r} is not an integer") from None
     if frames < 1:
-        raise LengthsFileError(f"{path}:{number}: frames {frames} must be a positive integer")
+        raise ValueError(f"frames {frames} must be a positive integer")
     return frames

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, TypeVar
 
 from batching.errors import UserError
+from batching.lengths import parse_frames
 from batching.split import train_split
 from data.atomic import atomic_open
 from data.audio import MelConfig, check_format, n_frames, wav_info
@@ -47,11 +48,9 @@ def parse_line(line: str, base_dir: Path, origin: str = "") -> Utterance:
     if not text:
         raise FilelistError("empty text")
     try:
-        count = int(frames)
-    except ValueError:
-        raise FilelistError(f"frames {frames!r} is not an integer") from None
-    if count <= 0:
-        raise FilelistError(f"frames must be positive, found {count}")
+        count = parse_frames(frames)
+    except ValueError as error:
+        raise FilelistError(str(error)) from None
     return Utterance(base_dir / wav, text, count, origin)
 
 

@@ -64,7 +64,7 @@ def test_progress_bar_stays_off_when_not_a_terminal(tmp_path, capsys):
 @pytest.mark.parametrize("bad_line, message", [
     ("wavs/good.wav|hello", "expected 3 fields"),
     ("wavs/good.wav|hello|eight", "not an integer"),
-    ("wavs/good.wav|hello|0", "must be positive"),
+    ("wavs/good.wav|hello|0", "must be a positive integer"),
     ("wavs/good.wav|   |8", "empty text"),
 ])
 def test_unparsable_line(tmp_path, bad_line, message):

@@ -18,8 +18,8 @@ def test_round_trip_with_relative_and_absolute_paths(tmp_path):
     ("a.wav|text", "expected 3 fields"),
     ("a.wav|te|xt|5", "expected 3 fields"),
     ("a.wav|text|five", "not an integer"),
-    ("a.wav|text|0", "must be positive"),
-    ("a.wav|text|-3", "must be positive"),
+    ("a.wav|text|0", "must be a positive integer"),
+    ("a.wav|text|-3", "must be a positive integer"),
     ("a.wav|  |5", "empty text"),
     ("|text|5", "empty wav path"),
 ])
