@@ -9,7 +9,9 @@ pytest.importorskip("espeakng_loader", reason="eSpeak NG comes from the PyPI pac
 
 import data.corpora.espeak as espeak  # noqa: E402  (after the skip)
 from data.audio import wav_info  # noqa: E402
-from data.corpora.espeak import DEFAULT_RATE_WPM, TranscriptError, make_espeak_corpus, read_transcripts, speak  # noqa: E402
+from data.corpora.errors import CorpusError  # noqa: E402
+from data.corpora.espeak import make_espeak_corpus, read_transcripts  # noqa: E402
+from data.corpora.espeak_engine import DEFAULT_RATE_WPM, speak  # noqa: E402
 from data.filelist import read_filelist  # noqa: E402
 from data.text import clean_text  # noqa: E402
 
@@ -106,7 +108,7 @@ def test_transcript_formats(tmp_path):
 def test_bad_lines_are_named(tmp_path):
     bad = tmp_path / "metadata.csv"
     bad.write_text("a|fine text|\nb|one|two|three\n\nc|{braces}|\na|again|\n", encoding="utf-8")
-    with pytest.raises(TranscriptError) as err:
+    with pytest.raises(CorpusError) as err:
         read_transcripts(bad)
     assert [p.split(": ")[0] for p in err.value.problems] == [f"{bad}:2", f"{bad}:4", f"{bad}:5"]
     assert "duplicate id a" in str(err.value)
@@ -115,5 +117,5 @@ def test_bad_lines_are_named(tmp_path):
 def test_tsv_without_its_header_is_refused(tmp_path):
     headless = tmp_path / "lengths.tsv"
     headless.write_text("LJ001-0002\t41856\t152\tin being comparatively modern.\n")
-    with pytest.raises(TranscriptError, match=f"{headless}:1: a tab in a sentence"):
+    with pytest.raises(CorpusError, match=f"{headless}:1: a tab in a sentence"):
         read_transcripts(headless)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from data.corpora.ljspeech import DataPreparationError, prepare_ljspeech, read_ljspeech
+from data.corpora.errors import CorpusError
+from data.corpora.ljspeech import prepare_ljspeech, read_ljspeech
 from data.filelist import read_filelist, wav_frames
 from tests.kit import load_script
 
@@ -64,7 +65,7 @@ def test_split_filelists_and_frames(corpus, tmp_path):
 ])
 def test_bad_inputs_name_file_and_line(corpus, tmp_path, breakage, expected):
     breakage(corpus)
-    with pytest.raises(DataPreparationError, match=expected):
+    with pytest.raises(CorpusError, match=expected):
         prepare_ljspeech(corpus, tmp_path / "filelists", progress=False)
     assert not (tmp_path / "filelists").exists(), "no filelist is written from a broken corpus"
 
@@ -73,7 +74,7 @@ def test_all_problems_are_reported_at_once(corpus):
     set_line(corpus, 3, "LJ001-0003|Fish & chips|Fish & chips")
     set_line(corpus, 12, "LJ001-0012|50% off @ noon|50% off @ noon")
     (corpus / "wavs" / "LJ001-0020.wav").unlink()
-    with pytest.raises(DataPreparationError) as caught:
+    with pytest.raises(CorpusError) as caught:
         read_ljspeech(corpus, progress=False)
     problems = caught.value.problems
     assert len(problems) == 4

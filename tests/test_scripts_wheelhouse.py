@@ -27,7 +27,7 @@ ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONDONT
 MISSING_ON_GPU = ("librosa", "soundfile", "unidecode", "inflect", "espeakng-loader")
 OWN_PACKAGES = ("import importlib.metadata as m, json, sysconfig; print(json.dumps({d.metadata['Name']: d.version "
                 "for d in m.distributions(path=[sysconfig.get_path('purelib')])}))")
-SPEAK_THEN_CHECK = ("import sys, train\nfrom data.corpora.espeak import speak\n"
+SPEAK_THEN_CHECK = ("import sys, train\nfrom data.corpora.espeak_engine import speak\n"
                     "assert speak('offline install').size > 1000\nsys.exit(train.main(sys.argv[1:]))")
 
 wheelhouse = load_script("wheelhouse")

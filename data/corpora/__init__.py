@@ -5,7 +5,8 @@ giving its (train, validation) filelists from a DataConfig and the MelConfig; a 
 the settings it cannot do without) and DataConfig, the corpus settings, validated against the table.
 The builders: demo.py (the embedded tone corpus), espeak.py (English speech spoken by eSpeak NG),
 ljspeech.py (LJSpeech-1.1 -> filelists, for scripts/prepare_ljspeech.py); generated.py is what the
-generated ones share. training/ imports this package only, never a builder (tests/test_architecture.py).
+generated ones share; espeak_engine.py drives eSpeak NG for espeak.py; errors.py holds CorpusError,
+the one error type every builder raises. training/ imports this package only, never a builder (tests/test_architecture.py).
 
 How to add a corpus:
 1. write `data/corpora/<name>.py` with a builder that makes or finds its filelists and returns the
@@ -16,6 +17,7 @@ How to add a corpus:
    under `dataset_presets` (at least its output_dir).
 Training, `train.py --check` and the data check then work unchanged; its tests go in tests/.
 """
-from data.corpora.table import CORPORA, CORPUS_TABLE, Corpus, CorpusError, DataConfig, corpus_filelists
+from data.corpora.errors import CorpusError
+from data.corpora.table import CORPORA, CORPUS_TABLE, Corpus, DataConfig, corpus_filelists
 
 __all__ = ["CORPORA", "CORPUS_TABLE", "Corpus", "CorpusError", "DataConfig", "corpus_filelists"]

@@ -1,90 +1,54 @@
 """A spoken English corpus made on this machine with eSpeak NG: real words, no download.
 
-eSpeak NG (libespeak-ng and its voice data, shipped by the PyPI package `espeakng-loader`) is
-driven through ctypes in synchronous mode: a synth callback collects its 16-bit samples at the
-library's native 22,050 Hz, LJSpeech's rate, so nothing is resampled. The words spoken are the
+The engine (libespeak-ng through ctypes, its voice and rate, why its sample counts are
+deterministic) is data/corpora/espeak_engine.py; this module chooses the transcripts, speaks
+them on all cores (one engine per worker) and writes the corpus. The words spoken are the
 transcript after the project's own front end (`data.text.clean_text`: numbers and abbreviations
 expanded), so eSpeak says exactly the words the model reads; the filelists keep the original
 transcript, which the dataset cleans again.
 
-Speaking rate. DEFAULT_RATE_WPM = 140 words per minute (eSpeak's own default is 175) was fitted so
-the frame counts (`1 + n_samples // hop`) follow LJSpeech's over all its transcripts; eSpeak keeps
-one pace where LJSpeech's clips stop at 10 s, so its longest utterances are longer than LJSpeech's.
-Its leading and trailing silence is already about LJSpeech's, so nothing is trimmed or added. The
-measurements behind both choices are in the README ("Data pipeline", the spoken corpus).
-
-Determinism. Some of libespeak-ng's internal state outlives an utterance, and no API call resets
-it. The phase of its pitch flutter changes the next utterances' durations, so the voice is en-us
-with flutter off (`steady`, a variant this module adds); its breath noise, seeded from the clock,
-is reseeded for every utterance. Sample counts, and so
-every frame count in the filelists, then depend on the text alone (checked on 1,500 transcripts in
-shuffled orders), whatever the worker count; the samples themselves still differ slightly (wave
-phase) with what the process said before, so WAVs are not byte-identical between runs.
+Speaking rate. At DEFAULT_RATE_WPM the frame counts follow LJSpeech's over all its transcripts;
+eSpeak keeps one pace where LJSpeech's clips stop at 10 s, so its longest utterances are longer
+than LJSpeech's. Its leading and trailing silence is already about LJSpeech's, so nothing is
+trimmed or added. The measurements behind both choices are in the README ("Data pipeline", the
+spoken corpus). Every frame count in the filelists depends on the text alone, whatever the worker
+count; WAVs are not byte-identical between runs (the engine's wave phase).
 
 Generation runs on all cores, one engine per worker (README: how long a corpus takes, how much disk).
 
 Files under out_dir: wavs/<id>.wav (the id of metadata.csv / lengths.tsv, `lineNNNNN` for a
 sentence file), train.txt and val.txt (`wavs/<id>.wav|transcript|frames`), synthesis.json (the
 settings the WAVs were made with) and manifest.json (written last: the corpus is complete).
-
-Licence: libespeak-ng and its data are GPL-3.0-or-later (espeakng-loader's wheel bundles them and
-declares no licence of its own); this module only loads the library at run time.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
 import random
 import re
-import tempfile
 from dataclasses import dataclass
-from importlib import metadata
 from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from batching.errors import UserError
 from data.atomic import atomic_open
 from data.audio import AudioFormatError, MelConfig, n_frames, save_wav, wav_info
+from data.corpora.errors import CorpusError
+from data.corpora.espeak_engine import DEFAULT_RATE_WPM, VOICE, EspeakError, check_rate, loader_version, speak
 from data.corpora.generated import is_complete, write_split
-from data.corpora.ljspeech import DataPreparationError
 from data.filelist import Utterance
 from data.text import clean_text, find_unknown_symbols
 
-__all__ = ["DEFAULT_RATE_WPM", "EspeakError", "Transcript", "TranscriptError", "choose", "loader_version",
-           "make_espeak_corpus", "read_transcripts", "speak"]
+__all__ = ["Transcript", "choose", "make_espeak_corpus", "read_transcripts"]
 
 FORMAT_VERSION = 1
-VARIANT = "steady"  # written by _steady_data: en-us without pitch flutter
-VOICE = f"en-us+{VARIANT}"
-DEFAULT_RATE_WPM = 140
-MIN_RATE_WPM, MAX_RATE_WPM = 80, 450  # espeakRATE_MINIMUM / espeakRATE_MAXIMUM in speak_lib.h
 LJSPEECH_TSV_HEADER = ["id", "samples", "frames", "text"]
 _CFG = MelConfig()
 _TMP_SUFFIX = ".tmp.wav"  # soundfile picks the format from the suffix
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-# Constants of eSpeak NG's C API (speak_lib.h).
-_AUDIO_OUTPUT_SYNCHRONOUS = 2
-_INITIALIZE_DONT_EXIT = 0x8000  # report missing data with an error code instead of exit()
-_ESPEAK_RATE = 1
-_POS_CHARACTER = 1
-_CHARS_UTF8 = 1
-_EE_OK = 0
-_NOISE_SEED = 1
-_SYNTH_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
-
-
-class EspeakError(RuntimeError):
-    """eSpeak NG is missing, failed to start, or reported an error."""
-
-
-class TranscriptError(DataPreparationError):
-    """Transcript lines that cannot be spoken; `problems` names each one's file:line."""
 
 
 @dataclass(frozen=True)
@@ -94,136 +58,11 @@ class Transcript:
     line: int
 
 
-@dataclass
-class _Engine:
-    """One initialised libespeak-ng per process, and the chunks its callback has collected."""
-    lib: ctypes.CDLL
-    chunks: list[np.ndarray]
-
-
 @dataclass(frozen=True)
 class _Job:
     wav_path: Path
     spoken: str  # the cleaned text eSpeak says
     rate_wpm: int
-
-
-_ENGINE: _Engine | None = None
-
-
-def _collect_samples(samples, n_samples: int, events) -> int:
-    """Synth callback: copy each chunk out now, as eSpeak reuses its buffer; 0 means go on."""
-    if samples and n_samples > 0:
-        _ENGINE.chunks.append(np.ctypeslib.as_array(samples, shape=(n_samples,)).copy())
-    return 0
-
-
-# Module level, so the C function pointer stays alive as long as the library may call it.
-_CALLBACK = _SYNTH_CALLBACK(_collect_samples)
-
-
-def _loader():
-    """The espeakng_loader module, or an error that says how to install it."""
-    try:
-        import espeakng_loader
-    except ImportError as err:
-        raise EspeakError("eSpeak NG comes from the PyPI package espeakng-loader: "
-                          "pip install -r requirements.txt") from err
-    return espeakng_loader
-
-
-def loader_version() -> str:
-    """The installed espeakng-loader version: a different one may speak differently."""
-    try:
-        return metadata.version("espeakng-loader")
-    except metadata.PackageNotFoundError:
-        _loader()  # raises the error that says how to install it
-        raise
-
-
-def _declare(lib: ctypes.CDLL) -> None:
-    """Argument and result types, so ctypes passes size_t and pointers correctly on 64-bit."""
-    lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-    lib.espeak_SetSynthCallback.argtypes = [_SYNTH_CALLBACK]
-    lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
-    lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    lib.espeak_ng_SetRandSeed.argtypes = [ctypes.c_long]
-    lib.espeak_Synth.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
-                                 ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
-
-
-def _steady_data(package_data: Path, into: Path) -> Path:
-    """The package's espeak-ng-data (linked, not copied) plus our voice variant `steady`: pitch
-    flutter off. Flutter's phase is a static inside libespeak-ng that nothing resets, so with it on
-    an utterance's samples depend on everything the process said before; without it, on its text."""
-    data = into / "espeak-ng-data"
-    variants = data / "voices" / "!v"
-    variants.mkdir(parents=True)
-    for entry in package_data.iterdir():
-        if entry.name != "voices":
-            (data / entry.name).symlink_to(entry)
-    for entry in (package_data / "voices").iterdir():
-        if entry.name != "!v":
-            (data / "voices" / entry.name).symlink_to(entry)
-    (variants / VARIANT).write_text(f"language variant\nname {VARIANT}\nflutter 0\n")
-    return data
-
-
-def _start(lib: ctypes.CDLL, data_path: Path) -> None:
-    """Initialise in synchronous mode from data_path and select the voice; check the sample rate."""
-    sample_rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, str(data_path).encode(), _INITIALIZE_DONT_EXIT)
-    if sample_rate <= 0:
-        raise EspeakError(f"espeak_Initialize failed (code {sample_rate}) with data at {data_path}")
-    if sample_rate != _CFG.sample_rate:
-        raise EspeakError(f"eSpeak NG synthesises at {sample_rate} Hz, the project needs {_CFG.sample_rate} Hz")
-    lib.espeak_SetSynthCallback(_CALLBACK)
-    status = lib.espeak_SetVoiceByName(VOICE.encode())
-    if status != _EE_OK:
-        raise EspeakError(f"eSpeak NG cannot load voice {VOICE!r} from {data_path} (code {status})")
-
-
-def _initialise() -> _Engine:
-    """libespeak-ng with the package's data and the voice loaded. The data view is temporary, as
-    eSpeak reads all it needs (phonemes, the English dictionary, the voice) while starting, and
-    short: libespeak-ng cuts its data path at 160 characters, which a deep virtualenv can exceed."""
-    loader = _loader()
-    lib = ctypes.CDLL(loader.get_library_path())
-    _declare(lib)
-    with tempfile.TemporaryDirectory(prefix="espeak-ng-data-") as tmp:
-        _start(lib, _steady_data(Path(loader.get_data_path()), Path(tmp)))
-    return _Engine(lib, [])
-
-
-def _engine() -> _Engine:
-    """This process's engine, initialised on first use (a pool worker initialises its own)."""
-    global _ENGINE
-    if _ENGINE is None:
-        _ENGINE = _initialise()
-    return _ENGINE
-
-
-def _check_rate(rate_wpm: int) -> None:
-    """eSpeak clamps a rate outside its range silently; say so instead."""
-    if not MIN_RATE_WPM <= rate_wpm <= MAX_RATE_WPM:
-        raise UserError(f"rate_wpm must be in [{MIN_RATE_WPM}, {MAX_RATE_WPM}], got {rate_wpm}")
-
-
-def speak(text: str, rate_wpm: int = DEFAULT_RATE_WPM) -> np.ndarray:
-    """Float32 mono samples at 22,050 Hz of eSpeak NG (en-us) saying `text` as given."""
-    _check_rate(rate_wpm)
-    engine = _engine()
-    status = engine.lib.espeak_SetParameter(_ESPEAK_RATE, int(rate_wpm), 0)
-    if status != _EE_OK:
-        raise EspeakError(f"espeak_SetParameter(rate={rate_wpm}) failed (code {status})")
-    engine.chunks.clear()
-    engine.lib.espeak_ng_SetRandSeed(_NOISE_SEED)  # the breath noise, else seeded from the clock
-    data = text.encode("utf-8")
-    status = engine.lib.espeak_Synth(data, len(data) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None)
-    if status != _EE_OK:
-        raise EspeakError(f"espeak_Synth failed (code {status}) on {text!r}")
-    samples = np.concatenate(engine.chunks) if engine.chunks else np.zeros(0, np.int16)
-    engine.chunks.clear()
-    return samples.astype(np.float32) / 32768.0
 
 
 # ---------------------------------------------------------------- transcripts
@@ -294,7 +133,7 @@ def read_transcripts(path: str | Path) -> list[Transcript]:
     lines = path.read_text(encoding="utf-8").splitlines()
     numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
     if not numbered:
-        raise TranscriptError(path, [f"{path}: no transcripts"])
+        raise CorpusError.listing(path, [f"{path}: no transcripts"])
     kind = _transcript_format(numbered[0][1])
     if kind == "tsv":
         numbered = numbered[1:]
@@ -312,7 +151,7 @@ def read_transcripts(path: str | Path) -> list[Transcript]:
         seen[transcript.id] = number
         transcripts.append(transcript)
     if problems or not transcripts:
-        raise TranscriptError(path, problems or [f"{path}: no transcripts"])
+        raise CorpusError.listing(path, problems or [f"{path}: no transcripts"])
     return transcripts
 
 
@@ -322,7 +161,7 @@ def choose(transcripts: list[Transcript], n_utterances: int | None, seed: int) -
     if n_utterances is None:
         return list(transcripts)
     if not 1 <= n_utterances <= len(transcripts):
-        raise UserError(f"n_utterances must be in [1, {len(transcripts)}] (the transcripts), got {n_utterances}")
+        raise CorpusError(f"n_utterances must be in [1, {len(transcripts)}] (the transcripts), got {n_utterances}")
     order = list(range(len(transcripts)))
     random.Random(seed).shuffle(order)
     return [transcripts[i] for i in sorted(order[:n_utterances])]
@@ -462,7 +301,7 @@ def make_espeak_corpus(out_dir: str | Path, transcripts: str | Path, n_utterance
     if is_complete(out_dir, manifest, train_path, val_path):
         return train_path, val_path
 
-    _check_rate(rate_wpm)
+    check_rate(rate_wpm)
     chosen = choose(read_transcripts(transcripts), n_utterances, seed)
     (out_dir / "manifest.json").unlink(missing_ok=True)
     wav_dir = _prepare_wav_dir(out_dir, synthesis)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from batching.errors import UserError
+from data.corpora.errors import CorpusError
 from data.filelist import Utterance, split_train_val, write_filelist
 
 
@@ -28,7 +28,7 @@ def write_split(utterances: Sequence[Utterance], val_fraction: float, seed: int,
     refused, naming the setting that gives the corpus more utterances."""
     train_part, val_part = split_train_val(utterances, val_fraction, seed)
     if not train_part or not val_part:
-        raise UserError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split; "
+        raise CorpusError(f"{len(utterances)} utterances with val_fraction {val_fraction} leave an empty split; "
                         f"raise {size_setting}")
     write_filelist(train, train_part)
     write_filelist(val, val_part)

@@ -11,23 +11,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from batching.errors import UserError
 from data.audio import AudioFormatError, MelConfig
+from data.corpora.errors import CorpusError
 from data.filelist import Utterance, split_train_val, summarize, wav_frames, write_filelist
 from data.text import find_unknown_symbols
-
-MAX_REPORTED_PROBLEMS = 30
-
-
-class DataPreparationError(UserError):
-    """The corpus has problems; `problems` lists each one, naming its file and line."""
-
-    def __init__(self, source: Path, problems: list[str]):
-        self.problems = problems
-        shown = "\n  ".join(problems[:MAX_REPORTED_PROBLEMS])
-        more = f"\n  ... and {len(problems) - MAX_REPORTED_PROBLEMS} more" if len(problems) > MAX_REPORTED_PROBLEMS else ""
-        super().__init__(f"{source}: {len(problems)} problem(s):\n  {shown}{more}")
-
 
 @dataclass(frozen=True)
 class PreparedFilelists:
@@ -54,7 +41,7 @@ def read_ljspeech(ljspeech_dir: str | Path, cfg: MelConfig = MelConfig(), progre
     ljspeech_dir = Path(ljspeech_dir).absolute()
     metadata = ljspeech_dir / "metadata.csv"
     if not metadata.is_file():
-        raise UserError(f"{metadata} not found: point --ljspeech at the LJSpeech-1.1 folder")
+        raise CorpusError(f"{metadata} not found: point --ljspeech at the LJSpeech-1.1 folder")
     lines = metadata.read_text(encoding="utf-8").splitlines()
     utterances, line_numbers, problems, seen = [], [], [], {}
     for number, line in enumerate(tqdm(lines, desc="reading wav headers", unit="clip", disable=None if progress else True), 1):
@@ -81,7 +68,7 @@ def read_ljspeech(ljspeech_dir: str | Path, cfg: MelConfig = MelConfig(), progre
             problems.append(f"{where}: {err}")
     problems += _unknown_symbol_problems(metadata, utterances, line_numbers)
     if problems:
-        raise DataPreparationError(metadata, problems)
+        raise CorpusError.listing(metadata, problems)
     return utterances
 
 

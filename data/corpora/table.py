@@ -11,19 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from batching.errors import UserError
 from data.audio import MelConfig
 from data.corpora.demo import make_demo_corpus
+from data.corpora.errors import CorpusError
 from data.corpora.espeak import make_espeak_corpus
 from data.filelist import FilelistError
 from data.shared import LJSPEECH_LENGTHS
 
 REPO = Path(__file__).resolve().parents[2]
 LJSPEECH_FILELISTS = (REPO / "filelists" / "ljspeech_train.txt", REPO / "filelists" / "ljspeech_val.txt")
-
-
-class CorpusError(UserError):
-    """A corpus setting that cannot work; the message names the hparam and what to do instead."""
 
 
 @dataclass(frozen=True)
