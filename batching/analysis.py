@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 
 from .config import BatchingConfig
+from .grouping import ceil_div
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
 from .plan import batch_stats
@@ -41,7 +42,7 @@ def table1(lengths: np.ndarray, seed: int = 0) -> list[dict]:
 def sweep_grid(lengths: np.ndarray, batch_size: int, points: int = 40) -> dict[str, list]:
     """Fig. 2's ranges (LRF in [0, 1], bucket size in [B0, N], bins in [1, N / B0]; geometric where
     wide) and stream's bucket interval in [1, L_max] frames (geometric)."""
-    n_batches = max(1, -(-lengths.size // batch_size))
+    n_batches = max(1, ceil_div(lengths.size, batch_size))
     buckets = np.unique(np.geomspace(1, n_batches, points).round().astype(int)) * batch_size
     return dict(lrf=np.round(np.linspace(0, 1, points + 1), 4).tolist(),
                 bucket_size=buckets.tolist(),
@@ -71,7 +72,7 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> d
     bucket_interval (frames) by bisection, since their ZPR grows with them. The given strategy,
     when it has no parameter here (SWEPT), gets its own plan's figures at the given options and a
     note saying it was not calibrated."""
-    n_batches = max(1, -(-lengths.size // base.batch_size))
+    n_batches = max(1, ceil_div(lengths.size, base.batch_size))
     grid = dict(bucket_size=(np.arange(1, n_batches + 1) * base.batch_size).tolist(),
                 n_bins=list(range(1, n_batches + 1)))
     best = {}

@@ -42,6 +42,7 @@ import numpy as np
 from .budget import over_limit
 from .config import BatchingConfig
 from .errors import UserError
+from .grouping import ceil_div
 from .plan import GlobalPlan, plan_digest
 from .sharding import halve_largest
 
@@ -106,7 +107,7 @@ class BlockPlan(GlobalPlan):
 def slot_lengths(lengths: np.ndarray, n_frames_per_step: int) -> np.ndarray:
     """Frames an utterance occupies in a block: its length rounded up to a multiple of r."""
     r = n_frames_per_step
-    return -(-lengths // r) * r
+    return ceil_div(lengths, r) * r
 
 
 def block_length_of(lengths: np.ndarray, config: BatchingConfig) -> int:
@@ -212,7 +213,7 @@ def deal_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray, block
         n_batches = world_size * (n_blocks // per_step)
         block_ids = block_ids[: n_batches * batch_size]
     else:
-        n_batches = world_size * -(-n_blocks // per_step)
+        n_batches = world_size * ceil_div(n_blocks, per_step)
     order, blocks, starts = _take_blocks(order, blocks, starts, block_ids)
     if blocks.size - 1 < n_batches:  # every batch needs a block: split the fullest, repeat only singletons
         order, blocks, starts = _split_blocks(order, blocks, starts, n_batches - (blocks.size - 1))

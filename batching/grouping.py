@@ -5,6 +5,11 @@ import numba
 import numpy as np
 
 
+def ceil_div(value, divisor):
+    """value / divisor rounded up, for ints and integer arrays: batching/'s one spelling."""
+    return -(-value // divisor)
+
+
 def fixed_cuts(n: int, batch_size: int, drop_last: bool) -> np.ndarray:
     """Batch boundaries for batches of batch_size; the last one holds the n % B0 rest unless drop_last."""
     stop = n - n % batch_size if drop_last else n

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import BatchingConfig
+from .grouping import ceil_div
 from .sharding import arrange
 
 
@@ -64,7 +65,7 @@ class GlobalPlan:
         batches = self.batches()
         record = batch_stats(lengths, batches)
         longest = np.array([lengths[b].max(initial=0) for b in batches], dtype=np.int64)
-        record["decoder_steps"] = int((-(-longest // n_frames_per_step)).sum())
+        record["decoder_steps"] = int(ceil_div(longest, n_frames_per_step).sum())
         record["skipped"] = int(self.skipped.size)
         if self.world_size > 1 and longest.size:
             per_step = longest.reshape(-1, self.world_size).astype(np.float64)

@@ -17,12 +17,12 @@ PackedCollate lays BLoad blocks out (items from PackedView, data/dataset.py): a 
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Sequence
 
 import torch
 
 from model.packing import Packing
+from model.shapes import round_up
 
 
 #: Fields that stay on the host when a batch moves to the device: what the host needs to know of
@@ -61,7 +61,7 @@ class TextMelCollate:
         text_lengths = torch.tensor([len(t) for t in texts], dtype=torch.long)
         mel_lengths = torch.tensor([m.shape[-1] for m in mels], dtype=torch.long)
         step = self.n_frames_per_step
-        t_max = math.ceil(int(mel_lengths.max()) / step) * step
+        t_max = round_up(int(mel_lengths.max()), step)
 
         text = torch.zeros(len(texts), int(text_lengths.max()), dtype=torch.long)
         mel = torch.zeros(len(mels), mels[0].shape[0], t_max, dtype=torch.float32)
@@ -117,7 +117,7 @@ class PackedCollate:
             if start % r or start < end.get(row, 0) or start + length > frames:
                 raise ValueError(f"utterance at row {row} frame {start} ({length} frames) does not fit the "
                                  f"block layout (block_length={frames}, n_frames_per_step={r})")
-            end[row] = start + -(-length // r) * r
+            end[row] = start + round_up(length, r)
             text[i, : len(ids)] = ids
             mel[row, :, start:start + length] = spec
             gate[row, start:start + length - 1] = 0.0

@@ -20,6 +20,7 @@ import torch
 from torch.nn import functional as F
 
 from .packing import Packing, packed_guided_attention
+from .shapes import ceil_div
 from .tacotron2 import Tacotron2Output
 
 LOSS_NORMS = ("valid", "padded")
@@ -115,7 +116,7 @@ class Tacotron2Loss:
                 raise ValueError("guided_attention > 0 needs text_lengths")
             if packing is None:
                 guided = guided_attention_penalty(out.alignments, text_lengths,
-                                                  torch.div(mel_lengths + self.r - 1, self.r, rounding_mode="floor"),
+                                                  ceil_div(mel_lengths, self.r),
                                                   self.ga_sigma)
             else:
                 guided = packed_guided_attention(out.alignments, packing, text_lengths, mel_lengths, self.r,

@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import torch
 
+from .shapes import ceil_div
+
 
 class Packing(NamedTuple):
     """Where each utterance of a packed batch sits. Utterances must be listed row by row, and in
@@ -93,7 +95,7 @@ def step_layout(packing: Packing, mel_lengths: torch.Tensor, rows: int, steps: i
     marker.index_put_((packing.row, first_step), torch.arange(1, n + 1, device=device))
     segment = torch.cummax(marker, dim=1).values - 1
     step_in_segment = torch.arange(steps, device=device) - first_step[segment]
-    n_steps = torch.div(mel_lengths + r - 1, r, rounding_mode="floor")
+    n_steps = ceil_div(mel_lengths, r)
     return StepLayout(segment, step_in_segment, step_in_segment < n_steps[segment], marker > 0)
 
 
@@ -121,7 +123,7 @@ def packed_guided_attention(alignments: torch.Tensor, packing: Packing, text_len
     in an ordinary padded batch."""
     rows, steps, n_text = alignments.shape
     layout = step_layout(packing, mel_lengths, rows, steps, r)
-    n_steps = torch.div(mel_lengths + r - 1, r, rounding_mode="floor")
+    n_steps = ceil_div(mel_lengths, r)
     seg = layout.segment
     t = layout.step_in_segment / n_steps[seg]  # [R, steps]
     lo, length = packing.text_start[seg], text_lengths[seg]

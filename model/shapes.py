@@ -31,8 +31,15 @@ class LoopShape:
     text: int
 
 
-def round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
+def ceil_div(value, divisor):
+    """value / divisor rounded up, for ints, numpy arrays and integer tensors alike: the model's,
+    the data's and the training loop's one spelling (batching/ has its own, as it imports no model)."""
+    return -(-value // divisor)
+
+
+def round_up(value, multiple):
+    """value rounded up to a multiple of `multiple` (ints, arrays, tensors)."""
+    return ceil_div(value, multiple) * multiple
 
 
 @dataclass(frozen=True)

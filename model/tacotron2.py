@@ -24,7 +24,7 @@ from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
 from .packing import (Packing, gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout,
                       step_mask_bias)
-from .shapes import LoopShape
+from .shapes import LoopShape, ceil_div
 
 # Gate logit written at padded frames: sigmoid(1e3) == 1, i.e. "stop", with ~0 BCE against 1.
 GATE_PAD_LOGIT = 1e3
@@ -95,8 +95,7 @@ class Tacotron2(nn.Module):
             mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, shape=shape)
         valid = _valid_mask(mel_lengths, mel.size(2))
         mel_out, mel_postnet = self._postnet(mel_out, valid)
-        steps_valid = _valid_mask(torch.div(mel_lengths + r - 1, r, rounding_mode="floor"),
-                                  alignments.size(1))
+        steps_valid = _valid_mask(ceil_div(mel_lengths, r), alignments.size(1))
         return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT),
                                alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0))
 

@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
+from model.shapes import ceil_div
 from training import distributed as dist_utils
 from training.checkpoint import (EpochPosition, RunState, atomic_torch_save, remove_stale_temporaries, rng_state,
                                  set_rng_state)
@@ -266,7 +267,7 @@ def validate(run: Run, epoch: int) -> dict[str, float]:
 
 def _alignment(batch, out, i: int, r: int) -> tuple[np.ndarray, int, int]:
     """Utterance i's alignment [decoder steps, text] without padding, its text and decoder lengths."""
-    dec_len = int(math.ceil(int(batch.mel_lengths[i]) / r))
+    dec_len = ceil_div(int(batch.mel_lengths[i]), r)
     text_len = int(batch.text_lengths[i])
     return out.alignments[i, :dec_len, :text_len].float().cpu().numpy(), text_len, dec_len
 
