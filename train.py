@@ -43,9 +43,9 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, Resume
     Returns the flat hparams, the typed config and where the last checkpoint left the run (or None).
     Every key and value is validated before the run directory is judged, so a typo is reported
     as such whatever output_dir holds."""
-    resume = None
+    ckpt = None
     if args.resume:
-        resume, stored = resume_point(Path(args.resume))
+        ckpt, stored = resume_point(Path(args.resume))
         hp = resume_hparams(stored, args.hparams) | {"output_dir": str(args.resume)}
     else:
         hp = load_hparams(args.hparams)
@@ -54,7 +54,7 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, Resume
         raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
                            f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
     check_writable(Path(cfg.train.output_dir))
-    return hp, cfg, resume
+    return hp, cfg, None if ckpt is None else ResumePoint.from_checkpoint(ckpt)
 
 
 def train(run: Run, state: RunState, position: EpochPosition | None) -> None:

@@ -111,7 +111,7 @@ class EpochPosition:
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """What a resume reads from a checkpoint, read once (resume_point); the rest of the dict goes."""
+    """What a resume reads from a checkpoint, read once (train.py's resolve); the rest of the dict goes."""
 
     weights: Weights
     state: RunState
@@ -124,16 +124,16 @@ class ResumePoint:
                    EpochPosition(ckpt.get("sampler"), ckpt.get("rng") or []))
 
 
-def resume_point(run_dir: Path) -> tuple[ResumePoint | None, dict[str, Any]]:
-    """(where the last checkpoint left the run or None, the run's stored hparams). A run killed
-    before its first checkpoint has only hparams.json: it resumes from its beginning (None), so
-    `--resume` works whenever the run was started."""
+def resume_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the last checkpoint or None, the run's stored hparams). A run killed before its first
+    checkpoint has only hparams.json: it resumes from its beginning (None), so `--resume` works
+    whenever the run was started."""
     run_dir = Path(run_dir)
     stored = read_hparams(run_dir)
     if stored is not None and not (run_dir / LAST).is_file():
         return None, stored
     ckpt = load_checkpoint(run_dir / LAST)  # missing too: load_checkpoint's error says what to do
-    return ResumePoint.from_checkpoint(ckpt), ckpt["hparams"]
+    return ckpt, ckpt["hparams"]
 
 
 def remove_stale_temporaries(run_dir: Path) -> list[Path]:
