@@ -12,7 +12,9 @@ live in training/ (config, run, step, loop, checkpoint, rundir).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from training.datacheck import check_data, plan_summary
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run
-from training.rundir import check_writable, has_checkpoint
+from training.rundir import check_writable, has_checkpoint, hold_run_dir
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,11 +52,21 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, dict[s
     else:
         hp = load_hparams(args.hparams)
     cfg = resolve_config(hp)
-    if not args.resume and not args.check and has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
-        raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
-                           f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
     check_writable(Path(cfg.train.output_dir))
     return hp, cfg, ckpt
+
+
+def hold_output_dir(output_dir: str):
+    """The main process (torchrun's rank 0; the others share its folder) holds the output folder
+    for its whole life, before anything in it is written, so that two runs never write one folder."""
+    return hold_run_dir(Path(output_dir)) if int(os.environ.get("RANK", "0")) == 0 else nullcontext()
+
+
+def refuse_overwrite(args: argparse.Namespace, hp: dict[str, Any]) -> None:
+    """A fresh run into a folder that holds an ended run's checkpoint needs overwrite=true."""
+    if not args.resume and has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
+        raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
+                           f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
 
 
 def train(run: Run, state: RunState, ckpt: dict[str, Any] | None) -> None:
@@ -101,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             check_only(cfg)
             return 0
-        run = build_run(cfg, hp, ckpt)
+        with hold_output_dir(cfg.train.output_dir):
+            refuse_overwrite(args, hp)
+            return run_training(args, hp, cfg, ckpt)
     except UserError as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
@@ -110,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
 
+
+def run_training(args: argparse.Namespace, hp: dict[str, Any], cfg: RunConfig, ckpt: dict[str, Any] | None) -> int:
+    """Build the run and train it; the exit status."""
+    run = build_run(cfg, hp, ckpt)
     state = RunState.from_dict(ckpt["progress"]) if ckpt else RunState()
     prepare_run_dir(run, state, fresh=ckpt is None)
     describe(run, state, resumed=args.resume is not None)
@@ -131,7 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         dist_utils.shutdown()
         run.stop.restore()
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

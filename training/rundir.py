@@ -5,11 +5,13 @@ Every write goes through data.atomic.atomic_open (temporary file, fsync, rename)
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from batching.errors import UserError
 from data.atomic import atomic_open
@@ -75,3 +77,28 @@ def check_writable(run_dir: Path) -> None:
             if not os.access(ancestor, os.W_OK | os.X_OK):
                 raise RunDirError(f"output_dir {run_dir}: {ancestor} is not writable; choose another output_dir")
             return
+
+
+LOCK = "run.lock"  # held (flock) by the run's main process for as long as it lives; holds its PID
+
+
+@contextmanager
+def hold_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold run_dir for this process: a second run into it stops with a RunDirError naming the
+    holder's PID. The operating system releases the lock when the process ends, kill -9 included,
+    so nothing is left to clean up; the lock file itself stays (empty of meaning once released)."""
+    path = Path(run_dir) / LOCK
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            raise RunDirError(f"output_dir {run_dir} is in use by another run (process {holder}, which holds {path}); "
+                              f"wait for it to end or stop it, or choose another output_dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
