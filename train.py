@@ -103,6 +103,8 @@ def check_only(cfg: RunConfig) -> None:
     paths = corpus_filelists(cfg.data, cfg.mel)
     report = check_data(cfg, paths, progress=cfg.train.progress)
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
+    for line in report.text.lines():
+        print(line)
     print(plan_summary(cfg, paths[0], report))
 
 

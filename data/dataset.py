@@ -40,11 +40,11 @@ class TextMelDataset(Dataset):
     """(text ids [T_text], log mel [n_mels, T]) per utterance; lengths known up front, audio read lazily."""
 
     def __init__(self, utterances: Sequence[Utterance], mel_cfg: MelConfig = MelConfig(),
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, unknown_chars: str = "error"):
         self.utterances = list(utterances)
         self.mel_cfg = mel_cfg
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.texts = _encode_texts(self.utterances)
+        self.texts = _encode_texts(self.utterances, unknown_chars)
         self.text_lengths = np.array([len(t) for t in self.texts], dtype=np.int64)
         self.frames = np.array([u.frames for u in self.utterances], dtype=np.int64)
         self._extractor = MelExtractor(mel_cfg)
@@ -125,12 +125,13 @@ class TextMelDataset(Dataset):
                 f"regenerate the filelist (frames = 1 + n_samples // {self.mel_cfg.hop_length})")
 
 
-def _encode_texts(utterances: Sequence[Utterance]) -> list[torch.Tensor]:
-    """Symbol ids for every text; all unencodable texts are reported together, each with its file."""
+def _encode_texts(utterances: Sequence[Utterance], unknown_chars: str) -> list[torch.Tensor]:
+    """Symbol ids for every text; all unencodable texts are reported together, each with its file
+    (unknown_chars="drop": the data check has counted what is dropped)."""
     texts, problems = [], []
     for utt in utterances:
         try:
-            texts.append(torch.tensor(text_to_sequence(utt.text), dtype=torch.long))
+            texts.append(torch.tensor(text_to_sequence(utt.text, unknown_chars), dtype=torch.long))
         except UnknownSymbolError as err:
             problems.append(f"{utt.path}: {err}")
     if problems:
@@ -195,12 +196,13 @@ def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> CacheFill
 
 
 def build_datasets(filelists: tuple[Path, Path], mel_cfg: MelConfig, cache_dir: str | Path | None,
-                   progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
+                   progress: bool = True, unknown_chars: str = "error") -> tuple[TextMelDataset, TextMelDataset]:
     """The train and validation datasets of two filelists, whose `.frames` are the lengths the batch
     planner uses; with a cache_dir ("" or None: none) every mel is computed once, up front, and
     damaged cache entries are recomputed, counted on stderr."""
     cache = Path(cache_dir) if cache_dir else None
-    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache) for path in filelists)
+    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache, unknown_chars=unknown_chars)
+                 for path in filelists)
     if cache is not None:
         healed = [entry for dataset in sets for entry in precompute_mels(dataset, progress=progress).healed]
         if healed:

@@ -22,7 +22,8 @@ def check_data(cfg: RunConfig, filelists: tuple[Path, Path], progress: bool) -> 
     the mel cache folder (a resume on unchanged data costs one stat per clip)."""
     limit, source = cfg.batching.length_limit()
     cache = Path(cfg.data.mel_cache_dir) / "checks" if cfg.data.mel_cache_dir else None
-    report = check_filelists(*filelists, cfg.mel, CheckLimits(limit, source), cache_dir=cache, progress=progress)
+    report = check_filelists(*filelists, cfg.mel, CheckLimits(limit, source), cache_dir=cache, progress=progress,
+                             unknown_chars=cfg.data.unknown_chars)
     if not report.ok:
         raise DataCheckError(report.error_message())
     return report

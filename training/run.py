@@ -99,8 +99,11 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
     progress = cfg.train.progress and info.is_main
     with dist_utils.main_rank_first(info):
         paths = corpus_filelists(cfg.data, cfg.mel)
-        check_data(cfg, paths, progress)
-        train_set, val_set = build_datasets(paths, cfg.mel, cfg.data.mel_cache_dir, progress)
+        report = check_data(cfg, paths, progress)
+        if info.is_main:
+            for line in report.text.lines():
+                print(line)
+        train_set, val_set = build_datasets(paths, cfg.mel, cfg.data.mel_cache_dir, progress, cfg.data.unknown_chars)
     train = loader_parts(train_set, cfg.batching, cfg.train.n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=cfg.train.val_batch_size, seed=cfg.train.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from data.text import numbers as n
+import data.text.numbers as n
 from data.text.units import UNITS
 
 _NUM = r"\d+(?:\.\d+)?"
