@@ -86,19 +86,49 @@ LOCK = "run.lock"  # held (flock) by the run's main process for as long as it li
 def hold_run_dir(run_dir: Path) -> Iterator[None]:
     """Hold run_dir for this process: a second run into it stops with a RunDirError naming the
     holder's PID. The operating system releases the lock when the process ends, kill -9 included,
-    so nothing is left to clean up; the lock file itself stays (empty of meaning once released)."""
-    path = Path(run_dir) / LOCK
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    so nothing is left to clean up. What this call created (the lock file, an empty run_dir) is
+    removed on the way out, so a run that stopped early leaves the folder as it found it."""
+    run_dir = Path(run_dir)
+    created_dir = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd, created_file = _take_lock(run_dir / LOCK, run_dir)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-            raise RunDirError(f"output_dir {run_dir} is in use by another run (process {holder}, which holds {path}); "
-                              f"wait for it to end or stop it, or choose another output_dir") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
     finally:
+        if created_file:  # unlinked while still locked: a run that opened it meanwhile retries (_take_lock)
+            (run_dir / LOCK).unlink(missing_ok=True)
+        if created_dir and not any(run_dir.iterdir()):
+            run_dir.rmdir()
         os.close(fd)  # releases the lock
+
+
+def _take_lock(path: Path, run_dir: Path) -> tuple[int, bool]:
+    """(fd of the locked file, whether this call created it). The lock counts only while `path`
+    still names the locked file: a holder that ended may have unlinked it, then we try again."""
+    while True:
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(path, os.O_RDWR), False
+            except FileNotFoundError:  # unlinked between the two opens
+                continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise RunDirError(f"output_dir {run_dir} is in use by another run (process {holder}, which holds "
+                              f"{path}); wait for it to end or stop it, or choose another output_dir") from None
+        if _same_file(fd, path):
+            return fd, created
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
