@@ -60,7 +60,7 @@ def say_decade(digits: str) -> str:
 
 def say_fraction(numerator: int, denominator: int) -> str:
     """'3/4' -> 'three quarters', '1/2' -> 'one half', '5/8' -> 'five eighths'."""
-    one = say_ordinal(denominator)
+    one = say_ordinal(denominator).removeprefix("one ")  # 'hundredth', not 'one hundredth'
     one, many = _FRACTIONS.get(denominator, (one, one + "s"))
     return f"{say_cardinal(numerator)} {one if numerator == 1 else many}"
 
@@ -73,9 +73,13 @@ def say_time(hours: int, minutes: int) -> str:
 
 
 def say_date(month: int, day: int, year: str | None) -> str:
-    """'january second, twenty twenty'."""
+    """'january second, twenty twenty'; a two-digit year as written: '98' 'ninety-eight', '05' 'oh five'."""
     date = f"{MONTHS[month - 1]} {say_ordinal(day)}"
-    return f"{date}, {say_year(int(year))}" if year else date
+    if not year:
+        return date
+    if len(year) == 2:
+        return f"{date}, {'oh ' if year[0] == '0' else ''}{say_cardinal(int(year))}"
+    return f"{date}, {say_year(int(year))}"
 
 
 def roman_value(numeral: str) -> int:

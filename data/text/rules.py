@@ -10,7 +10,7 @@ import re
 import data.text.numbers as n
 from data.text.units import UNITS
 
-_NUM = r"\d+(?:\.\d+)?"
+_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
 _MONTH_NAMES = "|".join(month.capitalize() for month in n.MONTHS)
 _MONTH_ABBREVIATIONS = {month[:3].capitalize(): month for month in n.MONTHS}
 _YEAR_WORDS = ("in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
@@ -28,7 +28,7 @@ _CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pou
 _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "million", "mn": "million",
            "billion": "billion", "bn": "billion", "b": "billion", "trillion": "trillion", "tn": "trillion"}
 _FRACTION_DENOMINATORS = {*range(2, 11), 12, 16, 20, 32, 64, 100}
-_MERIDIEM = r"(?:([ap])\.?\s?m\b\.?)"
+_MERIDIEM = r"(?:([APap])(?:\.\s?[Mm]\.|\s?[Mm]\b))"
 
 
 def _roman(match: re.Match) -> str:
@@ -69,7 +69,7 @@ def _say_money(symbol: str, amount: str, scale: str | None, minus: bool) -> str:
     sign = "minus " if minus else ""
     if scale or not sub_one:  # a scale ('5 million dollars'), or yen: no smaller unit
         return f"{sign}{_say_number(amount)}{' ' + _SCALES[scale.lower()] if scale else ''} {many}"
-    whole, _, frac = amount.partition(".")
+    whole, _, frac = amount.replace(",", "").partition(".")
     major, minor = int(whole), int(frac.ljust(2, "0")[:2]) if frac else 0
     parts = []
     if major or not minor:
@@ -80,7 +80,7 @@ def _say_money(symbol: str, amount: str, scale: str | None, minus: bool) -> str:
 
 
 def _say_number(text: str) -> str:
-    whole, dot, frac = text.partition(".")
+    whole, dot, frac = text.replace(",", "").partition(".")
     return n.say_decimal(whole, frac) if dot else n.say_cardinal(int(whole))
 
 
@@ -97,12 +97,18 @@ def _time(match: re.Match) -> str:
         return match.group(0)
     if meridiem:
         said = n.say_cardinal(hours) if minutes == 0 else n.say_time(hours, minutes)
-        return f"{said} {meridiem.lower()} m"
+        return f"{said} {meridiem.lower()} m{_full_stop(match)}"
     return n.say_time(hours, minutes)
 
 
 def _hour(match: re.Match) -> str:
-    return f"{n.say_cardinal(int(match.group(1)))} {match.group(2).lower()} m"
+    return f"{n.say_cardinal(int(match.group(1)))} {match.group(2).lower()} m{_full_stop(match)}"
+
+
+def _full_stop(match: re.Match) -> str:
+    """The '.' of 'p.m.' that also ends the sentence (the text ends, or a capital follows)."""
+    after = match.string[match.end():].lstrip()
+    return "." if match.group(0).endswith(".") and (not after or after[0].isupper()) else ""
 
 
 def _numeric_date(match: re.Match) -> str:
@@ -111,7 +117,7 @@ def _numeric_date(match: re.Match) -> str:
     month, day = (first, second) if first <= 12 else (second, first)
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return match.group(0)
-    return n.say_date(month, day, str(2000 + int(year)) if len(year) == 2 else year)
+    return n.say_date(month, day, year)
 
 
 def _iso_date(match: re.Match) -> str:
@@ -145,6 +151,12 @@ def _fraction(match: re.Match) -> str:
     return f"{n.say_cardinal(int(whole))} and {spoken}" if whole else spoken
 
 
+def _word_slash(match: re.Match) -> str:
+    """'he/she' 'he or she'; 'and/or' 'and or', 'either/or' 'either or'."""
+    first, second = match.group(1), match.group(2)
+    return f"{first} {second}" if first.lower() == "and" or second.lower() == "or" else f"{first} or {second}"
+
+
 def _number(match: re.Match) -> str:
     digits = match.group(0)
     if len(digits) > 1 and digits.startswith("0"):
@@ -171,7 +183,6 @@ _PATTERNS: list[tuple[str, object]] = [
     (r"\b(1[1-9]\d0|20[0-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
     (r"(?<![\w])['’]?([1-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
     # money, percentages, units
-    (r"\b(\d{1,3}(?:,\d{3})+)\b", lambda m: m.group(1).replace(",", "")),
     (rf"(-)?([$£€¥])\s?({_NUM})(?:\s?({'|'.join(_SCALES)})\b)?", _money),
     (r"\b(\d+(?:[.,]\d{1,2})?)\s?([€¢])", _money_after),
     (rf"(?<![\w.])(-)?({_NUM})\s?%", lambda m: f"{'minus ' if m.group(1) else ''}{_say_number(m.group(2))} percent"),
@@ -187,6 +198,7 @@ _PATTERNS: list[tuple[str, object]] = [
     (r"(?<![\w.])~(?=\d)", "about "),
     (r"(?<=\d)\s?[x×]\s?(?=\d)", " by "),
     (r"(?<=\d)[x×](?=\s)", " times"),
+    (r"\b\d{1,3}(?:,\d{3})+\b", lambda m: n.say_cardinal(int(m.group(0).replace(",", "")))),  # never a year
     (r"(\d*)\.(\d+)", lambda m: n.say_decimal(m.group(1), m.group(2))),
     (r"\d+", _number),
     # symbols and slashes between words
@@ -194,7 +206,7 @@ _PATTERNS: list[tuple[str, object]] = [
     (r"\s*@\s*", " at "),
     (r"\s+\+\s+", " plus "),
     (r"\s+=\s+", " equals "),
-    (r"\b([A-Za-z]+)/([A-Za-z]+)\b", lambda m: f"{m.group(1)} {'' if m.group(1) == 'and' else 'or '}{m.group(2)}"),
+    (r"\b([A-Za-z]+)/([A-Za-z]+)\b", _word_slash),
     (r"°", " degrees "),
 ]
 RULES: list[tuple[re.Pattern, object]] = [(re.compile(pattern), then) for pattern, then in _PATTERNS]
