@@ -298,3 +298,15 @@ def test_damaged_cache_file_is_checked_again(tmp_path):
     report = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=tmp_path / "cache")
     assert report.ok and not report.from_cache
     assert check_filelists(train, val, CFG, NO_LIMIT, cache_dir=tmp_path / "cache").from_cache
+
+
+def test_the_text_notes_are_cached_with_the_report_and_keyed_by_unknown_chars(tmp_path):
+    train, val = write_lists(tmp_path, [make_wav(tmp_path, "a.wav", text="It cost $5."),
+                                        make_wav(tmp_path, "b.wav", text="a ^ b")])
+    cache = tmp_path / "cache"
+    first = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
+    again = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
+    assert first.ok and again.from_cache and again.text == first.text
+    assert first.text.dropped == {"^": [f"{train}:2"]} and first.text.rewritten == 1
+    refused = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache)
+    assert not refused.from_cache and [p.line for p in refused.problems] == [2]
