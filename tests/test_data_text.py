@@ -1,4 +1,5 @@
-import subprocess
+import io
+import runpy
 import sys
 from collections import Counter
 from pathlib import Path
@@ -8,7 +9,6 @@ import pytest
 from data.text import (N_SYMBOLS, SYMBOLS, UnknownSymbolError, clean_text, find_unknown_symbols,
                        sequence_to_text, text_to_sequence)
 from data.textcheck import MAX_EXAMPLES, check_texts
-from tests.kit import REPO
 
 CASES = Path(__file__).parent / "data" / "normalisation_cases.tsv"
 
@@ -88,12 +88,16 @@ def test_drop_removes_only_the_unknown_characters(raw):
     assert text_to_sequence(raw, "drop") == text_to_sequence(" ".join(kept.split()))
 
 
-def test_python_m_data_text_prints_one_line_per_line_in_order():
+def test_python_m_data_text_prints_one_line_per_line_in_order(monkeypatch, capsys):
+    """`python -m data.text`, run in this process as runpy runs it for -m."""
     lines = ["Dr. Smith paid $5.50.", "", "Henry VIII", "a ^ b", "   spaced   out  "]
-    done = subprocess.run([sys.executable, "-m", "data.text"], input="\n".join(lines) + "\n", cwd=REPO,
-                          capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.splitlines() == ["doctor smith paid five dollars, fifty cents.", "", "henry the eighth",
-                                        "a ^ b", "spaced out"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    monkeypatch.setattr(sys, "argv", ["python -m data.text"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module("data.text", run_name="__main__")
+    assert done.value.code == 0
+    assert capsys.readouterr().out.splitlines() == ["doctor smith paid five dollars, fifty cents.", "",
+                                                    "henry the eighth", "a ^ b", "spaced out"]
 
 
 def test_the_check_notes_rewritten_lines_and_what_drop_drops():
