@@ -12,7 +12,9 @@ live in training/ (config, run, step, loop, checkpoint, rundir).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from training.datacheck import check_data, plan_summary
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run
-from training.rundir import check_writable, has_checkpoint
+from training.rundir import check_writable, has_checkpoint, hold_run_dir
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,11 +52,21 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, Resume
     else:
         hp = load_hparams(args.hparams)
     cfg = resolve_config(hp)
-    if not args.resume and not args.check and has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
-        raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
-                           f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
     check_writable(Path(cfg.train.output_dir))
     return hp, cfg, None if ckpt is None else ResumePoint.from_checkpoint(ckpt)
+
+
+def hold_output_dir(output_dir: str):
+    """The main process (torchrun's rank 0; the others share its folder) holds the output folder
+    for its whole life, before anything in it is written, so that two runs never write one folder."""
+    return hold_run_dir(Path(output_dir)) if int(os.environ.get("RANK", "0")) == 0 else nullcontext()
+
+
+def refuse_overwrite(args: argparse.Namespace, hp: dict[str, Any]) -> None:
+    """A fresh run into a folder that holds an ended run's checkpoint needs overwrite=true."""
+    if not args.resume and has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
+        raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
+                           f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
 
 
 def train(run: Run, state: RunState, position: EpochPosition | None) -> None:
@@ -89,8 +101,10 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
 def check_only(cfg: RunConfig) -> None:
     """`--check`: the data check and the epoch plan's figures, without training or writing a run."""
     paths = corpus_filelists(cfg.data, cfg.mel)
-    report = check_data(paths, cfg.mel, cfg.batching, cfg.data.mel_cache_dir, progress=cfg.train.progress)
+    report = check_data(paths, cfg.mel, cfg.batching, cfg.data, progress=cfg.train.progress)
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
+    for line in report.text.lines():
+        print(line)
     print(plan_summary(cfg.batching, cfg.train.n_frames_per_step, paths[0], report))
 
 
@@ -101,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             check_only(cfg)
             return 0
-        run = build_run(cfg, hp, resume)
+        with hold_output_dir(cfg.train.output_dir):
+            refuse_overwrite(args, hp)
+            return run_training(args, hp, cfg, resume)
     except UserError as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
@@ -110,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
 
+
+def run_training(args: argparse.Namespace, hp: dict[str, Any], cfg: RunConfig, resume: ResumePoint | None) -> int:
+    """Build the run and train it; the exit status."""
+    run = build_run(cfg, hp, resume)
     state, position = (resume.state, resume.position) if resume else (RunState(), None)
     del resume  # the weights are in the model now
     prepare_run_dir(run, state, fresh=position is None)

@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(run=run)
         sub.add_argument("--lengths", required=True, type=Path,
-                         help="filelist (path|text|frames) or TSV with a 'frames' column")
+                         help="filelist (path|text|frames), TSV with a 'frames' column, or one length per line")
         sub.add_argument("--hparams", default="", help="batching options, e.g. batching=ssb,lrf=0.1,dbs=true,br=true")
         sub.add_argument("--split", type=float, default=split,
                          help=f"train fraction of a seeded random split (default {split}; 1.0 = all)")

@@ -1,4 +1,4 @@
-"""Reading utterance lengths (frames) from a filelist or a TSV, with errors that point at the line."""
+"""Reading utterance lengths (frames) from a filelist, a TSV or a plain list, with errors that point at the line."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +12,14 @@ class LengthsFileError(UserError):
     """A lengths file that cannot be read; the message names the file and the line."""
 
 
+FORMATS = ("a filelist (wav_path|text|frames, no header)",
+           "a TSV whose header has a 'frames' column (e.g. LJSpeech's lengths.tsv)",
+           "one length in frames per line, no header")
+
+
 def read_lengths(path: str | Path, with_ids: bool = False):
-    """Frame counts from `path`: a filelist (`wav_path|text|frames`, no header) or a TSV whose
-    header has a `frames` column (e.g. LJSpeech's lengths.tsv, ids from its `id` column).
+    """Frame counts from `path`, in one of FORMATS, told apart by the first line: a tab makes it a
+    TSV, a '|' a filelist, a lone integer one length per line (ids: the line numbers).
 
     Returns an int64 array, or (array, ids) with with_ids (ids: the wav path or id column).
     Only trailing empty lines are skipped; any other bad line is an error.
@@ -34,9 +39,15 @@ def read_lengths(path: str | Path, with_ids: bool = False):
             raise LengthsFileError(f"{path}:1: TSV header has no 'frames' column (columns: {', '.join(header)})")
         rows = _fields(path, lines[1:], "\t", len(header), first_line=2)
         frames_col, id_col = header.index("frames"), header.index("id") if "id" in header else 0
-    else:
+    elif "|" in lines[0]:
         rows = _fields(path, lines, "|", 3, first_line=1)
         frames_col, id_col = 2, 0
+    elif lines[0].strip().isdigit():
+        rows = [(number, [str(number), line.strip()]) for number, line in enumerate(lines, start=1)]
+        frames_col, id_col = 1, 0
+    else:
+        raise LengthsFileError(f"{path}:1: {lines[0][:80]!r} is none of the formats read here: "
+                               f"{'; '.join(FORMATS)}")
     frames = np.array([_frames(path, number, row[frames_col]) for number, row in rows], dtype=np.int64)
     return (frames, [row[id_col] for _, row in rows]) if with_ids else frames
 

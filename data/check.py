@@ -13,8 +13,8 @@ even though libsndfile decodes them: their quantisation noise ends up in the mel
 
 No pool: the per-clip cost is Python/cffi overhead under the GIL, not I/O, so neither threads nor
 processes made header reads faster, and a whole cold check of LJSpeech takes seconds (README, "Data
-pipeline", has the figures; scripts/bench_check.py measures them). Texts are cleaned once per
-distinct text, since inflect's number expansion is the slow part.
+pipeline", has the figures; scripts/bench_check.py measures them). Texts are checked by
+data/textcheck.py, once per distinct text, since inflect's number expansion is the slow part.
 
 With a cache folder, the report is stored under a hash of both filelists, every clip's
 (path, size, mtime_ns), the mel settings, the limits and this checker's code; a rerun on unchanged
@@ -39,7 +39,7 @@ from data.atomic import atomic_open
 from data.audio import MelConfig, n_frames
 # the loader's own parser and encoding: the check accepts what it accepts
 from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_line
-from data.text import PAD, PUNCTUATION, SYMBOLS, clean_text
+from data.textcheck import TextNotes, check_texts
 
 __all__ = ["CheckLimits", "Problem", "FilelistCounts", "CheckReport", "check_filelists",
            "SUPPORTED_FORMATS", "SUPPORTED_SUBTYPES"]
@@ -48,10 +48,11 @@ SUPPORTED_FORMATS = ("WAV", "WAVEX")
 SUPPORTED_SUBTYPES = ("PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE")
 _FLOAT_DTYPES = {"FLOAT": "float32", "DOUBLE": "float64"}  # subtypes whose samples can be NaN or infinite
 MAX_SHOWN = 200  # problems printed by error_message(); the rest are counted
-_KNOWN = frozenset(SYMBOLS) - {PAD}
 # The code that decides the verdict: editing any of it invalidates cached reports.
-_CODE_DIGEST = hashlib.sha256(b"".join(Path(__file__).with_name(name).read_bytes()
-                                       for name in ("audio.py", "filelist.py", "text.py", "check.py"))).hexdigest()
+_HERE = Path(__file__).parent
+_CODE_DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in (
+    *(_HERE / name for name in ("audio.py", "filelist.py", "textcheck.py", "check.py")),
+    *sorted((_HERE / "text").glob("*.py"))))).hexdigest()
 _PARSE_FIX = "write it as wav_path|text|frames (3 fields, non-empty text without '|', frames a positive integer)"
 
 
@@ -87,6 +88,7 @@ class FilelistCounts:
 class CheckReport:
     problems: list[Problem]
     counts: list[FilelistCounts]  # train, then val
+    text: TextNotes = field(default_factory=TextNotes)  # rewritten lines, dropped characters
     from_cache: bool = False
 
     @property
@@ -139,8 +141,10 @@ class _Header:
 
 
 def check_filelists(train_path: str | Path, val_path: str | Path, mel_cfg: MelConfig, limits: CheckLimits,
-                    cache_dir: str | Path | None = None, progress: bool = False) -> CheckReport:
-    """Check both filelists and their clips; every problem is reported, none raises."""
+                    cache_dir: str | Path | None = None, progress: bool = False,
+                    unknown_chars: str = "error") -> CheckReport:
+    """Check both filelists and their clips; every problem is reported, none raises. Characters
+    outside the symbol table are problems, or (unknown_chars="drop") notes of what is dropped."""
     listings = [_read_listing(Path(train_path)), _read_listing(Path(val_path))]
     if _same_file(Path(train_path), Path(val_path)):
         listings[1].problems.append(Problem(listings[1].name, None, f"is the same file as the train filelist "
@@ -148,31 +152,32 @@ def check_filelists(train_path: str | Path, val_path: str | Path, mel_cfg: MelCo
                                             "e.g. with data.filelist.split_train_val"))
         listings[1].lines = []
     if cache_dir is None:
-        return _run_checks(listings, mel_cfg, limits, progress)
-    key = _cache_key(listings, mel_cfg, limits)
+        return _run_checks(listings, mel_cfg, limits, progress, unknown_chars)
+    key = _cache_key(listings, mel_cfg, limits, unknown_chars)
     report = _load_cached(Path(cache_dir), key)
     if report is None:
-        report = _run_checks(listings, mel_cfg, limits, progress)
+        report = _run_checks(listings, mel_cfg, limits, progress, unknown_chars)
         _save_cached(Path(cache_dir), key, report)
     return report
 
 
-def _run_checks(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits, progress: bool) -> CheckReport:
+def _run_checks(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits, progress: bool,
+                unknown_chars: str) -> CheckReport:
     problems = [p for listing in listings for p in listing.problems]
     parsed = [_parse(listing, problems) for listing in listings]
     entries = [entry for group in parsed for entry in group]
-    verdicts: dict[str, tuple[str, str] | None] = {}
     no_limit = CheckLimits()
     for entry in tqdm(entries, desc="checking clips", unit="clip", disable=None if progress else True):
         # the length limit is the training batches' (validation runs unpacked batches of its own size)
         problems += _check_clip(entry, mel_cfg, limits if entry.filelist == listings[0].name else no_limit)
-        problems += _check_text(entry, verdicts)
+    text_problems, notes = check_texts(((e.filelist, e.line, e.utt.text) for e in entries), unknown_chars)
+    problems += [Problem(*problem) for problem in text_problems]
     problems += _check_duplicates(entries)
     order = {listing.name: i for i, listing in enumerate(listings)}
     ranked = sorted((order[p.filelist], p.line or 0, i) for i, p in enumerate(problems))  # stable: i breaks ties
     problems = [problems[i] for _, _, i in ranked]
     counts = [_counts(listing.name, group, mel_cfg) for listing, group in zip(listings, parsed)]
-    return CheckReport(problems, counts)
+    return CheckReport(problems, counts, notes)
 
 
 def _read_listing(path: Path) -> _Listing:
@@ -368,30 +373,6 @@ def _check_length(entry: _Entry, frames: int, limits: CheckLimits, mel_cfg: MelC
                     "split the clip or remove the line, or raise the bound")]
 
 
-def _check_text(entry: _Entry, verdicts: dict[str, tuple[str, str] | None]) -> list[Problem]:
-    """Empty-after-cleaning and unknown characters; cleaned once per distinct text (inflect is slow)."""
-    raw = entry.utt.text
-    if raw not in verdicts:
-        verdicts[raw] = _text_verdict(raw)
-    verdict = verdicts[raw]
-    return [] if verdict is None else [Problem(entry.filelist, entry.line, *verdict)]
-
-
-def _text_verdict(raw: str) -> tuple[str, str] | None:
-    """(what is wrong, what to do), or None when the text is usable."""
-    try:
-        spoken = clean_text(raw)
-    except Exception as err:  # inflect raises its own exception classes (e.g. NumOutOfRangeError)
-        return f"the text cleaner fails on {raw!r}: {type(err).__name__} {err}", "write the number in words"
-    if not spoken:
-        return f"text {raw!r} is empty after cleaning", "write out what is said, in words"
-    unknown = sorted(set(spoken) - _KNOWN)
-    if unknown:
-        return (f"unknown characters {', '.join(map(repr, unknown))} after cleaning (cleaned text {spoken!r})",
-                f"spell them out in words or remove them (known: a-z, space and {PUNCTUATION.strip()})")
-    return None
-
-
 def _check_duplicates(entries: Sequence[_Entry]) -> list[Problem]:
     """A clip (the same file, through symlinks and hard links too) or an id (file stem) seen on an earlier line."""
     by_file: dict[object, _Entry] = {}
@@ -422,10 +403,10 @@ def _counts(name: str, entries: list[_Entry], mel_cfg: MelConfig) -> FilelistCou
     return FilelistCounts(name, len(entries), frames, frames * mel_cfg.hop_length / mel_cfg.sample_rate / 3600)
 
 
-def _cache_key(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits) -> str:
+def _cache_key(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits, unknown_chars: str) -> str:
     """Everything the verdict depends on: filelists, clips' (path, size, mtime), settings and code."""
     digest = hashlib.sha256(_CODE_DIGEST.encode())
-    digest.update(json.dumps([asdict(mel_cfg), asdict(limits), sf.__libsndfile_version__]).encode())
+    digest.update(json.dumps([asdict(mel_cfg), asdict(limits), sf.__libsndfile_version__, unknown_chars]).encode())
     for listing in listings:
         digest.update(f"\0{os.path.abspath(listing.name)}\0{len(listing.data)}\0".encode() + listing.data)
         for line in listing.lines:
@@ -438,12 +419,14 @@ def _load_cached(cache_dir: Path, key: str) -> CheckReport | None:
     try:
         stored = json.loads((cache_dir / f"check-{key}.json").read_text(encoding="utf-8"))
         return CheckReport([Problem(**p) for p in stored["problems"]],
-                           [FilelistCounts(**c) for c in stored["counts"]], from_cache=True)
+                           [FilelistCounts(**c) for c in stored["counts"]], TextNotes(**stored["text"]),
+                           from_cache=True)
     except (OSError, ValueError, KeyError, TypeError):  # absent or damaged: check again
         return None
 
 
 def _save_cached(cache_dir: Path, key: str, report: CheckReport) -> None:
-    stored = {"problems": [asdict(p) for p in report.problems], "counts": [asdict(c) for c in report.counts]}
+    stored = {"problems": [asdict(p) for p in report.problems], "counts": [asdict(c) for c in report.counts],
+              "text": asdict(report.text)}
     with atomic_open(cache_dir / f"check-{key}.json") as out:
         json.dump(stored, out)

@@ -6,6 +6,8 @@ audio; every mel is checked against its filelist length so the plan and the load
 from __future__ import annotations
 
 import hashlib
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -21,6 +23,10 @@ from data.filelist import Utterance, read_filelist
 from data.text import UnknownSymbolError, text_to_sequence
 
 
+CACHE_DTYPE = np.float32  # what the extractor computes and the cache holds
+MAX_HEALED_SHOWN = 5  # damaged cache entries named one by one; the rest are counted
+
+
 class FramesMismatchError(UserError):
     """The mel computed from a WAV does not have the frame count its filelist line promises."""
 
@@ -34,11 +40,11 @@ class TextMelDataset(Dataset):
     """(text ids [T_text], log mel [n_mels, T]) per utterance; lengths known up front, audio read lazily."""
 
     def __init__(self, utterances: Sequence[Utterance], mel_cfg: MelConfig = MelConfig(),
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, unknown_chars: str = "error"):
         self.utterances = list(utterances)
         self.mel_cfg = mel_cfg
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.texts = _encode_texts(self.utterances)
+        self.texts = _encode_texts(self.utterances, unknown_chars)
         self.text_lengths = np.array([len(t) for t in self.texts], dtype=np.int64)
         self.frames = np.array([u.frames for u in self.utterances], dtype=np.int64)
         self._extractor = MelExtractor(mel_cfg)
@@ -50,21 +56,18 @@ class TextMelDataset(Dataset):
         return self.texts[index], self.mel(index)
 
     def mel(self, index: int) -> torch.Tensor:
-        """[n_mels, frames], from the cache when there is one, checked against the filelist length."""
+        """[n_mels, frames], from the cache when there is one, checked against the filelist length.
+        A cache entry that cannot be used (unreadable, truncated, another shape or dtype, non-finite)
+        is recomputed and rewritten, with one line on stderr: the cache is derived data."""
         cache_path = self.cache_path(index)
-        if cache_path is not None and cache_path.exists():
-            mel = np.load(cache_path)
-            self._check_finite(index, mel)
-        else:
-            utt = self.utterances[index]
-            with torch.no_grad():
-                mel = self._extractor(load_wav(utt.path, self.mel_cfg.sample_rate)).numpy()
-            self._check_finite(index, mel)  # before caching: a bad mel is never stored
-            if cache_path is not None:
-                with atomic_open(cache_path, "wb") as out:
-                    np.save(out, mel)
-        self._check_frames(index, mel.shape[-1])
-        return torch.from_numpy(mel)
+        if cache_path is None:
+            return torch.from_numpy(self._compute(index))
+        mel, problem = self._read_cached(index, cache_path)
+        if mel is not None:
+            return torch.from_numpy(mel)
+        if problem is not None:
+            print(f"mel cache: {cache_path} {problem}; recomputed and rewritten", file=sys.stderr)
+        return torch.from_numpy(self.compute_and_store(index, cache_path))
 
     def cache_path(self, index: int) -> Path | None:
         """One .npy per utterance, keyed by its path, size and mtime and the mel settings."""
@@ -74,6 +77,36 @@ class TextMelDataset(Dataset):
         stat = path.stat()
         key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{self.mel_cfg.fingerprint()}"
         return self.cache_dir / f"{path.stem}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.npy"
+
+    def expected_shape(self, index: int) -> tuple[int, int]:
+        return self.mel_cfg.n_mels, int(self.frames[index])
+
+    def _read_cached(self, index: int, path: Path) -> tuple[np.ndarray | None, str | None]:
+        """(the cached mel, None), or (None, why it cannot be used); (None, None) when there is none."""
+        try:
+            mel = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            return None, None
+        except (OSError, ValueError, EOFError) as err:
+            return None, f"is unreadable ({type(err).__name__}: {err})"
+        problem = _mismatch(mel.dtype, mel.shape, self.expected_shape(index))
+        if problem is None and not np.isfinite(mel).all():
+            problem = "holds non-finite values"
+        return (None, problem) if problem else (mel, None)
+
+    def _compute(self, index: int) -> np.ndarray:
+        with torch.no_grad():
+            mel = self._extractor(load_wav(self.utterances[index].path, self.mel_cfg.sample_rate)).numpy()
+        self._check_finite(index, mel)
+        self._check_frames(index, mel.shape[-1])
+        return mel
+
+    def compute_and_store(self, index: int, cache_path: Path) -> np.ndarray:
+        """The mel computed from the clip, checked, and written to cache_path atomically."""
+        mel = self._compute(index)  # checked first: a bad mel is never stored
+        with atomic_open(cache_path, "wb") as out:
+            np.save(out, mel)
+        return mel
 
     def _check_finite(self, index: int, mel: np.ndarray) -> None:
         bad = mel.size - int(np.isfinite(mel).sum())
@@ -92,12 +125,13 @@ class TextMelDataset(Dataset):
                 f"regenerate the filelist (frames = 1 + n_samples // {self.mel_cfg.hop_length})")
 
 
-def _encode_texts(utterances: Sequence[Utterance]) -> list[torch.Tensor]:
-    """Symbol ids for every text; all unencodable texts are reported together, each with its file."""
+def _encode_texts(utterances: Sequence[Utterance], unknown_chars: str) -> list[torch.Tensor]:
+    """Symbol ids for every text; all unencodable texts are reported together, each with its file
+    (unknown_chars="drop": the data check has counted what is dropped)."""
     texts, problems = [], []
     for utt in utterances:
         try:
-            texts.append(torch.tensor(text_to_sequence(utt.text), dtype=torch.long))
+            texts.append(torch.tensor(text_to_sequence(utt.text, unknown_chars), dtype=torch.long))
         except UnknownSymbolError as err:
             problems.append(f"{utt.path}: {err}")
     if problems:
@@ -106,25 +140,76 @@ def _encode_texts(utterances: Sequence[Utterance]) -> list[torch.Tensor]:
     return texts
 
 
-def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> int:
-    """Fill the dataset's mel cache once, ahead of training; returns how many mels were computed."""
+def _mismatch(dtype: np.dtype, shape: tuple[int, ...], expected: tuple[int, int]) -> str | None:
+    if dtype != CACHE_DTYPE or tuple(shape) != expected:
+        return f"holds {dtype} {tuple(shape)}, not {np.dtype(CACHE_DTYPE)} {expected}"
+    return None
+
+
+def cache_entry_problem(path: Path, expected: tuple[int, int]) -> str | None:
+    """Why the .npy at `path` cannot be this mel, from its header and size alone (garbage, a
+    truncated file, another shape or dtype); None when it looks whole, "missing" when absent."""
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            if version not in _HEADER_READERS:
+                return f"is a .npy of version {version}, which the cache never writes"
+            shape, _, dtype = _HEADER_READERS[version](handle)
+            data_start = handle.tell()
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, ValueError, EOFError) as err:
+        return f"is unreadable ({type(err).__name__}: {err})"
+    problem = _mismatch(dtype, shape, expected)
+    if problem is None:
+        size, whole = path.stat().st_size, data_start + int(np.prod(shape)) * dtype.itemsize
+        if size != whole:
+            problem = f"is {size} bytes, not {whole} (truncated or padded)"
+    return problem
+
+
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+@dataclass(frozen=True)
+class CacheFill:
+    computed: int  # mels computed and stored, the healed ones included
+    healed: list[str]  # "PATH why" of each entry that was there but could not be used
+
+
+def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> CacheFill:
+    """Fill the dataset's mel cache once, ahead of training, checking every entry that is there
+    from its header and size (one small read each) and recomputing those that cannot be used."""
     if dataset.cache_dir is None:
         raise ValueError("precompute_mels needs a dataset with a cache_dir")
-    missing = [i for i in range(len(dataset)) if not dataset.cache_path(i).exists()]
-    for index in tqdm(missing, desc="mels", unit="utt", disable=None if progress else True):
-        dataset.mel(index)
-    return len(missing)
+    todo, healed = [], []
+    for index in range(len(dataset)):
+        path = dataset.cache_path(index)
+        problem = cache_entry_problem(path, dataset.expected_shape(index))
+        if problem is not None:
+            todo.append((index, path))
+            if problem != "missing":
+                healed.append(f"{path} {problem}")
+    for index, path in tqdm(todo, desc="mels", unit="utt", disable=None if progress else True):
+        dataset.compute_and_store(index, path)
+    return CacheFill(len(todo), healed)
 
 
 def build_datasets(filelists: tuple[Path, Path], mel_cfg: MelConfig, cache_dir: str | Path | None,
-                   progress: bool = True) -> tuple[TextMelDataset, TextMelDataset]:
+                   progress: bool = True, unknown_chars: str = "error") -> tuple[TextMelDataset, TextMelDataset]:
     """The train and validation datasets of two filelists, whose `.frames` are the lengths the batch
-    planner uses; with a cache_dir ("" or None: none) every mel is computed once, up front."""
+    planner uses; with a cache_dir ("" or None: none) every mel is computed once, up front, and
+    damaged cache entries are recomputed, counted on stderr."""
     cache = Path(cache_dir) if cache_dir else None
-    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache) for path in filelists)
+    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache, unknown_chars=unknown_chars)
+                 for path in filelists)
     if cache is not None:
-        for dataset in sets:
-            precompute_mels(dataset, progress=progress)
+        healed = [entry for dataset in sets for entry in precompute_mels(dataset, progress=progress).healed]
+        if healed:
+            shown = "".join(f"\n  {entry}" for entry in healed[:MAX_HEALED_SHOWN])
+            more = f"\n  ... and {len(healed) - MAX_HEALED_SHOWN} more" if len(healed) > MAX_HEALED_SHOWN else ""
+            print(f"mel cache: {len(healed)} damaged or mismatched entries recomputed and rewritten:{shown}{more}",
+                  file=sys.stderr)
     return sets
 
 

@@ -7,6 +7,7 @@ import soundfile as sf
 
 from data.audio import MelConfig, n_frames
 from data.check import CheckLimits, CheckReport, FilelistCounts, Problem, check_filelists
+from data.text import clean_text
 
 CFG = MelConfig()
 NO_LIMIT = CheckLimits()
@@ -122,14 +123,25 @@ def test_text_empty_after_cleaning(tmp_path):
 
 
 def test_unknown_characters_are_named(tmp_path):
-    problem = only(train_problems(tmp_path, make_wav(tmp_path, "amp.wav", text="fish & chips @ 5%")),
-                   f"{tmp_path / 'train.txt'}:2: ", "'%', '&', '@'", "five")
+    problem = only(train_problems(tmp_path, make_wav(tmp_path, "amp.wav", text="fish * chips < 5^")),
+                   f"{tmp_path / 'train.txt'}:2: ", "'*', '<', '^'", "five", "unknown_chars=drop")
     assert "'f'" not in problem.split("after cleaning")[0]
 
 
-def test_text_the_cleaner_cannot_read(tmp_path):
+def failing_cleaner(text: str) -> str:
+    """The cleaner, failing on numbers."""
+    if any(ch.isdigit() for ch in text):
+        raise OverflowError("forced")
+    return clean_text(text)
+
+
+def test_text_the_cleaner_cannot_read(tmp_path, monkeypatch):
+    """A cleaner that raises is one problem of its line (a 40-digit number no longer does: it is
+    read digit by digit, so the failure is forced here)."""
+    assert train_problems(tmp_path, make_wav(tmp_path, "big.wav", text="1" * 40)) == []
+    monkeypatch.setattr("data.textcheck.clean_text", failing_cleaner)
     only(train_problems(tmp_path, make_wav(tmp_path, "big.wav", text="1" * 40)), f"{tmp_path / 'train.txt'}:2: ",
-         "NumOutOfRangeError", "1" * 40)
+         "the text cleaner fails", "OverflowError forced", "1" * 40)
 
 
 def test_duplicate_clip_by_path_and_by_symlink(tmp_path):
@@ -286,3 +298,15 @@ def test_damaged_cache_file_is_checked_again(tmp_path):
     report = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=tmp_path / "cache")
     assert report.ok and not report.from_cache
     assert check_filelists(train, val, CFG, NO_LIMIT, cache_dir=tmp_path / "cache").from_cache
+
+
+def test_the_text_notes_are_cached_with_the_report_and_keyed_by_unknown_chars(tmp_path):
+    train, val = write_lists(tmp_path, [make_wav(tmp_path, "a.wav", text="It cost $5."),
+                                        make_wav(tmp_path, "b.wav", text="a ^ b")])
+    cache = tmp_path / "cache"
+    first = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
+    again = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
+    assert first.ok and again.from_cache and again.text == first.text
+    assert first.text.dropped == {"^": [f"{train}:2"]} and first.text.rewritten == 1
+    refused = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache)
+    assert not refused.from_cache and [p.line for p in refused.problems] == [2]

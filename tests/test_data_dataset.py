@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from data.audio import MelConfig, n_frames, save_wav
-from data.dataset import FramesMismatchError, NonFiniteFeaturesError, TextMelDataset, precompute_mels
+from data.dataset import (CacheFill, FramesMismatchError, NonFiniteFeaturesError, TextMelDataset, build_datasets,
+                          precompute_mels)
 from data.filelist import Utterance, read_filelist
 from data.text import UnknownSymbolError, text_to_sequence
 
@@ -50,7 +51,7 @@ def test_a_clip_whose_mel_is_not_finite_is_named_by_its_filelist_line_and_never_
 
 
 def test_unknown_symbols_are_reported_per_file(two_wavs):
-    bad = [Utterance(Path("x.wav"), "a & b", 3), Utterance(Path("y.wav"), "c @ d", 3)]
+    bad = [Utterance(Path("x.wav"), "a * b", 3), Utterance(Path("y.wav"), "c < d", 3)]
     with pytest.raises(UnknownSymbolError, match=r"2 texts(.|\n)*x\.wav(.|\n)*y\.wav"):
         TextMelDataset(two_wavs + bad)
 
@@ -58,8 +59,8 @@ def test_unknown_symbols_are_reported_per_file(two_wavs):
 def test_cache_is_filled_once_and_matches(two_wavs, tmp_path):
     cache = tmp_path / "cache"
     dataset = TextMelDataset(two_wavs, cache_dir=cache)
-    assert precompute_mels(dataset, progress=False) == 2
-    assert precompute_mels(dataset, progress=False) == 0
+    assert precompute_mels(dataset, progress=False) == CacheFill(2, [])
+    assert precompute_mels(dataset, progress=False) == CacheFill(0, [])
     assert len(list(cache.glob("*.npy"))) == 2
     torch.testing.assert_close(dataset[0][1], TextMelDataset(two_wavs)[0][1])
     other_cfg = TextMelDataset(two_wavs, MelConfig(fmax=7600.0), cache_dir=cache)
@@ -69,3 +70,89 @@ def test_cache_is_filled_once_and_matches(two_wavs, tmp_path):
 def test_precompute_needs_a_cache(two_wavs):
     with pytest.raises(ValueError, match="cache_dir"):
         precompute_mels(TextMelDataset(two_wavs))
+
+
+# ---------------------------------------------------------------- a cache that heals
+
+def damage_by_truncating(path: Path, fraction: float) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * fraction)])
+
+
+def damage(path: Path, how: str) -> None:
+    """Overwrite a cache entry with something that is not the mel it stands for."""
+    mel = np.load(path)
+    if how == "garbage":
+        path.write_bytes(b"\x93NUMPY garbage" * 50)
+    elif how == "text":
+        path.write_text("not an array")
+    elif how == "wrong shape":
+        np.save(path, mel[:, :3])
+    elif how == "wrong dtype":
+        np.save(path, mel.astype(np.float64))
+    elif how == "padded":
+        path.write_bytes(path.read_bytes() + b"\0" * 8)
+    elif how == "non-finite":
+        mel[0, 0] = np.nan
+        np.save(path, mel)
+
+
+def filled_cache(two_wavs, tmp_path) -> tuple[TextMelDataset, torch.Tensor]:
+    dataset = TextMelDataset(two_wavs, cache_dir=tmp_path / "cache")
+    precompute_mels(dataset, progress=False)
+    return dataset, TextMelDataset(two_wavs)[1][1]
+
+
+TRUNCATIONS = (0.0, 0.01, 0.05, 0.1, 0.5, 0.99)  # empty, inside the magic, the header, the data, its last byte
+DAMAGES = ("garbage", "text", "wrong shape", "wrong dtype", "padded")
+
+
+@pytest.mark.parametrize("fraction", TRUNCATIONS)
+def test_a_truncated_cache_entry_is_recomputed_up_front_and_counted(two_wavs, tmp_path, fraction):
+    dataset, fresh = filled_cache(two_wavs, tmp_path)
+    damage_by_truncating(dataset.cache_path(1), fraction)
+    fill = precompute_mels(dataset, progress=False)
+    assert fill.computed == 1 and len(fill.healed) == 1 and fill.healed[0].startswith(str(dataset.cache_path(1)))
+    torch.testing.assert_close(torch.from_numpy(np.load(dataset.cache_path(1))), fresh, rtol=0, atol=0)
+    assert precompute_mels(dataset, progress=False) == CacheFill(0, [])  # rewritten: whole again
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_damaged_or_mismatched_cache_entry_is_recomputed_up_front(two_wavs, tmp_path, how):
+    dataset, fresh = filled_cache(two_wavs, tmp_path)
+    damage(dataset.cache_path(1), how)
+    fill = precompute_mels(dataset, progress=False)
+    assert fill.computed == 1 and len(fill.healed) == 1
+    torch.testing.assert_close(dataset[1][1], fresh, rtol=0, atol=0)
+
+
+READ_DAMAGES = [d for d in DAMAGES if d != "padded"]  # np.load reads a padded entry's mel whole and right
+
+
+@pytest.mark.parametrize("how", [*READ_DAMAGES, "non-finite", *(f"truncated {f}" for f in TRUNCATIONS)])
+def test_an_entry_damaged_during_the_run_is_recomputed_when_read(two_wavs, tmp_path, capsys, how):
+    """A mel read in training (not through precompute) heals too, one line on stderr each time."""
+    dataset, fresh = filled_cache(two_wavs, tmp_path)
+    path = dataset.cache_path(1)
+    if how.startswith("truncated"):
+        damage_by_truncating(path, float(how.split()[1]))
+    else:
+        damage(path, how)
+    torch.testing.assert_close(dataset[1][1], fresh, rtol=0, atol=0)
+    assert capsys.readouterr().err.startswith(f"mel cache: {path} ")
+    torch.testing.assert_close(torch.from_numpy(np.load(path)), fresh, rtol=0, atol=0)
+    dataset[1]
+    assert capsys.readouterr().err == ""  # healed once, read from the cache afterwards
+
+
+def test_the_run_log_counts_the_healed_entries(two_wavs, tmp_path, capsys):
+    (tmp_path / "list.txt").write_text("".join(f"{u.path.name}|{u.text}|{u.frames}\n" for u in two_wavs))
+    build_datasets((tmp_path / "list.txt", tmp_path / "list.txt"), MelConfig(), tmp_path / "cache", progress=False)
+    dataset = TextMelDataset(two_wavs, cache_dir=tmp_path / "cache")
+    for index in range(2):
+        damage_by_truncating(dataset.cache_path(index), 0.5)
+    capsys.readouterr()
+    build_datasets((tmp_path / "list.txt", tmp_path / "list.txt"), MelConfig(), tmp_path / "cache", progress=False)
+    err = capsys.readouterr().err
+    assert err.startswith("mel cache: 2 damaged or mismatched entries recomputed and rewritten:")
+    assert str(dataset.cache_path(0)) in err and str(dataset.cache_path(1)) in err

@@ -99,6 +99,7 @@ def test_resume_keeps_the_runs_settings_and_allows_few_changes():
     ("lrf=abc", "'lrf': 'abc' is not a number"),
     ("device=tpu", "'device': 'tpu' is not one of auto, cpu, cuda, cuda:N"),
     ("dataset=filelist", "dataset=filelist needs train_filelist=PATH"),
+    ("unknown_chars=ignore", "'unknown_chars': 'ignore' is not one of error, drop"),
     ("batching", "'batching' is not of the form key=value"),
 ])
 def test_bad_values_name_the_key_and_what_is_allowed(text, message):

@@ -254,3 +254,19 @@ def test_table2_sh_unknown_experiment(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "error: unknown experiment(s) SSB-FAST" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_check_shows_what_normalisation_rewrote_and_what_drop_drops(tmp_path, capsys):
+    """train.py --check on transcripts as people write them: the lines rewritten, the characters
+    dropped (unknown_chars=drop) by line; the default refuses them, naming the line."""
+    train_list, val_list, lines = user_corpus(tmp_path / "corpus")
+    lines[1] = lines[1].replace("clip number 1.", "Dr. Smith paid $5.50 on 1/2/2020 for 3% & 2nd-rate goods ^_^")
+    hp = tiny(tmp_path, write_corpus_lists(train_list, val_list, lines))
+    expect_error(train.main, ["--check", "--hparams", hp], capsys, f"{train_list}:2: unknown characters '^', '_'",
+                 tmp_path / "run")
+    assert train.main(["--check", "--hparams", hp + ",unknown_chars=drop"]) == 0
+    out = capsys.readouterr().out
+    assert (f"{train_list}:2: 'Dr. Smith paid $5.50 on 1/2/2020 for 3% & 2nd-rate goods ^_^' -> 'doctor smith paid "
+            "five dollars, fifty cents on january second, twenty twenty for three percent and second-rate goods ^_^'"
+            in out)
+    assert f"'^' in 1 line(s): {train_list}:2" in out and f"'_' in 1 line(s): {train_list}:2" in out

@@ -10,6 +10,7 @@ from batching import BatchingConfig, plan_global, strategy_of
 from batching.errors import UserError
 from data.audio import MelConfig
 from data.check import CheckLimits, CheckReport, check_filelists
+from data.corpora import DataConfig
 from data.filelist import read_filelist
 
 
@@ -17,13 +18,14 @@ class DataCheckError(UserError):
     """The data has problems; the message lists every one, `FILELIST:LINE: what; what to do`."""
 
 
-def check_data(filelists: tuple[Path, Path], mel: MelConfig, batching: BatchingConfig, mel_cache_dir: str,
+def check_data(filelists: tuple[Path, Path], mel: MelConfig, batching: BatchingConfig, data: DataConfig,
                progress: bool) -> CheckReport:
     """Check both filelists against the mel settings and the batching's length limit; cached under
     the mel cache folder (a resume on unchanged data costs one stat per clip)."""
     limit, source = batching.length_limit()
-    cache = Path(mel_cache_dir) / "checks" if mel_cache_dir else None
-    report = check_filelists(*filelists, mel, CheckLimits(limit, source), cache_dir=cache, progress=progress)
+    cache = Path(data.mel_cache_dir) / "checks" if data.mel_cache_dir else None
+    report = check_filelists(*filelists, mel, CheckLimits(limit, source), cache_dir=cache, progress=progress,
+                             unknown_chars=data.unknown_chars)
     if not report.ok:
         raise DataCheckError(report.error_message())
     return report

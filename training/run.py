@@ -102,8 +102,11 @@ def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataCo
     progress = train_cfg.progress and info.is_main
     with dist_utils.main_rank_first(info):
         paths = corpus_filelists(data, mel)
-        check_data(paths, mel, batching, data.mel_cache_dir, progress)
-        train_set, val_set = build_datasets(paths, mel, data.mel_cache_dir, progress)
+        report = check_data(paths, mel, batching, data, progress)
+        if info.is_main:
+            for line in report.text.lines():
+                print(line)
+        train_set, val_set = build_datasets(paths, mel, data.mel_cache_dir, progress, data.unknown_chars)
     train = loader_parts(train_set, batching, train_cfg.n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=train_cfg.val_batch_size, seed=train_cfg.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)

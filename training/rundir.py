@@ -5,11 +5,13 @@ Every write goes through data.atomic.atomic_open (temporary file, fsync, rename)
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from batching.errors import UserError
 from data.atomic import atomic_open
@@ -75,3 +77,58 @@ def check_writable(run_dir: Path) -> None:
             if not os.access(ancestor, os.W_OK | os.X_OK):
                 raise RunDirError(f"output_dir {run_dir}: {ancestor} is not writable; choose another output_dir")
             return
+
+
+LOCK = "run.lock"  # held (flock) by the run's main process for as long as it lives; holds its PID
+
+
+@contextmanager
+def hold_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold run_dir for this process: a second run into it stops with a RunDirError naming the
+    holder's PID. The operating system releases the lock when the process ends, kill -9 included,
+    so nothing is left to clean up. What this call created (the lock file, an empty run_dir) is
+    removed on the way out, so a run that stopped early leaves the folder as it found it."""
+    run_dir = Path(run_dir)
+    created_dir = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd, created_file = _take_lock(run_dir / LOCK, run_dir)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        if created_file:  # unlinked while still locked: a run that opened it meanwhile retries (_take_lock)
+            (run_dir / LOCK).unlink(missing_ok=True)
+        if created_dir and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        os.close(fd)  # releases the lock
+
+
+def _take_lock(path: Path, run_dir: Path) -> tuple[int, bool]:
+    """(fd of the locked file, whether this call created it). The lock counts only while `path`
+    still names the locked file: a holder that ended may have unlinked it, then we try again."""
+    while True:
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(path, os.O_RDWR), False
+            except FileNotFoundError:  # unlinked between the two opens
+                continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise RunDirError(f"output_dir {run_dir} is in use by another run (process {holder}, which holds "
+                              f"{path}); wait for it to end or stop it, or choose another output_dir") from None
+        if _same_file(fd, path):
+            return fd, created
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False

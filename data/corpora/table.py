@@ -17,6 +17,7 @@ from data.corpora.errors import CorpusError
 from data.corpora.espeak import make_espeak_corpus
 from data.filelist import FilelistError
 from data.shared import LJSPEECH_LENGTHS
+from data.text import UNKNOWN_CHARS
 
 REPO = Path(__file__).resolve().parents[2]
 LJSPEECH_FILELISTS = (REPO / "filelists" / "ljspeech_train.txt", REPO / "filelists" / "ljspeech_val.txt")
@@ -35,8 +36,12 @@ class DataConfig:
     transcripts: str
     n_utterances: int | None
     mel_cache_dir: str
+    unknown_chars: str  # characters the symbol table lacks after cleaning: data.text.UNKNOWN_CHARS
 
     def __post_init__(self) -> None:
+        if self.unknown_chars not in UNKNOWN_CHARS:
+            raise CorpusError(f"hparam 'unknown_chars': {self.unknown_chars!r} is not one of "
+                              f"{', '.join(UNKNOWN_CHARS)} (error: stop naming each line; drop: drop them, counted)")
         if self.dataset not in CORPUS_TABLE:
             raise CorpusError(f"hparam 'dataset': '{self.dataset}' is not one of "
                               + ", ".join(f"{c.name} ({c.summary})" for c in CORPUS_TABLE.values()))

@@ -1,0 +1,98 @@
+"""Numbers as a person reads them: cardinals, ordinals, decimals, years, decades, fractions,
+times, dates, money, percentages and Roman numerals. Each `say_*` takes digits (or a numeral)
+and returns words; data.text.rules decides which applies where."""
+from __future__ import annotations
+
+import inflect
+
+_inflect = inflect.engine()
+MAX_DIGITS = 15  # longer digit strings (ids, phone numbers) are read digit by digit
+_DIGITS = "zero one two three four five six seven eight nine".split()
+_FRACTIONS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+_ROMAN = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
+MONTHS = ("january february march april may june july august september october november december").split()
+
+
+def say_cardinal(n: int) -> str:
+    """'one thousand two hundred thirty-four': no 'and', no commas inside a number."""
+    if len(str(abs(n))) > MAX_DIGITS:
+        return say_digits(str(abs(n))) if n >= 0 else "minus " + say_digits(str(-n))
+    words = _inflect.number_to_words(abs(n), andword="", comma="")
+    return f"minus {words}" if n < 0 else words
+
+
+def say_digits(digits: str) -> str:
+    return " ".join(_DIGITS[int(d)] for d in digits)
+
+
+def say_ordinal(n: int) -> str:
+    return _inflect.number_to_words(_inflect.ordinal(n), andword="", comma="")
+
+
+def say_decimal(whole: str, fraction: str) -> str:
+    """'2.05' -> 'two point zero five'; '.5' -> 'point five'."""
+    head = say_cardinal(int(whole)) + " " if whole else ""
+    return f"{head}point {say_digits(fraction)}"
+
+
+def say_year(n: int) -> str:
+    """Years as said: 1862 'eighteen sixty-two', 1905 'nineteen oh five', 1800 'eighteen hundred',
+    2005 'two thousand five', 2019 'twenty nineteen'; others as cardinals."""
+    if 1100 <= n < 2000 or 2010 <= n < 2100:
+        century, rest = divmod(n, 100)
+        if rest == 0:
+            return f"{say_cardinal(century)} hundred"
+        return f"{say_cardinal(century)} {'oh ' if rest < 10 else ''}{say_cardinal(rest)}"
+    return say_cardinal(n)
+
+
+def plural_of_number(words: str) -> str:
+    """'nineteen ninety' -> 'nineteen nineties', 'eighteen hundred' -> 'eighteen hundreds'."""
+    head, _, last = words.rpartition(" ")
+    plural = last[:-1] + "ies" if last.endswith("y") else last + "s"
+    return f"{head} {plural}".strip()
+
+
+def say_decade(digits: str) -> str:
+    """'1990' of '1990s' -> 'nineteen nineties'; '90' of '90s' -> 'nineties'."""
+    return plural_of_number(say_year(int(digits)) if len(digits) == 4 else say_cardinal(int(digits)))
+
+
+def say_fraction(numerator: int, denominator: int) -> str:
+    """'3/4' -> 'three quarters', '1/2' -> 'one half', '5/8' -> 'five eighths'."""
+    one = say_ordinal(denominator).removeprefix("one ")  # 'hundredth', not 'one hundredth'
+    one, many = _FRACTIONS.get(denominator, (one, one + "s"))
+    return f"{say_cardinal(numerator)} {one if numerator == 1 else many}"
+
+
+def say_time(hours: int, minutes: int) -> str:
+    """3:30 'three thirty', 10:05 'ten oh five', 3:00 "three o'clock"."""
+    if minutes == 0:
+        return f"{say_cardinal(hours)} o'clock"
+    return f"{say_cardinal(hours)} {'oh ' if minutes < 10 else ''}{say_cardinal(minutes)}"
+
+
+def say_date(month: int, day: int, year: str | None) -> str:
+    """'january second, twenty twenty'; a two-digit year as written: '98' 'ninety-eight', '05' 'oh five'."""
+    date = f"{MONTHS[month - 1]} {say_ordinal(day)}"
+    if not year:
+        return date
+    if len(year) == 2:
+        return f"{date}, {'oh ' if year[0] == '0' else ''}{say_cardinal(int(year))}"
+    return f"{date}, {say_year(int(year))}"
+
+
+def roman_value(numeral: str) -> int:
+    """The value of a well-formed Roman numeral, 0 for anything else ('IIII', 'VX', 'IC')."""
+    values = [_ROMAN[ch] for ch in numeral]
+    total = sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
+    return total if total > 0 and to_roman(total) == numeral else 0
+
+
+def to_roman(n: int) -> str:
+    out = ""
+    for value, numeral in ((1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"),
+                           (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
+        count, n = divmod(n, value)
+        out += numeral * count
+    return out

@@ -1,0 +1,22 @@
+"""Units read after a number: abbreviation -> (singular, plural). Case matters ('m' metres, 'M' none)."""
+from __future__ import annotations
+
+
+UNITS: dict[str, tuple[str, str]] = {
+    "km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"), "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"),
+    "mg": ("milligram", "milligrams"), "lb": ("pound", "pounds"), "lbs": ("pounds", "pounds"),
+    "oz": ("ounce", "ounces"), "ft": ("foot", "feet"), "mi": ("mile", "miles"), "yd": ("yard", "yards"),
+    "mph": ("mile per hour", "miles per hour"), "km/h": ("kilometer per hour", "kilometers per hour"),
+    "kph": ("kilometer per hour", "kilometers per hour"), "l": ("liter", "liters"), "L": ("liter", "liters"),
+    "ml": ("milliliter", "milliliters"), "mL": ("milliliter", "milliliters"), "h": ("hour", "hours"),
+    "hr": ("hour", "hours"), "hrs": ("hours", "hours"), "min": ("minute", "minutes"), "s": ("second", "seconds"),
+    "sec": ("second", "seconds"), "ms": ("millisecond", "milliseconds"), "KB": ("kilobyte", "kilobytes"),
+    "kB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"),
+    "TB": ("terabyte", "terabytes"), "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"),
+    "MHz": ("megahertz", "megahertz"), "GHz": ("gigahertz", "gigahertz"), "kW": ("kilowatt", "kilowatts"),
+    "W": ("watt", "watts"), "V": ("volt", "volts"), "dB": ("decibel", "decibels"), "mA": ("milliamp", "milliamps"),
+    "°F": ("degree fahrenheit", "degrees fahrenheit"), "°C": ("degree celsius", "degrees celsius"),
+    "° F": ("degree fahrenheit", "degrees fahrenheit"), "° C": ("degree celsius", "degrees celsius"),
+    "°": ("degree", "degrees"), "sq ft": ("square foot", "square feet"), "ha": ("hectare", "hectares"),
+}
