@@ -63,7 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = commands.choices["stats"]
     sub.add_argument("--epoch", type=int, default=0)
     sub = commands.choices["calibrate"]
-    sub.add_argument("--target-zpr", type=float, help="target ZPR in percent (default: SSB's at --hparams lrf)")
+    target = sub.add_mutually_exclusive_group()
+    target.add_argument("--target-zpr", type=float, help="target ZPR in percent (default: SSB's at --hparams lrf)")
+    target.add_argument("--target-pair-repeat", type=float,
+                        help="target pair_repeat (randomness between epochs, 0-1) instead of a ZPR")
     sub = commands.choices["plot"]
     sub.add_argument("--epoch", type=int, default=0)
     sub.add_argument("--strategies", default="rand,sb,ssb", help="one panel each (default rand,sb,ssb)")
@@ -103,16 +106,24 @@ def _sweep_row(param: str, value, point: dict) -> dict:
 
 
 def _calibrate(args, lengths, config):
-    target = args.target_zpr
+    metric, target = ("pair_repeat", args.target_pair_repeat) if args.target_pair_repeat is not None else (
+        "zpr", args.target_zpr)
     if target is None:
         target = describe(lengths, config.with_strategy("ssb"))["zpr"]
-    best = calibrate(lengths, config, target)
-    rows = [dict(batching=name, param=k, value=v[k], zpr=v["zpr"] and round(v["zpr"], 2), abl=v["abl"] and round(v["abl"], 2))
+    best = calibrate(lengths, config, target, metric)
+    columns = ["batching", "param", "value", "zpr", "abl"] + (["pair_repeat"] if metric == "pair_repeat" else [])
+    rows = [dict(batching=name, param=k, value=v[k], **{c: _rounded(v.get(c), c) for c in columns[3:]})
             for name, v in best.items() for k in v if k in SWEPT]
     notes = "".join(f"\n{name}: {v['note']}: ZPR {v['zpr']:.2f}%, ABL {v['abl']:.1f}" for name, v in best.items()
                     if "note" in v)
-    table = _markdown(rows, ["batching", "param", "value", "zpr", "abl"])
-    return dict(target_zpr=target, **best), f"target ZPR {target:.2f}%\n\n{table}\n{notes}".rstrip("\n")
+    table = _markdown(rows, columns)
+    words = "ZPR {:.2f}%" if metric == "zpr" else "pair_repeat {:.4f}"
+    return {f"target_{metric}": target, **best}, f"target {words.format(target)}\n\n{table}\n{notes}".rstrip("\n")
+
+
+def _rounded(value, column: str):
+    """A table cell: 2 decimals, 4 for pair_repeat (it is small); None as it is."""
+    return value if value is None else round(value, 4 if column == "pair_repeat" else 2)
 
 
 def _plot(args, lengths, config):

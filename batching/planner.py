@@ -58,7 +58,8 @@ class Strategy:
 STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
     Strategy("rand", partial(plan_ordered, order=order_random), "shuffle (the baseline)"),
     Strategy("sb", partial(plan_ordered, order=order_sorted), "sort by length"),
-    Strategy("ssb", partial(plan_ordered, order=order_semi_sorted), "sort by length + uniform noise (lrf)"),
+    Strategy("ssb", partial(plan_ordered, order=order_semi_sorted), "sort by a key + uniform noise (lrf, ssb_key)",
+             options=("ssb_key", "target_zpr", "target_pair_repeat")),
     Strategy("bkt", partial(plan_ordered, order=order_bucketed), "sort, shuffle inside buckets (bucket_size)"),
     Strategy("ats", partial(plan_ordered, order=order_alternated), "alternately sorted bins (n_bins)"),
     Strategy("stream", plan_stream, "the blog's streaming length buckets (bucket_interval, max_length)",

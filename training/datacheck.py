@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from batching import plan_global, strategy_of
+from batching.analysis import calibrated_line, resolve_width
 from batching.errors import UserError
 from data.check import CheckLimits, CheckReport, check_filelists
 from data.filelist import read_filelist
@@ -34,7 +35,8 @@ def plan_summary(cfg: RunConfig, train_filelist: Path, report: CheckReport, worl
     steps tell (the decoder loop dominates a Tacotron2 step)."""
     frames = np.array([u.frames for u in read_filelist(train_filelist)], dtype=np.int64)
     r = cfg.train.n_frames_per_step
-    plan = plan_global(frames, cfg.batching, 0, world_size)
+    batching, calibration = resolve_width(frames, cfg.batching)
+    plan = plan_global(frames, batching, 0, world_size)
     stats = plan.stats(frames, r)
     rand = cfg.batching.with_strategy("rand", dbs=False, br=False, capacity=None, n_frames_per_step=1)
     rand_steps = plan_global(frames, rand, 0, world_size).stats(frames, r)["decoder_steps"]
@@ -46,6 +48,8 @@ def plan_summary(cfg: RunConfig, train_filelist: Path, report: CheckReport, worl
               f"largest batch {len(largest)} x {int(frames[largest].max(initial=0))} frames",
               f"expected per-epoch time reduction against RAND, from decoder steps: "
               f"{100 * (1 - stats['decoder_steps'] / max(rand_steps, 1)):.1f}%"]
+    if calibration:
+        lines.append(calibrated_line(calibration))
     if stats.get("skipped"):
         lines.append(f"skipped: {stats['skipped']} utterances that batching={cfg.batching.batching} leaves out "
                      f"({strategy_of(cfg.batching).summary})")

@@ -113,13 +113,15 @@ def build_loaders(cfg: RunConfig, info: dist_utils.DistInfo, device: torch.devic
     return train_set, train.sampler, train_loader, val_set, val_sampler, val_loader
 
 
-def run_shape_table(cfg: RunConfig, train_set: TextMelDataset, world_size: int) -> ShapeTable | None:
+def run_shape_table(cfg: RunConfig, batching: BatchingConfig, train_set: TextMelDataset,
+                    world_size: int) -> ShapeTable | None:
     """The decoder loop's shapes for the whole run (None with graph_bucket=0): from every epoch's
-    global plan, so that every epoch and every rank uses the same few shapes."""
+    global plan, so that every epoch and every rank uses the same few shapes. batching: the train
+    sampler's config (lrf as it calibrated it, when the hparams ask for a target)."""
     if not cfg.train.graph_bucket:
         return None
     batches = (batch for epoch in range(cfg.train.epochs)
-               for batch in plan_global(train_set.frames, cfg.batching, epoch, world_size).batches())
+               for batch in plan_global(train_set.frames, batching, epoch, world_size).batches())
     return shape_table(batches, train_set.frames, train_set.text_lengths, cfg.train.graph_bucket)
 
 
@@ -141,7 +143,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], ckpt: dict[str, Any] | None) -
             parts.core.load_state_dict(ckpt["model"])
             load_optimizer_state(parts.optimizer, ckpt["optimizer"])
             parts.scaler.load_state_dict(ckpt["scaler"])
-        shapes = run_shape_table(cfg, loaders[0], info.world_size)
+        shapes = run_shape_table(cfg, loaders[1].config, loaders[0], info.world_size)
         parts = with_graphs(parts, cfg, shapes, device)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
