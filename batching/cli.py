@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis import SWEPT, calibrate, describe, fixed_points, sweep, sweep_grid, table1
+from .analysis import (SWEPT, calibrate, calibrated_line, describe, fixed_points, resolve_width, sweep, sweep_grid,
+                       table1)
 from .config import BatchingConfig
 from .errors import UserError
 from .lengths import read_lengths
@@ -22,8 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lengths = read_lengths(args.lengths)
         lengths = lengths[train_split(lengths.size, args.split, args.split_seed)]
-        config = BatchingConfig.from_hparams(args.hparams)
-        result, text = args.run(args, lengths, dataclasses.replace(config, seed=args.seed))
+        config = dataclasses.replace(BatchingConfig.from_hparams(args.hparams), seed=args.seed)
+        config, calibration = resolve_width(lengths, config)  # target_zpr / target_pair_repeat: lrf set here
+        if calibration:
+            print(calibrated_line(calibration), file=sys.stderr)
+        result, text = args.run(args, lengths, config)
     except (UserError, OSError) as error:  # a user's mistake, or a file that cannot be read or written
         print(f"error: {error}", file=sys.stderr)
         return 2
