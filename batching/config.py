@@ -27,7 +27,7 @@ class BatchingConfig:
     a multiple of n_frames_per_step; dbs and br do not apply (dbs is set to false, blocks are
     always shuffled).
     target_zpr / target_pair_repeat (ssb only, at most one): the width lrf is to be calibrated to
-    this ZPR (%) or pair_repeat on the training lengths (batching.calibrated.resolve_width, which
+    this ZPR (%) or pair_repeat on the training lengths (batching.analysis.resolve_width, which
     the samplers call once); lrf is then the resolved width.
     """
 
