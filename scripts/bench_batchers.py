@@ -15,7 +15,8 @@ SSB with ssb_key=cost calibrated to Lhotse's pair_repeat exactly (batching.analy
 Corpora: `file` (the --lengths file, by default the LJSpeech training split), and N generated lengths
 each: lognormal(ln 450, 0.45), bimodal (a short and a long lognormal mode, 1:1), outliers (the
 lognormal with 0.01 % of the lengths 4-8x its longest). Lhotse sees each length as a cut of
-frames / 100 s. Default N = 100,000 (about 6 min on 2 cores); --full: N = 1,000,000 and a denser sweep.
+frames / 100 s. Default N = 100,000 (12 min on 2 shared cores, most of it Lhotse); --full: N = 1,000,000
+and a denser sweep (well over an hour there).
 Your own lengths (a filelist or a TSV with a 'frames' column), all of them, nothing generated:
     python scripts/bench_batchers.py --lengths my_lengths.tsv --split 1 --corpora file --out frontier/
 """
