@@ -141,6 +141,7 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
     assert sorted(everything) == sorted(cuts.ids)
 
 
+@pytest.mark.slow
 def test_bench_batchers_smoke(tmp_path):
     """scripts/bench_batchers.py on 300 lengths and 2,000 bimodal ones: every strategy and Lhotse (reshuffled
     and in order) in the table, a frontier PNG per corpus, and ssb_key=cost calibrated to each Lhotse
