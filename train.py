@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from batching.analysis import calibrated_line
 from batching.errors import UserError
 from data.corpora import corpus_filelists
 from training import distributed as dist_utils
@@ -92,6 +93,8 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
     run.log(f"{len(run.train_set)} train / {len(run.val_set)} val utterances | {n_params / 1e6:.2f}M parameters | "
             f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
             f"{run.run_dir}")
+    if run.train_sampler.calibration:
+        run.log(calibrated_line(run.train_sampler.calibration))
     if run.shapes is not None:
         graphs = run.parts.graphs
         how = "eager" if graphs is None else "CUDA graphs" if graphs.captured else "static buffers, eager"

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 
 from .config import BatchingConfig
+from .errors import UserError
 from .grouping import ceil_div
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
@@ -18,6 +19,8 @@ SWEPT = {"lrf": "ssb", "bucket_size": "bkt", "n_bins": "ats", "bucket_interval":
 FIXED = ("rand", "sb")
 #: calibrate's search for the continuous / wide parameters: (lowest value, step of the bisection).
 BISECTED = {"lrf": (0.0, 1e-4), "bucket_interval": (1, 1)}
+#: Metrics that fall as the swept parameter grows (the others, zpr and padding, grow with it).
+FALLING = ("pair_repeat",)
 LRF_CEILING = 4.0  # beyond this the noise dwarfs every length difference: SSB is a shuffle
 
 
@@ -66,26 +69,27 @@ def fixed_points(lengths: np.ndarray, base: BatchingConfig) -> dict[str, dict]:
     return {name: _padding(lengths, base.with_strategy(name), True) for name in FIXED}
 
 
-def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> dict[str, dict]:
-    """For each strategy, its parameter whose ZPR is closest to, not above, the target: the bucket
-    size (a multiple of B0) and number of bins from every value; SSB's lrf (to 1e-4) and stream's
-    bucket_interval (frames) by bisection, since their ZPR grows with them. The given strategy,
-    when it has no parameter here (SWEPT), gets its own plan's figures at the given options and a
-    note saying it was not calibrated."""
+def calibrate(lengths: np.ndarray, base: BatchingConfig, target: float, metric: str = "zpr") -> dict[str, dict]:
+    """For each strategy, its parameter whose `metric` (zpr, or pair_repeat) is closest to, not above,
+    the target: the bucket size (a multiple of B0) and number of bins from every value; SSB's lrf
+    (to 1e-4) and stream's bucket_interval (frames) by bisection (bisect_parameter). The given
+    strategy, when it has no parameter here (SWEPT), gets its own plan's figures at the given
+    options and a note saying it was not calibrated."""
     n_batches = max(1, ceil_div(lengths.size, base.batch_size))
     grid = dict(bucket_size=(np.arange(1, n_batches + 1) * base.batch_size).tolist(),
                 n_bins=list(range(1, n_batches + 1)))
     best = {}
-    for param, points in sweep(lengths, base, grid).items():
-        below = [p for p in points if p["zpr"] <= target_zpr]
+    for param, points in sweep(lengths, base, grid, with_randomness=metric in FALLING).items():
+        below = [p for p in points if p[metric] <= target]
         if below:
-            chosen = max(below, key=lambda p: p["zpr"])
-            best[SWEPT[param]] = {param: chosen["value"], "zpr": chosen["zpr"], "abl": chosen["abl"]}
+            chosen = max(below, key=lambda p: p[metric])
+            best[SWEPT[param]] = {param: chosen["value"], "zpr": chosen["zpr"], "abl": chosen["abl"],
+                                  metric: chosen[metric]}
         else:
             best[SWEPT[param]] = {param: None, "zpr": None, "abl": None}
     top = dict(lrf=LRF_CEILING, bucket_interval=int(lengths.max(initial=1)) + 1)
     for param, (low, step) in BISECTED.items():
-        best[SWEPT[param]] = bisect_parameter(lengths, base, param, target_zpr, low, top[param], step)
+        best[SWEPT[param]] = bisect_parameter(lengths, base, param, target, low, top[param], step, metric)
     if base.batching not in SWEPT.values():
         stats = plan_global(lengths, base).stats(lengths, base.n_frames_per_step)
         best[base.batching] = dict(zpr=stats["zpr"], abl=stats["abl"], note=f"not calibrated: {base.batching} has "
@@ -95,25 +99,61 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target_zpr: float) -> d
 
 def bisect_parameter(lengths: np.ndarray, base: BatchingConfig, param: str, target: float,
                      low: float, high: float, step: float, metric: str = "zpr") -> dict:
-    """The largest value low + k * step in [low, high] whose `metric` (zpr, or padding: the padded
-    share of all frames, in percent) is not above the target, by bisection on k (the metric taken
-    as growing with the value); None when even `low` is above it."""
-    strategy = SWEPT[param]
-    lo, hi = 0, int(round((high - low) / step))
-    found = _padding(lengths, _variant(base, strategy, param, _grid_value(low, lo, step)))
+    """The value low + k * step in [low, high] whose `metric` is closest to, not above, the target,
+    by bisection on k: for zpr and padding (the padded share of all frames, in percent), which grow
+    with the value, the largest such value; for pair_repeat, which falls as it grows, the smallest.
+    None when no value meets the target. Where the metric is not monotone the value returned still
+    meets the target, but a closer one may lie elsewhere (docs/batching/ssb_key.md)."""
+    measure = dict(lengths=lengths, base=base, param=param, low=low, step=step, metric=metric)
+    top = int(round((high - low) / step))
+    good, bad = (top, 0) if metric in FALLING else (0, top)
+    found = _measured(k=good, **measure)
     if found[metric] > target:
         return {param: None, "zpr": None, "abl": None, "padding": None}
-    top = _padding(lengths, _variant(base, strategy, param, _grid_value(low, hi, step)))
-    if top[metric] <= target:
-        return {param: _grid_value(low, hi, step), **top}
-    while hi - lo > 1:
-        middle = (lo + hi) // 2
-        record = _padding(lengths, _variant(base, strategy, param, _grid_value(low, middle, step)))
+    record = _measured(k=bad, **measure)
+    if record[metric] <= target:
+        return {param: _grid_value(low, bad, step), **record}
+    while abs(good - bad) > 1:
+        middle = (good + bad) // 2
+        record = _measured(k=middle, **measure)
         if record[metric] <= target:
-            lo, found = middle, record
+            good, found = middle, record
         else:
-            hi = middle
-    return {param: _grid_value(low, lo, step), **found}
+            bad = middle
+    return {param: _grid_value(low, good, step), **found}
+
+
+def _measured(lengths: np.ndarray, base: BatchingConfig, param: str, low: float, step: float, metric: str,
+              k: int) -> dict:
+    """_padding of grid point k (with pair_repeat when that is the metric)."""
+    config = _variant(base, SWEPT[param], param, _grid_value(low, k, step))
+    return _padding(lengths, config, with_randomness=metric in FALLING)
+
+
+def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[BatchingConfig, dict | None]:
+    """The config with lrf calibrated to its target_zpr or target_pair_repeat on these lengths (the
+    targets stay, to say where lrf came from), and what was found: (config, None) without a target.
+    The bisection plans single-rank epochs 0 and 1, so every rank resolves the same width."""
+    metric, target = next(((m, getattr(config, f"target_{m}")) for m in ("zpr", "pair_repeat")
+                           if getattr(config, f"target_{m}") is not None), (None, None))
+    if metric is None:
+        return config, None
+    low, step = BISECTED["lrf"]
+    found = bisect_parameter(lengths, config, "lrf", target, low, LRF_CEILING, step, metric)
+    if found["lrf"] is None:
+        edge = describe(lengths, config.with_strategy("ssb", lrf=0.0 if metric == "zpr" else LRF_CEILING))
+        raise UserError(f"target_{metric}={target} is out of reach on these {lengths.size:,} lengths: "
+                        f"ssb_key={config.ssb_key or 'length'} gives {metric} {edge[metric]:.4g} at best; ask for at least that")
+    resolved = config.with_strategy("ssb", lrf=found["lrf"])
+    record = describe(lengths, resolved)
+    return resolved, dict(target=f"target_{metric}={target}", ssb_key=config.ssb_key, lrf=found["lrf"],
+                          zpr=record["zpr"], pair_repeat=record["pair_repeat"])
+
+
+def calibrated_line(record: dict) -> str:
+    """resolve_width's record as the one line a run logs."""
+    return (f"ssb_key={record['ssb_key'] or 'length'} lrf={record['lrf']} calibrated to {record['target']} on these lengths: "
+            f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}")
 
 
 def _grid_value(low: float, k: int, step: float):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis import SWEPT, calibrate, describe, fixed_points, sweep, sweep_grid, table1
+from .analysis import (SWEPT, calibrate, calibrated_line, describe, fixed_points, resolve_width, sweep, sweep_grid,
+                       table1)
 from .config import BatchingConfig
 from .errors import UserError
 from .lengths import read_lengths
@@ -22,8 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lengths = read_lengths(args.lengths)
         lengths = lengths[train_split(lengths.size, args.split, args.split_seed)]
-        config = BatchingConfig.from_hparams(args.hparams)
-        result, text = args.run(args, lengths, dataclasses.replace(config, seed=args.seed))
+        config = dataclasses.replace(BatchingConfig.from_hparams(args.hparams), seed=args.seed)
+        config, calibration = resolve_width(lengths, config)  # target_zpr / target_pair_repeat: lrf set here
+        if calibration:
+            print(calibrated_line(calibration), file=sys.stderr)
+        result, text = args.run(args, lengths, config)
     except (UserError, OSError) as error:  # a user's mistake, or a file that cannot be read or written
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -63,7 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = commands.choices["stats"]
     sub.add_argument("--epoch", type=int, default=0)
     sub = commands.choices["calibrate"]
-    sub.add_argument("--target-zpr", type=float, help="target ZPR in percent (default: SSB's at --hparams lrf)")
+    target = sub.add_mutually_exclusive_group()
+    target.add_argument("--target-zpr", type=float, help="target ZPR in percent (default: SSB's at --hparams lrf)")
+    target.add_argument("--target-pair-repeat", type=float,
+                        help="target pair_repeat (randomness between epochs, 0-1) instead of a ZPR")
     sub = commands.choices["plot"]
     sub.add_argument("--epoch", type=int, default=0)
     sub.add_argument("--strategies", default="rand,sb,ssb", help="one panel each (default rand,sb,ssb)")
@@ -103,16 +110,24 @@ def _sweep_row(param: str, value, point: dict) -> dict:
 
 
 def _calibrate(args, lengths, config):
-    target = args.target_zpr
+    metric, target = ("pair_repeat", args.target_pair_repeat) if args.target_pair_repeat is not None else (
+        "zpr", args.target_zpr)
     if target is None:
         target = describe(lengths, config.with_strategy("ssb"))["zpr"]
-    best = calibrate(lengths, config, target)
-    rows = [dict(batching=name, param=k, value=v[k], zpr=v["zpr"] and round(v["zpr"], 2), abl=v["abl"] and round(v["abl"], 2))
+    best = calibrate(lengths, config, target, metric)
+    columns = ["batching", "param", "value", "zpr", "abl"] + (["pair_repeat"] if metric == "pair_repeat" else [])
+    rows = [dict(batching=name, param=k, value=v[k], **{c: _rounded(v.get(c), c) for c in columns[3:]})
             for name, v in best.items() for k in v if k in SWEPT]
     notes = "".join(f"\n{name}: {v['note']}: ZPR {v['zpr']:.2f}%, ABL {v['abl']:.1f}" for name, v in best.items()
                     if "note" in v)
-    table = _markdown(rows, ["batching", "param", "value", "zpr", "abl"])
-    return dict(target_zpr=target, **best), f"target ZPR {target:.2f}%\n\n{table}\n{notes}".rstrip("\n")
+    table = _markdown(rows, columns)
+    words = "ZPR {:.2f}%" if metric == "zpr" else "pair_repeat {:.4f}"
+    return {f"target_{metric}": target, **best}, f"target {words.format(target)}\n\n{table}\n{notes}".rstrip("\n")
+
+
+def _rounded(value, column: str):
+    """A table cell: 2 decimals, 4 for pair_repeat (it is small); None as it is."""
+    return value if value is None else round(value, 4 if column == "pair_repeat" else 2)
 
 
 def _plot(args, lengths, config):

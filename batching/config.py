@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .options import OptionError, coerce, parse_overrides
-from .strategies import STRATEGIES, STRATEGY_TABLE
+from .strategies import SSB_KEYS, STRATEGIES, STRATEGY_TABLE
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class BatchingConfig:
     frames (None: the longest utterance) filled with randomly drawn utterances, each starting on
     a multiple of n_frames_per_step; dbs and br do not apply (dbs is set to false, blocks are
     always shuffled).
+    target_zpr / target_pair_repeat (ssb only, at most one): the width lrf is to be calibrated to
+    this ZPR (%) or pair_repeat on the training lengths (batching.analysis.resolve_width, which
+    the samplers call once); lrf is then the resolved width.
     """
 
     batching: str = "rand"
@@ -41,6 +44,9 @@ class BatchingConfig:
     max_length: int | None = None
     block_length: int | None = None
     n_frames_per_step: int = 1
+    ssb_key: str | None = None
+    target_zpr: float | None = None
+    target_pair_repeat: float | None = None
 
     def __post_init__(self) -> None:
         if self.batching not in STRATEGIES:
@@ -68,11 +74,25 @@ class BatchingConfig:
             if getattr(self, name) is not None:
                 raise OptionError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
                                   f"({strategy.summary})")
+        self._check_ssb_options()
         if strategy.dbs is not None:  # e.g. stream batches are always token-budget batches, bload blocks never
             object.__setattr__(self, "dbs", strategy.dbs)
         if self.capacity is not None and not self.dbs:
             raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
                               "(or drop capacity to use fixed batches of batch_size)")
+
+    def _check_ssb_options(self) -> None:
+        """ssb_key (None: length, the paper's) and the calibration targets (ownership is checked above)."""
+        if self.ssb_key is not None and self.ssb_key not in SSB_KEYS:
+            _bad("ssb_key", self.ssb_key, "one of " + ", ".join(repr(k) for k in SSB_KEYS))
+        for name, top in TARGETS.items():
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 < value < top):
+                _bad(name, value, f"a number in (0, {top}), or null (None) to leave it unset")
+        if self.target_zpr is not None and self.target_pair_repeat is not None:
+            raise OptionError(f"target_zpr={self.target_zpr} and target_pair_repeat={self.target_pair_repeat} "
+                              "both calibrate lrf: keep one")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BatchingConfig":
@@ -123,7 +143,10 @@ class BatchingConfig:
 OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for name in s.options))
 #: The `int | None` fields (capacity and the owned options): a positive integer, or None for unset.
 OPTIONAL_INTS = tuple(f.name for f in dataclasses.fields(BatchingConfig) if f.type == "int | None")
-_KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str}
+_KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str, "float | None": float,
+          "str | None": str}
+#: The calibration targets and their (exclusive) upper bounds: ZPR in percent, pair_repeat a fraction.
+TARGETS = {"target_zpr": 100.0, "target_pair_repeat": 1.0}
 
 
 def _bad(name: str, value: Any, allowed: str) -> None:

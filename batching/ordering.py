@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import BatchingConfig
+from .cost_key import cost_order
 
 
 def order_random(lengths: np.ndarray, config: BatchingConfig, rng: np.random.Generator) -> np.ndarray:
@@ -25,9 +26,13 @@ def order_sorted(lengths: np.ndarray, config: BatchingConfig, rng: np.random.Gen
 
 
 def order_semi_sorted(lengths: np.ndarray, config: BatchingConfig, rng: np.random.Generator) -> np.ndarray:
-    """SSB: sort by length + U(-a/2, a/2) noise, a = (max - min) * lrf (equation 3); a = 0 is SB."""
-    a = float(lengths.max() - lengths.min()) * config.lrf if lengths.size else 0.0
-    if a > 0:
+    """SSB: sort by key + U(-a/2, a/2) noise, a = (max - min of the key) * lrf; a = 0 is SB.
+    ssb_key=length (or None): the key is the length (equation 3); cost: G(l) in [0, 1] (cost_key.py)."""
+    spread = int(lengths.max() - lengths.min()) if lengths.size else 0
+    if config.ssb_key == "cost" and spread and config.lrf > 0:
+        return cost_order(lengths, rng.uniform(-config.lrf / 2, config.lrf / 2, lengths.size), config.lrf)
+    a = float(spread) * config.lrf
+    if a > 0 and config.ssb_key != "cost":
         return np.argsort(lengths + rng.uniform(-a / 2, a / 2, lengths.size))
     return order_sorted(lengths, config, rng)
 

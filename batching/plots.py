@@ -42,12 +42,32 @@ def plot_tradeoff(curves: dict[str, list[dict]], points: dict[str, dict], path: 
         ax.plot([p["pair_repeat"] for p in curve], [p["zpr"] for p in curve], marker=".", label=LABELS[param])
     for name, point in points.items():
         ax.plot(point["pair_repeat"], point["zpr"], marker="o", linestyle="none", label=name.upper())
+    _save_against_pair_repeat(fig, ax, "ZPR (%)", title, path, legend_size=8)
+
+
+def plot_frontier(curves: dict[str, list[dict]], points: dict[str, dict], path: Path, title: str) -> None:
+    """Decoder steps per epoch against pair_repeat (log), one line per family over its parameter and one
+    marker per point (e.g. another sampler's settings): the lower left is cheaper and more random."""
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, curve in curves.items():
+        ax.plot([max(p["pair_repeat"], 1e-6) for p in curve], [p["decoder_steps"] for p in curve], marker=".", label=name)
+    for name, point in points.items():
+        ax.plot(max(point["pair_repeat"], 1e-6), point["decoder_steps"], linestyle="none", label=name,
+                marker="o" if "reshuffled" in name else "s", fillstyle="full" if "reshuffled" in name else "none")
+    if points:  # the region around the other sampler's points: the families' far ends run off it
+        steps = [p["decoder_steps"] for p in points.values()]
+        ax.set_ylim(0.8 * min(steps), 1.25 * max(steps))
+    _save_against_pair_repeat(fig, ax, "decoder steps per epoch", title, path, legend_size=7)
+
+
+def _save_against_pair_repeat(fig, ax, ylabel: str, title: str, path: Path, legend_size: int) -> None:
+    """The trade-off plots' common frame: pair_repeat on a log x axis, grid, legend; written to path."""
     ax.set_xscale("log")
     ax.set_xlabel("pair_repeat into the next epoch (lower: more random)")
-    ax.set_ylabel("ZPR (%)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -8,9 +8,12 @@ another world size).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from torch.utils.data import Sampler
 
+from .analysis import resolve_width
 from .config import BatchingConfig
 from .errors import UserError
 from .plan import GlobalPlan, as_lengths
@@ -32,6 +35,7 @@ class PlanBatchSampler(Sampler[list]):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.lengths = as_lengths(lengths)
+        config, self.calibration = resolve_width(self.lengths, config)  # a target_zpr / _pair_repeat: lrf set once
         self.config, self.rank, self.world_size = config, rank, world_size
         self.epoch = 0
         self._history: list[tuple[int, int]] = []  # (world_size, batches consumed per rank) before a resume
@@ -106,6 +110,8 @@ class PlanBatchSampler(Sampler[list]):
         another, re-deal only the global batches not yet consumed by any rank (sharding tail
         rules apply to them), so no sample is lost or repeated."""
         saved = BatchingConfig.from_dict(state["config"])
+        if self.calibration is not None and saved == dataclasses.replace(self.config, lrf=saved.lrf):
+            self.config, self._cache = saved, {}  # the checkpoint's calibrated width: the resume plans as the run did
         if saved != self.config:
             changed = [k for k, v in saved.to_dict().items() if getattr(self.config, k) != v]
             raise UserError(f"checkpoint was planned with other batching settings ({', '.join(changed)}): "

@@ -34,7 +34,7 @@ class Strategy:
 STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
     Strategy("rand", "shuffle (the baseline)"),
     Strategy("sb", "sort by length"),
-    Strategy("ssb", "sort by length + uniform noise (lrf)"),
+    Strategy("ssb", "sort by a key + uniform noise (lrf, ssb_key)", options=("ssb_key", "target_zpr", "target_pair_repeat")),
     Strategy("bkt", "sort, shuffle inside buckets (bucket_size)"),
     Strategy("ats", "alternately sorted bins (n_bins)"),
     Strategy("stream", "the blog's streaming length buckets (bucket_interval, max_length)", dbs=True,
@@ -43,3 +43,6 @@ STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
              forbids=("capacity",)),
 )}
 STRATEGIES = tuple(STRATEGY_TABLE)
+
+#: What SSB adds its noise to: the length (the paper's equation 3) or the cost key (cost_key.py).
+SSB_KEYS = ("length", "cost")

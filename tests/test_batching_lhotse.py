@@ -141,20 +141,26 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
     assert sorted(everything) == sorted(cuts.ids)
 
 
+@pytest.mark.slow
 def test_bench_batchers_smoke(tmp_path):
-    """scripts/bench_batchers.py on 300 lengths and 2,000 lognormal ones: every strategy and Lhotse in
-    the table, and ours calibrated to Lhotse's ZPR not above it."""
+    """scripts/bench_batchers.py on 300 lengths and 2,000 bimodal ones: every strategy and Lhotse (reshuffled
+    and in order) in the table, a frontier PNG per corpus, and ssb_key=cost calibrated to each Lhotse
+    point's pair_repeat, not above it."""
     (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
     done = run_command(sys.executable, REPO / "scripts" / "bench_batchers.py", "--lengths", tmp_path / "lengths.tsv",
-                       "-n", "2000", "--num-buckets", "4", cwd=tmp_path, timeout=300)
+                       "--corpora", "file,bimodal", "-n", "2000", "--points", "4", "--num-buckets", "4",
+                       "--out", tmp_path, cwd=tmp_path, timeout=300)
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     labels = [row[0].lstrip("| ") for row in rows]
     for name in STRATEGIES:
-        assert sum(label.startswith(name) for label in labels) >= 2, name  # 300 lengths and lognormal
-    lhotse = [row for row in rows if row[0].endswith("num_buckets=4")]
-    ssb_at_zpr = [row for row in rows if row[0].startswith("| ssb-dbs-br lrf=")]
-    assert len(lhotse) == 6 and len(ssb_at_zpr) == 4  # 2 data sets x (main, at ZPR, at padding)
-    assert float(ssb_at_zpr[0][2]) <= float(lhotse[1][2]) and float(ssb_at_zpr[1][3]) <= float(lhotse[2][3])
+        assert sum(label.startswith(name) for label in labels) >= 2, name  # both corpora
+    lhotse = [row for row in rows if row[0].startswith("| lhotse num_buckets=4")]
+    frontier = [row for row in rows if row[0].startswith("| num_buckets=4")]
+    assert len(lhotse) == 4 and len(frontier) == 4  # 2 corpora x (reshuffled, in-order)
+    for row in frontier:
+        calibrated = row[4].split("pair_repeat ")[1].split(",")[0]
+        assert float(calibrated) <= float(row[2])
+    assert sorted(p.name for p in tmp_path.glob("frontier_*.png")) == ["frontier_bimodal.png", "frontier_file.png"]
 
 
 def test_readme_lhotse_example(tmp_path):

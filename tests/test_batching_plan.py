@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batching import STRATEGIES, BatchingConfig, plan_digest, plan_epoch, plan_global
+from batching.strategies import SSB_KEYS
 from tests.kit import AWKWARD
 
 # bload's batches are whole blocks of several utterances each (not <= batch_size samples):
@@ -18,11 +19,12 @@ def configs(draw, lengths):
     capacity = None
     if dbs and draw(st.booleans()):
         capacity = max(lengths) * draw(st.integers(1, 4)) + draw(st.integers(0, 50))
+    batching = draw(st.sampled_from(PLAN_STRATEGIES))
     return BatchingConfig(
-        batching=draw(st.sampled_from(PLAN_STRATEGIES)), batch_size=draw(st.integers(1, 20)),
+        batching=batching, batch_size=draw(st.integers(1, 20)),
         lrf=draw(st.floats(0, 1)), bucket_size=draw(st.integers(1, 50)), n_bins=draw(st.integers(1, 20)),
         dbs=dbs, br=draw(st.booleans()), capacity=capacity, drop_last=draw(st.booleans()),
-        seed=draw(st.integers(0, 2**32)))
+        seed=draw(st.integers(0, 2**32)), ssb_key=draw(st.sampled_from(SSB_KEYS)) if batching == "ssb" else None)
 
 
 def all_ranks(lengths, config, epoch, world_size):
@@ -61,8 +63,26 @@ def test_plan_invariants(data, lengths, world_size, epoch):
     assert [plan_digest(r) for r in ranks] == [plan_digest(r) for r in again]
 
 
+@settings(max_examples=100, deadline=None)
+@given(lengths=AWKWARD, lrf=st.floats(0, 1), seed=st.integers(0, 2**32), epoch=st.integers(0, 5),
+       key=st.sampled_from([None, "length"]))
+def test_ssb_length_key_is_equation_3_bit_for_bit(lengths, lrf, seed, epoch, key):
+    """ssb_key=length (and unset) plans exactly the paper's SSB: argsort of l + U(-a/2, a/2), a = (max - min) * lrf."""
+    lengths = np.array(lengths, np.int64)
+    rng = np.random.default_rng([seed, epoch])
+    a = float(lengths.max() - lengths.min()) * lrf
+    if a > 0:
+        order = np.argsort(lengths + rng.uniform(-a / 2, a / 2, lengths.size))
+    else:
+        perm = rng.permutation(lengths.size)
+        order = perm[np.argsort(lengths[perm], kind="stable")]
+    expected = [order[i:i + 16] for i in range(0, order.size, 16)]
+    assert plan_digest(plan_epoch(lengths, BatchingConfig("ssb", lrf=lrf, seed=seed, ssb_key=key), epoch)) == \
+        plan_digest(expected)
+
+
 @pytest.mark.parametrize("config", [
-    BatchingConfig("rand"), BatchingConfig("ssb"), BatchingConfig("bkt", bucket_size=32),
+    BatchingConfig("rand"), BatchingConfig("ssb"), BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True), BatchingConfig("bkt", bucket_size=32),
     BatchingConfig("ats", n_bins=4), BatchingConfig("sb", br=True), BatchingConfig("ssb", dbs=True, br=True),
 ])
 def test_new_epoch_new_plan(config):

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from batching import BatchingConfig, plan_global, strategy_of
+from batching.analysis import calibrated_line, resolve_width
 from batching.errors import UserError
 from data.audio import MelConfig
 from data.check import CheckLimits, CheckReport, check_filelists
@@ -38,6 +39,7 @@ def plan_summary(batching: BatchingConfig, n_frames_per_step: int, train_filelis
     steps tell (the decoder loop dominates a Tacotron2 step)."""
     frames = np.array([u.frames for u in read_filelist(train_filelist)], dtype=np.int64)
     r = n_frames_per_step
+    batching, calibration = resolve_width(frames, batching)
     plan = plan_global(frames, batching, 0, world_size)
     stats = plan.stats(frames, r)
     rand = batching.with_strategy("rand", dbs=False, br=False, capacity=None, n_frames_per_step=1)
@@ -50,6 +52,8 @@ def plan_summary(batching: BatchingConfig, n_frames_per_step: int, train_filelis
               f"largest batch {len(largest)} x {int(frames[largest].max(initial=0))} frames",
               f"expected per-epoch time reduction against RAND, from decoder steps: "
               f"{100 * (1 - stats['decoder_steps'] / max(rand_steps, 1)):.1f}%"]
+    if calibration:
+        lines.append(calibrated_line(calibration))
     if stats.get("skipped"):
         lines.append(f"skipped: {stats['skipped']} utterances that batching={batching.batching} leaves out "
                      f"({strategy_of(batching).summary})")

@@ -122,7 +122,8 @@ def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataCo
 def run_shape_table(train: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset,
                     world_size: int) -> ShapeTable | None:
     """The decoder loop's shapes for the whole run (None with graph_bucket=0): from every epoch's
-    global plan, so that every epoch and every rank uses the same few shapes."""
+    global plan, so that every epoch and every rank uses the same few shapes. batching: the train
+    sampler's config (lrf as it calibrated it, when the hparams ask for a target)."""
     if not train.graph_bucket:
         return None
     batches = (batch for epoch in range(train.epochs)
@@ -149,7 +150,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
             parts.core.load_state_dict(resume.weights.model)
             load_optimizer_state(parts.optimizer, resume.weights.optimizer)
             parts.scaler.load_state_dict(resume.weights.scaler)
-        shapes = run_shape_table(cfg.train, cfg.batching, loaders[0], info.world_size)
+        shapes = run_shape_table(cfg.train, loaders[1].config, loaders[0], info.world_size)
         parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast

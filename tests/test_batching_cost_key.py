@@ -1,0 +1,96 @@
+"""SSB's cost key (batching/cost_key.py) and the calibration of lrf to a target (batching.analysis.resolve_width)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batching import BatchingConfig, plan_digest, plan_epoch
+from batching.analysis import describe, resolve_width
+from batching.cli import main
+from batching.cost_key import cost_key, cost_order
+from batching.errors import UserError
+from tests.kit import AWKWARD
+
+LENGTHS = np.random.default_rng(5).lognormal(np.log(400), 0.4, 600).round().astype(np.int64) + 1
+COST = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=AWKWARD)
+def test_key_rises_with_the_length_from_0_to_1(lengths):
+    lengths = np.array(lengths, np.int64)
+    keys = cost_key(lengths)
+    by_length = np.argsort(lengths, kind="stable")
+    steps, rises = np.diff(keys[by_length]), np.diff(lengths[by_length])
+    assert (steps[rises > 0] > 0).all() and (steps[rises == 0] == 0).all()
+    if lengths.min() < lengths.max():
+        assert keys.min() == pytest.approx(0, abs=1e-12) and keys.max() == pytest.approx(1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lengths=AWKWARD, width=st.floats(1e-3, 4), seed=st.integers(0, 2**32))
+def test_order_sorts_key_plus_noise(lengths, width, seed):
+    """The radix sort of the quantised key is argsort of G + noise up to one quantum (2^-32 of its range)."""
+    lengths = np.array(lengths, np.int64)
+    if lengths.min() == lengths.max():
+        return
+    noise = np.random.default_rng(seed).uniform(-width / 2, width / 2, lengths.size)
+    order = cost_order(lengths, noise, width)
+    assert np.array_equal(np.sort(order), np.arange(lengths.size))
+    noisy = (cost_key(lengths) + noise)[order]
+    assert (np.diff(noisy) >= -(1 + width) * 2.0**-31).all()
+
+
+def test_zero_width_is_strict_sorting():
+    for key in ("length", "cost"):
+        plan = plan_epoch(LENGTHS, BatchingConfig("ssb", lrf=0.0, ssb_key=key, dbs=True))
+        assert plan_digest(plan) == plan_digest(plan_epoch(LENGTHS, BatchingConfig("sb", dbs=True)))
+
+
+def test_noise_is_narrow_in_frames_where_lengths_are_dense_and_long():
+    """h ∝ density^(-1/2) l^(-3/2): at equal width in G, the long dense mode mixes fewer frames than the short sparse one."""
+    lengths = np.concatenate([np.full(50, 100), np.full(50, 110), np.full(2000, 800), np.full(2000, 810)])
+    keys = cost_key(lengths)
+    assert keys[-1] - keys[100] > 10 * (keys[50] - keys[0])  # G(810) - G(800) against G(110) - G(100)
+
+
+@pytest.mark.parametrize("target", [dict(target_zpr=10.0), dict(target_pair_repeat=0.05)])
+def test_a_target_resolves_lrf_that_meets_it(target):
+    config = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, **target)
+    resolved, record = resolve_width(LENGTHS, config)
+    (name, value), = target.items()
+    metric = name.removeprefix("target_")
+    assert resolved.lrf == record["lrf"] and getattr(resolved, name) == value
+    assert describe(LENGTHS, resolved)[metric] == pytest.approx(record[metric]) and record[metric] <= value
+    step = 1e-4 if metric == "zpr" else -1e-4  # the next grid point the other way misses the target
+    assert describe(LENGTHS, resolved.with_strategy("ssb", lrf=round(resolved.lrf + step, 4)))[metric] > value
+    assert resolve_width(LENGTHS, COST) == (COST, None)
+
+
+def test_a_target_out_of_reach_is_a_user_error():
+    with pytest.raises(UserError, match=r"target_zpr=0.001 is out of reach on these 600 lengths"):
+        resolve_width(LENGTHS, BatchingConfig("ssb", dbs=False, target_zpr=0.001))
+
+
+def test_the_sampler_resolves_once_and_a_resume_keeps_the_saved_width():
+    torch = pytest.importorskip("torch")  # noqa: F841 - the sampler needs it
+    from batching.sampler import PlanBatchSampler
+
+    config = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, target_pair_repeat=0.05)
+    sampler = PlanBatchSampler(LENGTHS, config)
+    assert sampler.calibration["lrf"] == sampler.config.lrf == resolve_width(LENGTHS, config)[0].lrf
+    state = sampler.state_dict()
+    state["config"]["lrf"] = 0.5  # as if an older run had resolved another width
+    again = PlanBatchSampler(LENGTHS, config)
+    again.load_state_dict(state)
+    assert again.config.lrf == 0.5
+    assert plan_digest(again.plan.batches()) == plan_digest(plan_epoch(LENGTHS, again.config))
+
+
+def test_calibrate_takes_a_target_pair_repeat(tmp_path, capsys):
+    path = tmp_path / "lengths.tsv"
+    path.write_text("id\tframes\n" + "".join(f"u{i}\t{n}\n" for i, n in enumerate(LENGTHS)))
+    assert main(["calibrate", "--lengths", str(path), "--split", "1", "--hparams", "batching=ssb,ssb_key=cost,dbs=true",
+                 "--target-pair-repeat", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("target pair_repeat 0.0500") and "| ssb | lrf |" in out and "pair_repeat |" in out
