@@ -37,9 +37,16 @@ class PlanBatchSampler(Sampler[list]):
         self._history: list[tuple[int, int]] = []  # (world_size, batches consumed per rank) before a resume
         self._consumed = 0
         self._exhausted = False  # a full pass ended: the next one starts the epoch over
+        self._restored = False  # a state was just loaded: set_epoch of its epoch keeps it (Lhotse's rule)
         self._cache: dict[tuple, GlobalPlan] = {}
 
     def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` afresh; right after load_state_dict of a state saved in `epoch`, keep that
+        state instead, so a loop that restores and then calls set_epoch at the top of the epoch
+        (icefall's, Lhotse's, this recipe's) continues where it stopped rather than replaying it."""
+        restored, self._restored = self._restored, False
+        if restored and epoch == self.epoch:
+            return
         self.epoch, self._history, self._consumed, self._exhausted = epoch, [], 0, False
 
     @property
@@ -79,6 +86,7 @@ class PlanBatchSampler(Sampler[list]):
 
     def __iter__(self):
         batches = self._remaining()
+        self._restored = False
         if self._exhausted:
             self._history, self._consumed, self._exhausted = [], 0, False
         for batch in batches:
@@ -104,7 +112,8 @@ class PlanBatchSampler(Sampler[list]):
     def load_state_dict(self, state: dict) -> None:
         """Resume without replaying: with the same world size, skip the consumed batches; with
         another, re-deal only the global batches not yet consumed by any rank (sharding tail
-        rules apply to them), so no sample is lost or repeated."""
+        rules apply to them), so no sample is lost or repeated. A set_epoch of the saved epoch
+        that follows keeps this state (see set_epoch)."""
         saved = BatchingConfig.from_dict(state["config"])
         if saved != self.config:
             changed = [k for k, v in saved.to_dict().items() if getattr(self.config, k) != v]
@@ -117,6 +126,7 @@ class PlanBatchSampler(Sampler[list]):
         else:
             self._history.append((state["world_size"], state["consumed"]))
             self._consumed = 0
+        self._restored = True
 
 
 class BlockBatchSampler(PlanBatchSampler):

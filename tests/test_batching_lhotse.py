@@ -22,7 +22,7 @@ from lhotse.features import Fbank  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.lhotse import PlanCutSampler, cut_frames  # noqa: E402
-from tests.kit import REPO, run_command  # noqa: E402
+from tests.kit import REPO, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
 CONFIG = BatchingConfig("ssb", batch_size=4, dbs=True, br=True, seed=3)
@@ -89,6 +89,28 @@ def test_resume_mid_epoch_on_another_world_size_replays_and_loses_nothing(old, n
     everything = sum(consumed, []) + [i for r in rest for b in r for i in b]
     if len(everything) == len(cuts):  # else documented: fewer cuts left than the new ranks need batches
         assert sorted(everything) == sorted(cuts.ids)
+
+
+class CutIds(torch.utils.data.Dataset):
+    """A dataset of CutSet batches that returns their cut ids (picklable for DataLoader workers)."""
+
+    def __getitem__(self, cuts: CutSet) -> list[str]:
+        return [cut.id for cut in cuts]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_icefall_loop_restarted_mid_epoch_trains_each_cut_once(tmp_path, workers):
+    cuts = audio_cuts(tmp_path)
+
+    def run(**kw):
+        return icefall_loop(lambda: PlanCutSampler(cuts, CONFIG), lambda sampler: torch.utils.data.DataLoader(
+            CutIds(), sampler=sampler, batch_size=None, num_workers=workers), list, **kw)
+
+    whole, _ = run()
+    before, state = run(stop=(0, 2))
+    after, _ = run(state=state)
+    assert sorted(before[0] + after[0]) == sorted(cuts.ids) and before[0] + after[0] == whole[0]
+    assert after[1] == whole[1] != whole[0]
 
 
 def test_refuses_lazy_cutsets_packed_strategies_and_other_cuts(tmp_path):
