@@ -2,128 +2,350 @@
 
 Lhotse-based stacks (Lhotse, icefall, NeMo's Lhotse loader) take a sampler that yields `CutSet`s
 and a dataset that turns a `CutSet` into tensors (`DataLoader(dataset, sampler=..., batch_size=None)`).
-PlanCutSampler is that sampler on top of PlanBatchSampler, so it keeps its contract: one plan of
-(seed, epoch) on every rank, the same number of batches on every rank, and state_dict() /
-load_state_dict() that continue mid-epoch, also on another world size.
+PlanCutSampler is that sampler, a Lhotse `CutSampler` (filter, map, diagnostics, get_report,
+dataloading_info, allow_iter_to_reset_state come from there) that plans with PlanBatchSampler, so
+it keeps the planner's contract: one plan of (seed, epoch) on every rank, the same number of
+batches on every rank, never over the budget, and state_dict() / load_state_dict() that continue
+mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCutSampler and
+docs/lhotse.md, which also says where it differs).
 
 The planner needs every length up front, so the CutSet must be eager (a lazy one is refused with
-what to do; the README says what streamed data gets). Lengths are cut durations in frames of
-`frame_shift` seconds, rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
+what to do). Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
+given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+import logging
+import secrets
+import warnings
+from typing import Callable, Iterator
 
 import numpy as np
-import torch.distributed as dist
 from lhotse import CutSet
-from torch.utils.data import Sampler
+from lhotse.dataset.dataloading import resolve_seed
+from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
 
 from .config import BatchingConfig
+from .errors import UserError
 from .planner import strategy_of
 from .sampler import PlanBatchSampler
 
 #: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches.
 DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True)
+#: Lhotse's bucketing and buffering knobs: accepted so that a datamodule runs unchanged, without effect
+#: here (the whole epoch is planned at once: no buckets, no buffers), each logged once.
+NO_EFFECT_KNOBS = ("num_buckets", "duration_bins", "buffer_size", "shuffle_buffer_size", "concurrent", "sync_buckets",
+                   "num_cuts_for_bins_estimate", "consistent_ids", "strict")
+TOO_LONG = ("error", "skip", "alone")
+STATE_KIND = "batching.lhotse.PlanCutSampler"
+_logged_knobs: set[str] = set()
+log = logging.getLogger(__name__)
 
 
-class PlanCutSampler(Sampler[CutSet]):
-    """Yields this rank's mini-batches of `cuts` (eager CutSets) for the current epoch.
+class PlanCutSampler(CutSampler):
+    """Yields this rank's mini-batches of `cuts` for the current epoch: CutSets, or tuples of
+    CutSets when several CutSets (with the same cut ids in the same order) are zipped, the budget
+    applying to the first, as Lhotse's DynamicBucketingSampler does.
 
-    config: any strategy whose plan is not a block plan (not bload); its capacity is in frames of
-    frame_shift seconds. max_duration: the budget in seconds instead (sets dbs and capacity).
-    rank / world_size: as Lhotse's samplers, taken from torch.distributed when it is initialised.
+    Positional: the CutSets, then optionally the budget in seconds (SimpleCutSampler's
+    `max_duration`) or a BatchingConfig. config: any strategy whose plan is not a block plan (not
+    bload); its capacity is in frames of frame_shift seconds. max_duration: the budget in seconds
+    instead (sets dbs and capacity). max_cuts: at most this many cuts a batch. shuffle: None
+    keeps the config's (shuffled); False plans sorted, the same batches every epoch (validation);
+    True keeps the config. drop_last, seed (an int, "randomized" or "trng", as Lhotse's): None
+    keeps the config's. quadratic_duration: plan with duration + duration**2 / quadratic_duration,
+    as Lhotse. too_long: what to do with cuts over the budget, found here: "error" (default),
+    "skip" (counted in `skipped` and reported) or "alone" (each in a batch of its own, as Lhotse).
+    rank / world_size: as Lhotse's (arguments, else RANK/WORLD_SIZE, else torch.distributed).
+    Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
 
-    def __init__(self, cuts: CutSet, config: BatchingConfig = DEFAULT_CONFIG, *, max_duration: float | None = None,
-                 frame_shift: float = 0.01, rank: int | None = None, world_size: int | None = None) -> None:
-        if cuts.is_lazy:
-            raise ValueError("PlanCutSampler plans from every cut's duration up front and got a lazy CutSet: "
-                             "load its manifest with cuts.to_eager() (metadata only, no audio), or stream it "
-                             "with batching.StreamBucketer and batching.deal_steps (see the README)")
-        if strategy_of(config).block_plan:
-            raise ValueError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
-                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+    def __init__(self, *cuts, config: BatchingConfig | None = None, max_duration: float | None = None,
+                 max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
+                 seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
+                 quadratic_duration: float | None = None, frame_shift: float = 0.01, too_long: str = "error",
+                 **bucketing) -> None:
+        cut_sets, config, max_duration = _positional(cuts, config, max_duration)
+        _log_no_effect(bucketing)
+        if too_long not in TOO_LONG:
+            raise UserError(f"too_long={too_long!r} must be one of {', '.join(map(repr, TOO_LONG))}")
         if not frame_shift > 0:
-            raise ValueError(f"frame_shift={frame_shift} must be a positive number of seconds")
-        self.frame_shift = frame_shift
-        self._cuts = list(cuts)
+            raise UserError(f"frame_shift={frame_shift} must be a positive number of seconds")
+        super().__init__(world_size=world_size, rank=rank)
+        self.frame_shift, self.too_long = frame_shift, too_long
+        self.max_cuts, self.quadratic_duration = max_cuts, quadratic_duration
+        self._cut_lists = [list(c) for c in cut_sets]
+        _check_zipped(self._cut_lists)
         config = _with_budget(config, max_duration, frame_shift)
-        rank, world_size = _distributed(rank, world_size)
-        self.lengths = cut_frames(self._cuts, frame_shift)
-        self._sampler = PlanBatchSampler(self.lengths, config, rank, world_size)
+        config = _with_lhotse_options(config, max_cuts, shuffle, drop_last, _resolved_seed(seed, self.world_size))
+        self.shuffle, self.drop_last, self.seed = shuffle is not False, config.drop_last, config.seed
+        self.skipped: dict[str, int] = {}
+        self._build(config)
+
+    # --- planning -------------------------------------------------------------------------------------
+
+    def _build(self, config: BatchingConfig) -> None:
+        """Plan over the kept cuts (the filter's and too_long's choice) with their planning lengths."""
+        if strategy_of(config).block_plan:
+            raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
+                            "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+        cuts = self._cut_lists[0]
+        durations = np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))
+        lengths = cut_frames(_effective(durations, self.quadratic_duration), self.frame_shift)
+        kept = np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts))
+        self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
+        if config.capacity is not None:
+            kept, lengths = self._fit(lengths, kept, config.capacity, durations)
+            if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
+                lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
+        self._kept = np.flatnonzero(kept)
+        self._sampler = _IndexSampler(lengths[self._kept], config, self.rank, self.world_size)
+        self._sampler.set_epoch(self.epoch)
+        self._durations = durations
+
+    def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, durations: np.ndarray):
+        """Cuts over the budget: refused, skipped (counted) or planned alone, as too_long says."""
+        over = kept & (lengths > capacity)
+        if not over.any():
+            return kept, lengths
+        first = int(np.flatnonzero(over)[0])
+        if self.too_long == "error":
+            raise UserError(f"cut {self._cut_lists[0][first].id!r} lasts {durations[first]:g} s, over "
+                            f"max_duration={capacity * self.frame_shift:g} s ({int(over.sum())} such cuts): raise "
+                            "max_duration, or pass too_long='skip' (leave them out, counted) or too_long='alone' "
+                            "(each in a batch of its own, as Lhotse does)")
+        if self.too_long == "skip":
+            self.skipped["too_long"] = int(over.sum())
+            log.warning("PlanCutSampler: skipped %d cuts over max_duration=%g s (the first: %r, %g s)",
+                        over.sum(), capacity * self.frame_shift, self._cut_lists[0][first].id, durations[first])
+            return kept & ~over, lengths
+        return kept, np.minimum(lengths, capacity)  # alone: as long as the budget, so nothing joins it
 
     @property
     def config(self) -> BatchingConfig:
         return self._sampler.config
 
     @property
-    def rank(self) -> int:
-        return self._sampler.rank
-
-    @property
-    def world_size(self) -> int:
-        return self._sampler.world_size
-
-    @property
-    def epoch(self) -> int:
-        return self._sampler.epoch
-
-    @property
     def plan(self):
-        """The epoch's GlobalPlan (its stats(lengths) give the padding and decoder steps)."""
+        """The epoch's GlobalPlan over the kept cuts (its stats(lengths) give padding and steps)."""
         return self._sampler.plan
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """The planning length of each kept cut, in frames."""
+        return self._sampler.lengths
+
+    def filter(self, predicate: Callable) -> "PlanCutSampler":
+        """Keep only the cuts for which predicate(cut) is true (Lhotse's filter); the epoch is
+        planned again over them, so it must be called before iterating."""
+        super().filter(predicate)
+        self._build(self.config)
+        return self
+
+    # --- epochs and iteration ---------------------------------------------------------------------------
+
     def set_epoch(self, epoch: int) -> None:
+        """As PlanBatchSampler.set_epoch: right after load_state_dict of a state saved in `epoch`,
+        the state is kept (Lhotse's rule); any other epoch starts afresh."""
+        self.epoch = epoch
+        self.diagnostics.set_epoch(epoch)
         self._sampler.set_epoch(epoch)
 
-    def __iter__(self) -> Iterator[CutSet]:
+    def allow_iter_to_reset_state(self) -> None:
+        """Lhotse's: the next iteration starts the epoch over even after a load_state_dict."""
+        super().allow_iter_to_reset_state()
+        self._sampler.restart_epoch()
+
+    def __iter__(self) -> Iterator:
         for batch in self._sampler:
-            yield CutSet.from_cuts(self._cuts[i] for i in batch)
+            selected = tuple(CutSet.from_cuts(self._cut(cuts, i, k) for i, k in batch) for cuts in self._cut_lists)
+            self._log_diagnostics(selected if len(selected) > 1 else selected[0])
+            for part in selected:
+                attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
+            selected = selected if len(selected) > 1 else selected[0]
+            for transform in self._transforms:
+                selected = transform(selected)
+            yield selected
+
+    def _cut(self, cuts: list, index: int, occurrence: int):
+        """The kept cut `index`; a repeat (fewer cuts than ranks need) renamed as Lhotse does."""
+        cut = cuts[self._kept[index]]
+        return cut if occurrence == 0 else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
 
     def __len__(self) -> int:
         """Batches the next iteration yields on this rank (the same on every rank)."""
         return len(self._sampler)
 
+    @property
+    def num_cuts(self) -> int:
+        return int(self._kept.size)
+
+    @property
+    def remaining_cuts(self) -> int:
+        return sum(len(batch) for batch in self._sampler.remaining_batches())
+
+    @property
+    def remaining_duration(self) -> float:
+        batches = self._sampler.remaining_batches()
+        return float(sum(self._durations[self._kept[batch[:, 0]]].sum() for batch in batches))
+
+    # --- state ------------------------------------------------------------------------------------------
+
     def state_dict(self, consumed: int | None = None) -> dict:
-        """PlanBatchSampler's state plus what ties it to these cuts (count, frame_shift)."""
-        return self._sampler.state_dict(consumed) | dict(n_cuts=len(self._cuts), frame_shift=self.frame_shift)
+        """Lhotse's CutSampler state plus the plan's position and what ties it to these cuts.
+        `consumed` overrides the count of yielded batches (e.g. the steps trained, with workers)."""
+        return (super().state_dict() | self._sampler.state_dict(consumed)
+                | dict(kind=STATE_KIND, n_cuts=len(self._cut_lists[0]), frame_shift=self.frame_shift,
+                       skipped=dict(self.skipped)))
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue the saved epoch where it stopped, on this world size: no cut replayed or lost."""
-        state = dict(state)
-        saved = (state.pop("n_cuts"), state.pop("frame_shift"))
-        if saved != (len(self._cuts), self.frame_shift):
-            raise ValueError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
-                             f"this sampler has {len(self._cuts)} at frame_shift={self.frame_shift}")
-        self._sampler.load_state_dict(state)
+        """Continue the saved epoch where it stopped, on this world size: no cut replayed or lost.
+        The state's batching settings win over this sampler's, with a warning (Lhotse's rule)."""
+        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
+            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise UserError(f"this sampler state was not saved by PlanCutSampler (it has {keys}): load it into "
+                            "the sampler that saved it, or start the epoch afresh without it")
+        try:
+            saved = (state["n_cuts"], state["frame_shift"])
+            config = BatchingConfig.from_dict(state["config"])
+            position = {key: state[key] for key in ("epoch", "consumed", "world_size", "history", "config")}
+            diagnostics = state["diagnostics"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"PlanCutSampler state is damaged ({type(err).__name__}: {err}): use another "
+                            "checkpoint, or start the epoch afresh without it") from None
+        if saved != (len(self._cut_lists[0]), self.frame_shift):
+            raise UserError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
+                            f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}")
+        if config != self.config:
+            changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
+            warnings.warn(f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
+                          "continuing with the state's, as Lhotse's samplers do")
+            self.drop_last, self.seed = config.drop_last, config.seed
+            self._build(config)
+        self._sampler.load_state_dict(position)
+        self.epoch = self._sampler.epoch
+        self.diagnostics.load_state_dict(diagnostics)
+        self._just_restored_state = True
 
 
-def cut_frames(cuts, frame_shift: float) -> np.ndarray:
-    """Each cut's duration in frames of frame_shift seconds, rounded up (at least 1)."""
-    durations = np.fromiter((cut.duration for cut in cuts), np.float64)
+class _IndexSampler(PlanBatchSampler):
+    """PlanBatchSampler whose batches are [index, occurrence] pairs: occurrence k > 0 marks the
+    k-th repeat of a sample in the epoch (the planner repeats samples only when there are fewer
+    than the ranks need batches), which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does."""
+
+    def _items(self, plan, rank: int | None) -> list[np.ndarray]:
+        batches = plan.batches()
+        flat = np.concatenate(batches) if batches else np.zeros(0, np.int64)
+        occurrence = _occurrences(flat)
+        pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
+        return pairs if rank is None else pairs[rank::plan.world_size]
+
+
+def _occurrences(values: np.ndarray) -> np.ndarray:
+    """For each position, how many times its value occurred before it."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if values.size else np.zeros(0, np.int64)
+    out = np.empty_like(values)
+    out[order] = np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
+    return out
+
+
+def cut_frames(durations, frame_shift: float) -> np.ndarray:
+    """Each duration (or cut's duration) in frames of frame_shift seconds, rounded up (at least 1)."""
+    if not isinstance(durations, np.ndarray):
+        durations = np.fromiter((cut.duration for cut in durations), np.float64)
     return np.maximum(1, np.ceil(np.round(durations / frame_shift, 6))).astype(np.int64)
+
+
+def _effective(durations: np.ndarray, quadratic_duration: float | None) -> np.ndarray:
+    """Lhotse's quadratic_duration: a cut costs duration + duration**2 / quadratic_duration."""
+    if quadratic_duration is None:
+        return durations
+    if not quadratic_duration > 0:
+        raise UserError(f"quadratic_duration={quadratic_duration} must be a positive number of seconds")
+    return durations + durations ** 2 / quadratic_duration
+
+
+def _positional(cuts: tuple, config: BatchingConfig | None, max_duration: float | None):
+    """Lhotse's positional forms: (cuts, ...), then a budget in seconds or a BatchingConfig."""
+    *cut_sets, last = cuts if cuts else (None,)
+    if isinstance(last, BatchingConfig) and config is None:
+        config = last
+    elif isinstance(last, (int, float)) and not isinstance(last, bool) and max_duration is None:
+        max_duration = last
+    else:
+        cut_sets.append(last)
+    if not cut_sets or not all(isinstance(c, CutSet) for c in cut_sets):
+        raise UserError(f"PlanCutSampler takes one or more CutSets, then optionally max_duration or a BatchingConfig; "
+                        f"got {', '.join(type(c).__name__ for c in cuts) or 'nothing'}")
+    lazy = [c for c in cut_sets if c.is_lazy]
+    if lazy:
+        raise UserError("PlanCutSampler plans from every cut's duration up front and got a lazy CutSet: "
+                        "load its manifest with cuts.to_eager() (metadata only, no audio), or stream it "
+                        "with batching.StreamBucketer and batching.deal_steps (see docs/lhotse.md)")
+    return cut_sets, config or DEFAULT_CONFIG, max_duration
+
+
+def _check_zipped(cut_lists: list[list]) -> None:
+    first = cut_lists[0]
+    for other in cut_lists[1:]:
+        if len(other) != len(first):
+            raise UserError(f"zipped CutSets differ in size ({len(first)} and {len(other)} cuts): zip CutSets of "
+                            "the same cuts in the same order")
 
 
 def _with_budget(config: BatchingConfig, max_duration: float | None, frame_shift: float) -> BatchingConfig:
     if max_duration is None:
         return config
     if config.capacity is not None:
-        raise ValueError(f"the budget is given twice: max_duration={max_duration} s and capacity={config.capacity} "
-                         "frames; keep one")
+        raise UserError(f"the budget is given twice: max_duration={max_duration} s and capacity={config.capacity} "
+                        "frames; keep one")
     if not max_duration > 0:
-        raise ValueError(f"max_duration={max_duration} must be a positive number of seconds")
+        raise UserError(f"max_duration={max_duration} must be a positive number of seconds")
     return dataclasses.replace(config, dbs=True, capacity=max(1, int(max_duration / frame_shift + 1e-9)))
 
 
-def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """rank and world_size as given, else from torch.distributed, else a single process."""
-    initialised = dist.is_available() and dist.is_initialized()
-    if world_size is None:
-        world_size = dist.get_world_size() if initialised else 1
-    if rank is None:
-        rank = dist.get_rank() if initialised else 0
-    return rank, world_size
+def _with_lhotse_options(config: BatchingConfig, max_cuts: int | None, shuffle: bool | None,
+                         drop_last: bool | None, seed: int | None) -> BatchingConfig:
+    """max_cuts alone: fixed batches of max_cuts; shuffle=False: sorted, the same every epoch."""
+    if max_cuts is not None and (isinstance(max_cuts, bool) or not isinstance(max_cuts, int) or max_cuts < 1):
+        raise UserError(f"max_cuts={max_cuts!r} must be a positive integer")
+    if max_cuts is not None and config.capacity is None:
+        config = dataclasses.replace(config, dbs=False, batch_size=max_cuts)
+    if shuffle is False:
+        config = config.with_strategy("sb", br=False)
+    changes = {k: v for k, v in (("drop_last", drop_last), ("seed", seed)) if v is not None}
+    return dataclasses.replace(config, **changes)
+
+
+def _resolved_seed(seed: int | str | None, world_size: int) -> int | None:
+    """Lhotse's seeds: an int as is; "randomized" from Python's random state (or the worker's),
+    "trng" from the OS. Every rank must plan alike, so under torch.distributed rank 0's is used."""
+    if seed is None or isinstance(seed, int):
+        return seed
+    if seed not in ("randomized", "trng"):
+        raise UserError(f"seed={seed!r} must be an integer, 'randomized' or 'trng'")
+    value = secrets.randbelow(2 ** 31) if seed == "trng" else resolve_seed(seed) % 2 ** 31
+    if world_size > 1:
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            raise UserError(f"seed={seed!r} on {world_size} ranks needs torch.distributed initialised, so that every "
+                            "rank plans with rank 0's seed: initialise it first, or pass an integer seed")
+        shared = [value]
+        dist.broadcast_object_list(shared, src=0)
+        value = shared[0]
+    return value
+
+
+def _log_no_effect(bucketing: dict) -> None:
+    unknown = sorted(set(bucketing) - set(NO_EFFECT_KNOBS))
+    if unknown:
+        raise TypeError(f"PlanCutSampler got unexpected keyword arguments: {', '.join(unknown)}")
+    for name in sorted(set(bucketing) - _logged_knobs):
+        _logged_knobs.add(name)
+        log.warning("PlanCutSampler: %s=%r has no effect (the whole epoch is planned at once: no buckets or buffers)",
+                    name, bucketing[name])

@@ -49,8 +49,12 @@ class PlanBatchSampler(Sampler[list]):
         The state is kept until the next iteration starts or another epoch is set."""
         if self._restored and epoch == self.epoch:
             return
-        self._restored = False
-        self.epoch, self._history, self._consumed, self._exhausted = epoch, [], 0, False
+        self.epoch = epoch
+        self.restart_epoch()
+
+    def restart_epoch(self) -> None:
+        """Run the current epoch from its first batch, discarding a restored position."""
+        self._restored, self._history, self._consumed, self._exhausted = False, [], 0, False
 
     @property
     def plan(self) -> GlobalPlan:
@@ -80,7 +84,7 @@ class PlanBatchSampler(Sampler[list]):
         """What each batch of `plan` yields for `rank`: the sample indices."""
         return plan.batches(rank)
 
-    def _remaining(self) -> list[np.ndarray]:
+    def remaining_batches(self) -> list[np.ndarray]:
         """The batches the next iteration yields; after a full pass, a new pass without
         set_epoch replays the whole epoch (as torch's DistributedSampler does). Under Accelerate's
         shard, every rank's batches step-major, so that the shard's pick is this rank's."""
@@ -96,7 +100,7 @@ class PlanBatchSampler(Sampler[list]):
         return self._iterate()
 
     def _iterate(self):
-        batches = self._remaining()
+        batches = self.remaining_batches()
         self._restored = False
         if self._exhausted:
             self._history, self._consumed, self._exhausted = [], 0, False
@@ -111,7 +115,7 @@ class PlanBatchSampler(Sampler[list]):
         shard = calling_shard(self)
         if shard:
             self.adopt_shard(*shard)
-        return len(self._remaining())
+        return len(self.remaining_batches())
 
     @property
     def sampler(self) -> "PlanBatchSampler":
