@@ -20,10 +20,11 @@ import dataclasses
 import logging
 import secrets
 import warnings
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 from lhotse import CutSet
+from lhotse.lazy import is_dill_enabled
 from lhotse.dataset.dataloading import resolve_seed
 from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
 
@@ -80,9 +81,15 @@ class PlanCutSampler(CutSampler):
         self._cut_lists = [list(c) for c in cut_sets]
         _check_zipped(self._cut_lists)
         config = _with_budget(config, max_duration, frame_shift)
+        # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
+        # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
+        self._deferred_seed = seed if seed in ("randomized", "trng") and self.world_size == 1 else None
+        if self._deferred_seed:
+            seed = None
         config = _with_lhotse_options(config, max_cuts, shuffle, drop_last, _resolved_seed(seed, self.world_size))
         self.shuffle, self.drop_last, self.seed = shuffle is not False, config.drop_last, config.seed
         self.skipped: dict[str, int] = {}
+        self._batches = None  # the running pass (see __iter__)
         self._build(config)
 
     # --- planning -------------------------------------------------------------------------------------
@@ -150,25 +157,47 @@ class PlanCutSampler(CutSampler):
     def set_epoch(self, epoch: int) -> None:
         """As PlanBatchSampler.set_epoch: right after load_state_dict of a state saved in `epoch`,
         the state is kept (Lhotse's rule); any other epoch starts afresh."""
+        if epoch != self.epoch:
+            self.allow_iter_to_reset_state()
         self.epoch = epoch
         self.diagnostics.set_epoch(epoch)
         self._sampler.set_epoch(epoch)
 
-    def allow_iter_to_reset_state(self) -> None:
-        """Lhotse's: the next iteration starts the epoch over even after a load_state_dict."""
-        super().allow_iter_to_reset_state()
-        self._sampler.restart_epoch()
+    def __iter__(self) -> "PlanCutSampler":
+        """Lhotse's iterator protocol (ZipSampler, RoundRobinSampler and IterableDatasetWrapper call
+        next() on the sampler itself): start the pass, then __next__ yields the batches. As in
+        Lhotse, a new pass starts the epoch over, unless a state was just loaded (then it goes on
+        from there; allow_iter_to_reset_state() or set_epoch of another epoch lifts that)."""
+        if not self._just_restored_state:
+            self._sampler.restart_epoch()
+            self.diagnostics.reset_current_epoch()
+        if self._deferred_seed:
+            self.seed, self._deferred_seed = _resolved_seed(self._deferred_seed, 1), None
+            self._build(dataclasses.replace(self.config, seed=self.seed))
+        self._batches = iter(self._sampler)
+        return self
 
-    def __iter__(self) -> Iterator:
-        for batch in self._sampler:
-            selected = tuple(CutSet.from_cuts(self._cut(cuts, i, k) for i, k in batch) for cuts in self._cut_lists)
-            self._log_diagnostics(selected if len(selected) > 1 else selected[0])
-            for part in selected:
-                attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
-            selected = selected if len(selected) > 1 else selected[0]
-            for transform in self._transforms:
-                selected = transform(selected)
-            yield selected
+    def __next__(self):
+        if self._batches is None:
+            iter(self)
+        batch = next(self._batches)
+        self.allow_iter_to_reset_state()
+        selected = tuple(CutSet.from_cuts(self._cut(cuts, i, k) for i, k in batch) for cuts in self._cut_lists)
+        self._log_diagnostics(selected if len(selected) > 1 else selected[0])
+        for part in selected:
+            attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
+        selected = selected if len(selected) > 1 else selected[0]
+        for transform in self._transforms:
+            selected = transform(selected)
+        return selected
+
+    def __getstate__(self):
+        """For DataLoader workers (IterableDatasetWrapper): everything but a running pass."""
+        state = dict(self.__dict__, _batches=None)
+        if is_dill_enabled():  # as lhotse's Dillable does
+            import dill
+            return dill.dumps(state)
+        return state
 
     def _cut(self, cuts: list, index: int, occurrence: int):
         """The kept cut `index`; a repeat (fewer cuts than ranks need) renamed as Lhotse does."""
@@ -219,6 +248,9 @@ class PlanCutSampler(CutSampler):
         if saved != (len(self._cut_lists[0]), self.frame_shift):
             raise UserError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
                             f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}")
+        if self._deferred_seed:  # the state's seed was drawn by the sampler that saved it
+            self._deferred_seed, self.seed = None, config.seed
+            self._build(dataclasses.replace(self.config, seed=config.seed))
         if config != self.config:
             changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
             warnings.warn(f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
