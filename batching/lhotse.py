@@ -20,11 +20,12 @@ import dataclasses
 import logging
 import secrets
 import warnings
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 from lhotse import CutSet
-from lhotse.lazy import is_dill_enabled
+from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater, is_dill_enabled
+from lhotse.shar.readers.lazy import LazySharIterator
 from lhotse.dataset.dataloading import resolve_seed
 from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
 
@@ -69,8 +70,8 @@ class PlanCutSampler(CutSampler):
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
                  quadratic_duration: float | None = None, frame_shift: float = 0.01, too_long: str = "error",
                  **bucketing) -> None:
-        cut_sets, config, max_duration = _positional(cuts, config, max_duration)
         _log_no_effect(bucketing)
+        cut_sets, config, max_duration = _positional(cuts, config, max_duration)
         if too_long not in TOO_LONG:
             raise UserError(f"too_long={too_long!r} must be one of {', '.join(map(repr, TOO_LONG))}")
         if not frame_shift > 0:
@@ -108,7 +109,7 @@ class PlanCutSampler(CutSampler):
             kept, lengths = self._fit(lengths, kept, config.capacity, durations)
             if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
                 lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
-        self._kept = np.flatnonzero(kept)
+        self._kept, self._left_out = np.flatnonzero(kept), np.flatnonzero(~kept)
         self._sampler = _IndexSampler(lengths[self._kept], config, self.rank, self.world_size)
         self._sampler.set_epoch(self.epoch)
         self._durations = durations
@@ -171,10 +172,11 @@ class PlanCutSampler(CutSampler):
         if not self._just_restored_state:
             self._sampler.restart_epoch()
             self.diagnostics.reset_current_epoch()
+            self.diagnostics.discard(self._cut_lists[0][i] for i in self._left_out)
         if self._deferred_seed:
             self.seed, self._deferred_seed = _resolved_seed(self._deferred_seed, 1), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
-        self._batches = iter(self._sampler)
+        self._batches = iter(self._sampler) if self._kept.size else iter(())  # no cuts: no (empty) batch
         return self
 
     def __next__(self):
@@ -212,14 +214,17 @@ class PlanCutSampler(CutSampler):
     def num_cuts(self) -> int:
         return int(self._kept.size)
 
+    def _left_in_pass(self) -> list[np.ndarray]:
+        """The batches this pass has still to yield (none after a full pass, as in Lhotse)."""
+        return [] if self._sampler.exhausted or not self._kept.size else self._sampler.remaining_batches()
+
     @property
     def remaining_cuts(self) -> int:
-        return sum(len(batch) for batch in self._sampler.remaining_batches())
+        return sum(len(batch) for batch in self._left_in_pass())
 
     @property
     def remaining_duration(self) -> float:
-        batches = self._sampler.remaining_batches()
-        return float(sum(self._durations[self._kept[batch[:, 0]]].sum() for batch in batches))
+        return float(sum(self._durations[self._kept[batch[:, 0]]].sum() for batch in self._left_in_pass()))
 
     # --- state ------------------------------------------------------------------------------------------
 
@@ -314,12 +319,34 @@ def _positional(cuts: tuple, config: BatchingConfig | None, max_duration: float 
     if not cut_sets or not all(isinstance(c, CutSet) for c in cut_sets):
         raise UserError(f"PlanCutSampler takes one or more CutSets, then optionally max_duration or a BatchingConfig; "
                         f"got {', '.join(type(c).__name__ for c in cuts) or 'nothing'}")
-    lazy = [c for c in cut_sets if c.is_lazy]
-    if lazy:
-        raise UserError("PlanCutSampler plans from every cut's duration up front and got a lazy CutSet: "
-                        "load its manifest with cuts.to_eager() (metadata only, no audio), or stream it "
-                        "with batching.StreamBucketer and batching.deal_steps (see docs/lhotse.md)")
+    for lazy in (c for c in cut_sets if c.is_lazy):
+        _refuse_unplannable(lazy)
+    if any(c.is_lazy for c in cut_sets):
+        log.info("PlanCutSampler: reading a lazy CutSet's manifest into memory (metadata only) to plan from it")
+        cut_sets = [c.to_eager() if c.is_lazy else c for c in cut_sets]
     return cut_sets, config or DEFAULT_CONFIG, max_duration
+
+
+def _chain(source, depth: int = 8) -> Iterator:
+    """A lazy CutSet's chain of lhotse iterators (filters, maps, muxes...) down to its readers."""
+    yield source
+    inner = [v for v in getattr(source, "__dict__", {}).values() for v in (v if isinstance(v, (list, tuple)) else [v])]
+    for value in inner:
+        if depth > 0 and type(value).__module__.startswith("lhotse"):
+            yield from _chain(value, depth - 1)
+
+
+def _refuse_unplannable(cuts: CutSet) -> None:
+    """A lazy CutSet must be finite and not read from Shar shards to be read in for planning."""
+    chain = list(_chain(cuts.data))
+    if any(isinstance(s, LazySharIterator) for s in chain):
+        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which it cannot yet plan (reading them "
+                        "in would load their audio and features): use Lhotse's DynamicBucketingSampler for Shar, or "
+                        "plan from a JSONL manifest of the same cuts (docs/lhotse.md, 'Lazy manifests and Shar')")
+    if any(isinstance(s, LazyRepeater) and s.times is None or isinstance(s, LazyInfiniteApproximateMultiplexer)
+           for s in chain):
+        raise UserError("PlanCutSampler plans whole epochs and got an infinite lazy CutSet (.repeat() or an infinite "
+                        "mux): pass the finite CutSet and let set_epoch run the epochs")
 
 
 def _check_zipped(cut_lists: list[list]) -> None:
@@ -374,6 +401,10 @@ def _resolved_seed(seed: int | str | None, world_size: int) -> int | None:
 
 
 def _log_no_effect(bucketing: dict) -> None:
+    if bucketing.get("constraint") is not None:
+        raise UserError("constraint= (a Lhotse SamplingConstraint) is not supported by PlanCutSampler: give the budget "
+                        "as max_duration (seconds, padding included) and/or max_cuts")
+    bucketing.pop("constraint", None)
     unknown = sorted(set(bucketing) - set(NO_EFFECT_KNOBS))
     if unknown:
         raise TypeError(f"PlanCutSampler got unexpected keyword arguments: {', '.join(unknown)}")

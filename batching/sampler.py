@@ -118,6 +118,11 @@ class PlanBatchSampler(Sampler[list]):
         return len(self.remaining_batches())
 
     @property
+    def exhausted(self) -> bool:
+        """A full pass has ended (the next iteration replays the epoch unless set_epoch moves on)."""
+        return self._exhausted
+
+    @property
     def sampler(self) -> "PlanBatchSampler":
         """Itself: Accelerate's prepared loader passes set_epoch(e) on to its batch sampler's
         `batch_sampler.sampler`, so this is how loader.set_epoch reaches the plan."""
