@@ -111,7 +111,7 @@ class PlanCutSampler(CutSampler):
                 lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
         self._kept, self._left_out = np.flatnonzero(kept), np.flatnonzero(~kept)
         self._sampler = _IndexSampler(lengths[self._kept], config, self.rank, self.world_size)
-        self._sampler.set_epoch(self.epoch)
+        self._sampler.set_epoch(self._planned_epoch(self.epoch))
         self._durations = durations
 
     def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, durations: np.ndarray):
@@ -121,7 +121,10 @@ class PlanCutSampler(CutSampler):
             return kept, lengths
         first = int(np.flatnonzero(over)[0])
         if self.too_long == "error":
-            raise UserError(f"cut {self._cut_lists[0][first].id!r} lasts {durations[first]:g} s, over "
+            quadratic = "" if self.quadratic_duration is None else (
+                f" ({_effective(durations[first:first + 1], self.quadratic_duration)[0]:.3g} s with "
+                f"quadratic_duration={self.quadratic_duration:g})")
+            raise UserError(f"cut {self._cut_lists[0][first].id!r} lasts {durations[first]:g} s{quadratic}, over "
                             f"max_duration={capacity * self.frame_shift:g} s ({int(over.sum())} such cuts): raise "
                             "max_duration, or pass too_long='skip' (leave them out, counted) or too_long='alone' "
                             "(each in a batch of its own, as Lhotse does)")
@@ -162,7 +165,11 @@ class PlanCutSampler(CutSampler):
             self.allow_iter_to_reset_state()
         self.epoch = epoch
         self.diagnostics.set_epoch(epoch)
-        self._sampler.set_epoch(epoch)
+        self._sampler.set_epoch(self._planned_epoch(epoch))
+
+    def _planned_epoch(self, epoch: int) -> int:
+        """shuffle=False: every epoch runs epoch 0's plan (sorted; ties are broken by the seed)."""
+        return epoch if self.shuffle else 0
 
     def __iter__(self) -> "PlanCutSampler":
         """Lhotse's iterator protocol (ZipSampler, RoundRobinSampler and IterableDatasetWrapper call
@@ -231,7 +238,7 @@ class PlanCutSampler(CutSampler):
     def state_dict(self, consumed: int | None = None) -> dict:
         """Lhotse's CutSampler state plus the plan's position and what ties it to these cuts.
         `consumed` overrides the count of yielded batches (e.g. the steps trained, with workers)."""
-        return (super().state_dict() | self._sampler.state_dict(consumed)
+        return (self._sampler.state_dict(consumed) | super().state_dict()  # the epoch: the sampler's, not the plan's
                 | dict(kind=STATE_KIND, n_cuts=len(self._cut_lists[0]), frame_shift=self.frame_shift,
                        skipped=dict(self.skipped)))
 
@@ -260,10 +267,10 @@ class PlanCutSampler(CutSampler):
             changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
             warnings.warn(f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
                           "continuing with the state's, as Lhotse's samplers do")
-            self.drop_last, self.seed = config.drop_last, config.seed
+            self.drop_last, self.seed, self.shuffle = config.drop_last, config.seed, state.get("shuffle", self.shuffle)
             self._build(config)
-        self._sampler.load_state_dict(position)
-        self.epoch = self._sampler.epoch
+        self._sampler.load_state_dict(position | dict(epoch=self._planned_epoch(position["epoch"])))
+        self.epoch = position["epoch"]
         self.diagnostics.load_state_dict(diagnostics)
         self._just_restored_state = True
 
@@ -275,7 +282,9 @@ class _IndexSampler(PlanBatchSampler):
 
     def _items(self, plan, rank: int | None) -> list[np.ndarray]:
         batches = plan.batches()
-        flat = np.concatenate(batches) if batches else np.zeros(0, np.int64)
+        if not batches:
+            return []
+        flat = np.concatenate(batches)
         occurrence = _occurrences(flat)
         pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
         return pairs if rank is None else pairs[rank::plan.world_size]
