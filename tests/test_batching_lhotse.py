@@ -163,7 +163,8 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
                        nprocs=2, start_method="spawn", join=True)
     ranks = sorted(results.get() for _ in range(2))
     assert [r[:2] for r in ranks] == [(0, 2), (1, 2)] and ranks[0][2] == ranks[1][2] > 3
-    assert ranks[0][4] == ranks[1][4]
+    position = ("epoch", "consumed", "world_size", "history", "config")
+    assert [ranks[0][4][k] for k in position] == [ranks[1][4][k] for k in position]  # rank and diagnostics differ
     resumed = PlanCutSampler(cuts, CONFIG)  # one process now
     resumed.load_state_dict(ranks[0][4])
     everything = [i for r in ranks for b in r[3] for i in b] + [i for b in ids(resumed) for i in b]
