@@ -9,41 +9,31 @@ batches on every rank, never over the budget, and state_dict() / load_state_dict
 mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCutSampler and
 docs/lhotse.md, which also says where it differs).
 
-The planner needs every length up front, so the CutSet must be eager (a lazy one is refused with
-what to do). Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
+The planner needs every length up front: a lazy CutSet is read in (metadata), Shar and infinite
+ones are refused with what to do. Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
 given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
 from __future__ import annotations
 
 import dataclasses
-import logging
-import secrets
 import warnings
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 from lhotse import CutSet
-from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater, is_dill_enabled
-from lhotse.shar.readers.lazy import LazySharIterator
-from lhotse.dataset.dataloading import resolve_seed
 from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
+from lhotse.lazy import is_dill_enabled
 
 from .config import BatchingConfig
 from .errors import UserError
+from .lhotse_options import (check_knobs, check_zipped, effective_durations, log, resolved_seed, split_positional,
+                             with_budget, with_lhotse_options)
 from .planner import strategy_of
 from .sampler import PlanBatchSampler
 
-#: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches.
-DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True)
-#: Lhotse's bucketing and buffering knobs: accepted so that a datamodule runs unchanged, without effect
-#: here (the whole epoch is planned at once: no buckets, no buffers), each logged once.
-NO_EFFECT_KNOBS = ("num_buckets", "duration_bins", "buffer_size", "shuffle_buffer_size", "concurrent", "sync_buckets",
-                   "num_cuts_for_bins_estimate", "consistent_ids", "strict")
 TOO_LONG = ("error", "skip", "alone")
 STATE_KIND = "batching.lhotse.PlanCutSampler"
-_logged_knobs: set[str] = set()
-log = logging.getLogger(__name__)
 
 
 class PlanCutSampler(CutSampler):
@@ -70,8 +60,8 @@ class PlanCutSampler(CutSampler):
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
                  quadratic_duration: float | None = None, frame_shift: float = 0.01, too_long: str = "error",
                  **bucketing) -> None:
-        _log_no_effect(bucketing)
-        cut_sets, config, max_duration = _positional(cuts, config, max_duration)
+        check_knobs(bucketing)
+        cut_sets, config, max_duration = split_positional(cuts, config, max_duration)
         if too_long not in TOO_LONG:
             raise UserError(f"too_long={too_long!r} must be one of {', '.join(map(repr, TOO_LONG))}")
         if not frame_shift > 0:
@@ -80,14 +70,14 @@ class PlanCutSampler(CutSampler):
         self.frame_shift, self.too_long = frame_shift, too_long
         self.max_cuts, self.quadratic_duration = max_cuts, quadratic_duration
         self._cut_lists = [list(c) for c in cut_sets]
-        _check_zipped(self._cut_lists)
-        config = _with_budget(config, max_duration, frame_shift)
+        check_zipped(self._cut_lists)
+        config = with_budget(config, max_duration, frame_shift)
         # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
         # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
         self._deferred_seed = seed if seed in ("randomized", "trng") and self.world_size == 1 else None
         if self._deferred_seed:
             seed = None
-        config = _with_lhotse_options(config, max_cuts, shuffle, drop_last, _resolved_seed(seed, self.world_size))
+        config = with_lhotse_options(config, max_cuts, shuffle, drop_last, resolved_seed(seed, self.world_size))
         self.shuffle, self.drop_last, self.seed = shuffle is not False, config.drop_last, config.seed
         self.skipped: dict[str, int] = {}
         self._batches = None  # the running pass (see __iter__)
@@ -102,7 +92,7 @@ class PlanCutSampler(CutSampler):
                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         cuts = self._cut_lists[0]
         durations = np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))
-        lengths = cut_frames(_effective(durations, self.quadratic_duration), self.frame_shift)
+        lengths = cut_frames(effective_durations(durations, self.quadratic_duration), self.frame_shift)
         kept = np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts))
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
@@ -122,7 +112,7 @@ class PlanCutSampler(CutSampler):
         first = int(np.flatnonzero(over)[0])
         if self.too_long == "error":
             quadratic = "" if self.quadratic_duration is None else (
-                f" ({_effective(durations[first:first + 1], self.quadratic_duration)[0]:.3g} s with "
+                f" ({effective_durations(durations[first:first + 1], self.quadratic_duration)[0]:.3g} s with "
                 f"quadratic_duration={self.quadratic_duration:g})")
             raise UserError(f"cut {self._cut_lists[0][first].id!r} lasts {durations[first]:g} s{quadratic}, over "
                             f"max_duration={capacity * self.frame_shift:g} s ({int(over.sum())} such cuts): raise "
@@ -181,7 +171,7 @@ class PlanCutSampler(CutSampler):
             self.diagnostics.reset_current_epoch()
             self.diagnostics.discard(self._cut_lists[0][i] for i in self._left_out)
         if self._deferred_seed:
-            self.seed, self._deferred_seed = _resolved_seed(self._deferred_seed, 1), None
+            self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
         self._batches = iter(self._sampler) if self._kept.size else iter(())  # no cuts: no (empty) batch
         return self
@@ -305,119 +295,3 @@ def cut_frames(durations, frame_shift: float) -> np.ndarray:
     if not isinstance(durations, np.ndarray):
         durations = np.fromiter((cut.duration for cut in durations), np.float64)
     return np.maximum(1, np.ceil(np.round(durations / frame_shift, 6))).astype(np.int64)
-
-
-def _effective(durations: np.ndarray, quadratic_duration: float | None) -> np.ndarray:
-    """Lhotse's quadratic_duration: a cut costs duration + duration**2 / quadratic_duration."""
-    if quadratic_duration is None:
-        return durations
-    if not quadratic_duration > 0:
-        raise UserError(f"quadratic_duration={quadratic_duration} must be a positive number of seconds")
-    return durations + durations ** 2 / quadratic_duration
-
-
-def _positional(cuts: tuple, config: BatchingConfig | None, max_duration: float | None):
-    """Lhotse's positional forms: (cuts, ...), then a budget in seconds or a BatchingConfig."""
-    *cut_sets, last = cuts if cuts else (None,)
-    if isinstance(last, BatchingConfig) and config is None:
-        config = last
-    elif isinstance(last, (int, float)) and not isinstance(last, bool) and max_duration is None:
-        max_duration = last
-    else:
-        cut_sets.append(last)
-    if not cut_sets or not all(isinstance(c, CutSet) for c in cut_sets):
-        raise UserError(f"PlanCutSampler takes one or more CutSets, then optionally max_duration or a BatchingConfig; "
-                        f"got {', '.join(type(c).__name__ for c in cuts) or 'nothing'}")
-    for lazy in (c for c in cut_sets if c.is_lazy):
-        _refuse_unplannable(lazy)
-    if any(c.is_lazy for c in cut_sets):
-        log.info("PlanCutSampler: reading a lazy CutSet's manifest into memory (metadata only) to plan from it")
-        cut_sets = [c.to_eager() if c.is_lazy else c for c in cut_sets]
-    return cut_sets, config or DEFAULT_CONFIG, max_duration
-
-
-def _chain(source, depth: int = 8) -> Iterator:
-    """A lazy CutSet's chain of lhotse iterators (filters, maps, muxes...) down to its readers."""
-    yield source
-    inner = [v for v in getattr(source, "__dict__", {}).values() for v in (v if isinstance(v, (list, tuple)) else [v])]
-    for value in inner:
-        if depth > 0 and type(value).__module__.startswith("lhotse"):
-            yield from _chain(value, depth - 1)
-
-
-def _refuse_unplannable(cuts: CutSet) -> None:
-    """A lazy CutSet must be finite and not read from Shar shards to be read in for planning."""
-    chain = list(_chain(cuts.data))
-    if any(isinstance(s, LazySharIterator) for s in chain):
-        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which it cannot yet plan (reading them "
-                        "in would load their audio and features): use Lhotse's DynamicBucketingSampler for Shar, or "
-                        "plan from a JSONL manifest of the same cuts (docs/lhotse.md, 'Lazy manifests and Shar')")
-    if any(isinstance(s, LazyRepeater) and s.times is None or isinstance(s, LazyInfiniteApproximateMultiplexer)
-           for s in chain):
-        raise UserError("PlanCutSampler plans whole epochs and got an infinite lazy CutSet (.repeat() or an infinite "
-                        "mux): pass the finite CutSet and let set_epoch run the epochs")
-
-
-def _check_zipped(cut_lists: list[list]) -> None:
-    first = cut_lists[0]
-    for other in cut_lists[1:]:
-        if len(other) != len(first):
-            raise UserError(f"zipped CutSets differ in size ({len(first)} and {len(other)} cuts): zip CutSets of "
-                            "the same cuts in the same order")
-
-
-def _with_budget(config: BatchingConfig, max_duration: float | None, frame_shift: float) -> BatchingConfig:
-    if max_duration is None:
-        return config
-    if config.capacity is not None:
-        raise UserError(f"the budget is given twice: max_duration={max_duration} s and capacity={config.capacity} "
-                        "frames; keep one")
-    if not max_duration > 0:
-        raise UserError(f"max_duration={max_duration} must be a positive number of seconds")
-    return dataclasses.replace(config, dbs=True, capacity=max(1, int(max_duration / frame_shift + 1e-9)))
-
-
-def _with_lhotse_options(config: BatchingConfig, max_cuts: int | None, shuffle: bool | None,
-                         drop_last: bool | None, seed: int | None) -> BatchingConfig:
-    """max_cuts alone: fixed batches of max_cuts; shuffle=False: sorted, the same every epoch."""
-    if max_cuts is not None and (isinstance(max_cuts, bool) or not isinstance(max_cuts, int) or max_cuts < 1):
-        raise UserError(f"max_cuts={max_cuts!r} must be a positive integer")
-    if max_cuts is not None and config.capacity is None:
-        config = dataclasses.replace(config, dbs=False, batch_size=max_cuts)
-    if shuffle is False:
-        config = config.with_strategy("sb", br=False)
-    changes = {k: v for k, v in (("drop_last", drop_last), ("seed", seed)) if v is not None}
-    return dataclasses.replace(config, **changes)
-
-
-def _resolved_seed(seed: int | str | None, world_size: int) -> int | None:
-    """Lhotse's seeds: an int as is; "randomized" from Python's random state (or the worker's),
-    "trng" from the OS. Every rank must plan alike, so under torch.distributed rank 0's is used."""
-    if seed is None or isinstance(seed, int):
-        return seed
-    if seed not in ("randomized", "trng"):
-        raise UserError(f"seed={seed!r} must be an integer, 'randomized' or 'trng'")
-    value = secrets.randbelow(2 ** 31) if seed == "trng" else resolve_seed(seed) % 2 ** 31
-    if world_size > 1:
-        import torch.distributed as dist
-        if not (dist.is_available() and dist.is_initialized()):
-            raise UserError(f"seed={seed!r} on {world_size} ranks needs torch.distributed initialised, so that every "
-                            "rank plans with rank 0's seed: initialise it first, or pass an integer seed")
-        shared = [value]
-        dist.broadcast_object_list(shared, src=0)
-        value = shared[0]
-    return value
-
-
-def _log_no_effect(bucketing: dict) -> None:
-    if bucketing.get("constraint") is not None:
-        raise UserError("constraint= (a Lhotse SamplingConstraint) is not supported by PlanCutSampler: give the budget "
-                        "as max_duration (seconds, padding included) and/or max_cuts")
-    bucketing.pop("constraint", None)
-    unknown = sorted(set(bucketing) - set(NO_EFFECT_KNOBS))
-    if unknown:
-        raise TypeError(f"PlanCutSampler got unexpected keyword arguments: {', '.join(unknown)}")
-    for name in sorted(set(bucketing) - _logged_knobs):
-        _logged_knobs.add(name)
-        log.warning("PlanCutSampler: %s=%r has no effect (the whole epoch is planned at once: no buckets or buffers)",
-                    name, bucketing[name])
