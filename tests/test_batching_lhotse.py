@@ -293,3 +293,23 @@ def test_fewer_cuts_than_ranks_are_repeated_under_lhotse_duplicate_ids():
     taken = sorted(i for r in per_rank for b in r for i in b)
     assert len(set(taken)) == 5 and {i.split("_dup")[0] for i in taken} == set(cuts.ids)
     assert sum("_dup" in i for i in taken) == 3 and any(i.endswith("_dup1") for i in taken)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_the_cut_sampler_exactly(workers):
+    stateful = pytest.importorskip("torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)")
+    cuts = dummy_cuts(DURATIONS)
+
+    def loader():
+        sampler = PlanCutSampler(cuts, max_duration=6.0)
+        sampler.set_epoch(1)
+        return stateful.StatefulDataLoader(CutIds(), sampler=sampler, batch_size=None, num_workers=workers)
+
+    whole = list(loader())
+    first = loader()
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(4)]
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert taken + list(resumed) == whole and sorted(sum(whole, [])) == sorted(cuts.ids)
