@@ -2,128 +2,296 @@
 
 Lhotse-based stacks (Lhotse, icefall, NeMo's Lhotse loader) take a sampler that yields `CutSet`s
 and a dataset that turns a `CutSet` into tensors (`DataLoader(dataset, sampler=..., batch_size=None)`).
-PlanCutSampler is that sampler on top of PlanBatchSampler, so it keeps its contract: one plan of
-(seed, epoch) on every rank, the same number of batches on every rank, and state_dict() /
-load_state_dict() that continue mid-epoch, also on another world size.
+PlanCutSampler is that sampler, a Lhotse `CutSampler` (filter, map, diagnostics, get_report,
+dataloading_info, allow_iter_to_reset_state come from there) that plans with PlanBatchSampler, so
+it keeps the planner's contract: one plan of (seed, epoch) on every rank, the same number of
+batches on every rank, never over the budget, and state_dict() / load_state_dict() that continue
+mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCutSampler and
+docs/lhotse.md, which also says where it differs).
 
-The planner needs every length up front, so the CutSet must be eager (a lazy one is refused with
-what to do; the README says what streamed data gets). Lengths are cut durations in frames of
-`frame_shift` seconds, rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
+The planner needs every length up front: a lazy CutSet is read in (metadata), Shar and infinite
+ones are refused with what to do. Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
+given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+import warnings
+from typing import Callable
 
 import numpy as np
-import torch.distributed as dist
 from lhotse import CutSet
-from torch.utils.data import Sampler
+from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
+from lhotse.lazy import is_dill_enabled
 
 from .config import BatchingConfig
+from .errors import UserError
+from .lhotse_options import (check_knobs, check_zipped, effective_durations, log, resolved_seed, split_positional,
+                             with_budget, with_lhotse_options)
 from .planner import strategy_of
 from .sampler import PlanBatchSampler
 
-#: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches.
-DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True)
+TOO_LONG = ("error", "skip", "alone")
+STATE_KIND = "batching.lhotse.PlanCutSampler"
 
 
-class PlanCutSampler(Sampler[CutSet]):
-    """Yields this rank's mini-batches of `cuts` (eager CutSets) for the current epoch.
+class PlanCutSampler(CutSampler):
+    """Yields this rank's mini-batches of `cuts` for the current epoch: CutSets, or tuples of
+    CutSets when several CutSets (with the same cut ids in the same order) are zipped, the budget
+    applying to the first, as Lhotse's DynamicBucketingSampler does.
 
-    config: any strategy whose plan is not a block plan (not bload); its capacity is in frames of
-    frame_shift seconds. max_duration: the budget in seconds instead (sets dbs and capacity).
-    rank / world_size: as Lhotse's samplers, taken from torch.distributed when it is initialised.
+    Positional: the CutSets, then optionally the budget in seconds (SimpleCutSampler's
+    `max_duration`) or a BatchingConfig. config: any strategy whose plan is not a block plan (not
+    bload); its capacity is in frames of frame_shift seconds. max_duration: the budget in seconds
+    instead (sets dbs and capacity). max_cuts: at most this many cuts a batch. shuffle: None
+    keeps the config's (shuffled); False plans sorted, the same batches every epoch (validation);
+    True keeps the config. drop_last, seed (an int, "randomized" or "trng", as Lhotse's): None
+    keeps the config's. quadratic_duration: plan with duration + duration**2 / quadratic_duration,
+    as Lhotse. too_long: what to do with cuts over the budget, found here: "error" (default),
+    "skip" (counted in `skipped` and reported) or "alone" (each in a batch of its own, as Lhotse).
+    rank / world_size: as Lhotse's (arguments, else RANK/WORLD_SIZE, else torch.distributed).
+    Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
 
-    def __init__(self, cuts: CutSet, config: BatchingConfig = DEFAULT_CONFIG, *, max_duration: float | None = None,
-                 frame_shift: float = 0.01, rank: int | None = None, world_size: int | None = None) -> None:
-        if cuts.is_lazy:
-            raise ValueError("PlanCutSampler plans from every cut's duration up front and got a lazy CutSet: "
-                             "load its manifest with cuts.to_eager() (metadata only, no audio), or stream it "
-                             "with batching.StreamBucketer and batching.deal_steps (see the README)")
-        if strategy_of(config).block_plan:
-            raise ValueError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
-                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+    def __init__(self, *cuts, config: BatchingConfig | None = None, max_duration: float | None = None,
+                 max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
+                 seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
+                 quadratic_duration: float | None = None, frame_shift: float = 0.01, too_long: str = "error",
+                 **bucketing) -> None:
+        check_knobs(bucketing)
+        cut_sets, config, max_duration = split_positional(cuts, config, max_duration)
+        if too_long not in TOO_LONG:
+            raise UserError(f"too_long={too_long!r} must be one of {', '.join(map(repr, TOO_LONG))}")
         if not frame_shift > 0:
-            raise ValueError(f"frame_shift={frame_shift} must be a positive number of seconds")
-        self.frame_shift = frame_shift
-        self._cuts = list(cuts)
-        config = _with_budget(config, max_duration, frame_shift)
-        rank, world_size = _distributed(rank, world_size)
-        self.lengths = cut_frames(self._cuts, frame_shift)
-        self._sampler = PlanBatchSampler(self.lengths, config, rank, world_size)
+            raise UserError(f"frame_shift={frame_shift} must be a positive number of seconds")
+        super().__init__(world_size=world_size, rank=rank)
+        self.frame_shift, self.too_long = frame_shift, too_long
+        self.max_cuts, self.quadratic_duration = max_cuts, quadratic_duration
+        self._cut_lists = [list(c) for c in cut_sets]
+        check_zipped(self._cut_lists)
+        config = with_budget(config, max_duration, frame_shift)
+        # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
+        # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
+        self._deferred_seed = seed if seed in ("randomized", "trng") and self.world_size == 1 else None
+        if self._deferred_seed:
+            seed = None
+        config = with_lhotse_options(config, max_cuts, shuffle, drop_last, resolved_seed(seed, self.world_size))
+        self.shuffle, self.drop_last, self.seed = shuffle is not False, config.drop_last, config.seed
+        self.skipped: dict[str, int] = {}
+        self._batches = None  # the running pass (see __iter__)
+        self._build(config)
+
+    # --- planning -------------------------------------------------------------------------------------
+
+    def _build(self, config: BatchingConfig) -> None:
+        """Plan over the kept cuts (the filter's and too_long's choice) with their planning lengths."""
+        if strategy_of(config).block_plan:
+            raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
+                            "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+        cuts = self._cut_lists[0]
+        durations = np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))
+        lengths = cut_frames(effective_durations(durations, self.quadratic_duration), self.frame_shift)
+        kept = np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts))
+        self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
+        if config.capacity is not None:
+            kept, lengths = self._fit(lengths, kept, config.capacity, durations)
+            if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
+                lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
+        self._kept, self._left_out = np.flatnonzero(kept), np.flatnonzero(~kept)
+        self._sampler = _IndexSampler(lengths[self._kept], config, self.rank, self.world_size)
+        self._sampler.set_epoch(self._planned_epoch(self.epoch))
+        self._durations = durations
+
+    def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, durations: np.ndarray):
+        """Cuts over the budget: refused, skipped (counted) or planned alone, as too_long says."""
+        over = kept & (lengths > capacity)
+        if not over.any():
+            return kept, lengths
+        first = int(np.flatnonzero(over)[0])
+        if self.too_long == "error":
+            quadratic = "" if self.quadratic_duration is None else (
+                f" ({effective_durations(durations[first:first + 1], self.quadratic_duration)[0]:.3g} s with "
+                f"quadratic_duration={self.quadratic_duration:g})")
+            raise UserError(f"cut {self._cut_lists[0][first].id!r} lasts {durations[first]:g} s{quadratic}, over "
+                            f"max_duration={capacity * self.frame_shift:g} s ({int(over.sum())} such cuts): raise "
+                            "max_duration, or pass too_long='skip' (leave them out, counted) or too_long='alone' "
+                            "(each in a batch of its own, as Lhotse does)")
+        if self.too_long == "skip":
+            self.skipped["too_long"] = int(over.sum())
+            log.warning("PlanCutSampler: skipped %d cuts over max_duration=%g s (the first: %r, %g s)",
+                        over.sum(), capacity * self.frame_shift, self._cut_lists[0][first].id, durations[first])
+            return kept & ~over, lengths
+        return kept, np.minimum(lengths, capacity)  # alone: as long as the budget, so nothing joins it
 
     @property
     def config(self) -> BatchingConfig:
         return self._sampler.config
 
     @property
-    def rank(self) -> int:
-        return self._sampler.rank
-
-    @property
-    def world_size(self) -> int:
-        return self._sampler.world_size
-
-    @property
-    def epoch(self) -> int:
-        return self._sampler.epoch
-
-    @property
     def plan(self):
-        """The epoch's GlobalPlan (its stats(lengths) give the padding and decoder steps)."""
+        """The epoch's GlobalPlan over the kept cuts (its stats(lengths) give padding and steps)."""
         return self._sampler.plan
 
-    def set_epoch(self, epoch: int) -> None:
-        self._sampler.set_epoch(epoch)
+    @property
+    def lengths(self) -> np.ndarray:
+        """The planning length of each kept cut, in frames."""
+        return self._sampler.lengths
 
-    def __iter__(self) -> Iterator[CutSet]:
-        for batch in self._sampler:
-            yield CutSet.from_cuts(self._cuts[i] for i in batch)
+    def filter(self, predicate: Callable) -> "PlanCutSampler":
+        """Keep only the cuts for which predicate(cut) is true (Lhotse's filter); the epoch is
+        planned again over them, so it must be called before iterating."""
+        super().filter(predicate)
+        self._build(self.config)
+        return self
+
+    # --- epochs and iteration ---------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """As PlanBatchSampler.set_epoch: right after load_state_dict of a state saved in `epoch`,
+        the state is kept (Lhotse's rule); any other epoch starts afresh."""
+        if epoch != self.epoch:
+            self.allow_iter_to_reset_state()
+        self.epoch = epoch
+        self.diagnostics.set_epoch(epoch)
+        self._sampler.set_epoch(self._planned_epoch(epoch))
+
+    def _planned_epoch(self, epoch: int) -> int:
+        """shuffle=False: every epoch runs epoch 0's plan (sorted; ties are broken by the seed)."""
+        return epoch if self.shuffle else 0
+
+    def __iter__(self) -> "PlanCutSampler":
+        """Lhotse's iterator protocol (ZipSampler, RoundRobinSampler and IterableDatasetWrapper call
+        next() on the sampler itself): start the pass, then __next__ yields the batches. As in
+        Lhotse, a new pass starts the epoch over, unless a state was just loaded (then it goes on
+        from there; allow_iter_to_reset_state() or set_epoch of another epoch lifts that)."""
+        if not self._just_restored_state:
+            self._sampler.restart_epoch()
+            self.diagnostics.reset_current_epoch()
+            self.diagnostics.discard(self._cut_lists[0][i] for i in self._left_out)
+        if self._deferred_seed:
+            self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
+            self._build(dataclasses.replace(self.config, seed=self.seed))
+        self._batches = iter(self._sampler) if self._kept.size else iter(())  # no cuts: no (empty) batch
+        return self
+
+    def __next__(self):
+        if self._batches is None:
+            iter(self)
+        batch = next(self._batches)
+        self.allow_iter_to_reset_state()
+        selected = tuple(CutSet.from_cuts(self._cut(cuts, i, k) for i, k in batch) for cuts in self._cut_lists)
+        self._log_diagnostics(selected if len(selected) > 1 else selected[0])
+        for part in selected:
+            attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
+        selected = selected if len(selected) > 1 else selected[0]
+        for transform in self._transforms:
+            selected = transform(selected)
+        return selected
+
+    def __getstate__(self):
+        """For DataLoader workers (IterableDatasetWrapper): everything but a running pass."""
+        state = dict(self.__dict__, _batches=None)
+        if is_dill_enabled():  # as lhotse's Dillable does
+            import dill
+            return dill.dumps(state)
+        return state
+
+    def _cut(self, cuts: list, index: int, occurrence: int):
+        """The kept cut `index`; a repeat (fewer cuts than ranks need) renamed as Lhotse does."""
+        cut = cuts[self._kept[index]]
+        return cut if occurrence == 0 else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
 
     def __len__(self) -> int:
         """Batches the next iteration yields on this rank (the same on every rank)."""
         return len(self._sampler)
 
+    @property
+    def num_cuts(self) -> int:
+        return int(self._kept.size)
+
+    def _left_in_pass(self) -> list[np.ndarray]:
+        """The batches this pass has still to yield (none after a full pass, as in Lhotse)."""
+        return [] if self._sampler.exhausted or not self._kept.size else self._sampler.remaining_batches()
+
+    @property
+    def remaining_cuts(self) -> int:
+        return sum(len(batch) for batch in self._left_in_pass())
+
+    @property
+    def remaining_duration(self) -> float:
+        return float(sum(self._durations[self._kept[batch[:, 0]]].sum() for batch in self._left_in_pass()))
+
+    # --- state ------------------------------------------------------------------------------------------
+
     def state_dict(self, consumed: int | None = None) -> dict:
-        """PlanBatchSampler's state plus what ties it to these cuts (count, frame_shift)."""
-        return self._sampler.state_dict(consumed) | dict(n_cuts=len(self._cuts), frame_shift=self.frame_shift)
+        """Lhotse's CutSampler state plus the plan's position and what ties it to these cuts.
+        `consumed` overrides the count of yielded batches (e.g. the steps trained, with workers)."""
+        return (self._sampler.state_dict(consumed) | super().state_dict()  # the epoch: the sampler's, not the plan's
+                | dict(kind=STATE_KIND, n_cuts=len(self._cut_lists[0]), frame_shift=self.frame_shift,
+                       skipped=dict(self.skipped)))
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue the saved epoch where it stopped, on this world size: no cut replayed or lost."""
-        state = dict(state)
-        saved = (state.pop("n_cuts"), state.pop("frame_shift"))
-        if saved != (len(self._cuts), self.frame_shift):
-            raise ValueError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
-                             f"this sampler has {len(self._cuts)} at frame_shift={self.frame_shift}")
-        self._sampler.load_state_dict(state)
+        """Continue the saved epoch where it stopped, on this world size: no cut replayed or lost.
+        The state's batching settings win over this sampler's, with a warning (Lhotse's rule)."""
+        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
+            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise UserError(f"this sampler state was not saved by PlanCutSampler (it has {keys}): load it into "
+                            "the sampler that saved it, or start the epoch afresh without it")
+        try:
+            saved = (state["n_cuts"], state["frame_shift"])
+            config = BatchingConfig.from_dict(state["config"])
+            position = {key: state[key] for key in ("epoch", "consumed", "world_size", "history", "config")}
+            diagnostics = state["diagnostics"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"PlanCutSampler state is damaged ({type(err).__name__}: {err}): use another "
+                            "checkpoint, or start the epoch afresh without it") from None
+        if saved != (len(self._cut_lists[0]), self.frame_shift):
+            raise UserError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
+                            f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}")
+        if self._deferred_seed:  # the state's seed was drawn by the sampler that saved it
+            self._deferred_seed, self.seed = None, config.seed
+            self._build(dataclasses.replace(self.config, seed=config.seed))
+        if config != self.config:
+            changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
+            warnings.warn(f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
+                          "continuing with the state's, as Lhotse's samplers do")
+            self.drop_last, self.seed, self.shuffle = config.drop_last, config.seed, state.get("shuffle", self.shuffle)
+            self._build(config)
+        self._sampler.load_state_dict(position | dict(epoch=self._planned_epoch(position["epoch"])))
+        self.epoch = position["epoch"]
+        self.diagnostics.load_state_dict(diagnostics)
+        self._just_restored_state = True
 
 
-def cut_frames(cuts, frame_shift: float) -> np.ndarray:
-    """Each cut's duration in frames of frame_shift seconds, rounded up (at least 1)."""
-    durations = np.fromiter((cut.duration for cut in cuts), np.float64)
+class _IndexSampler(PlanBatchSampler):
+    """PlanBatchSampler whose batches are [index, occurrence] pairs: occurrence k > 0 marks the
+    k-th repeat of a sample in the epoch (the planner repeats samples only when there are fewer
+    than the ranks need batches), which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does."""
+
+    def _items(self, plan, rank: int | None) -> list[np.ndarray]:
+        batches = plan.batches()
+        if not batches:
+            return []
+        flat = np.concatenate(batches)
+        occurrence = _occurrences(flat)
+        pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
+        return pairs if rank is None else pairs[rank::plan.world_size]
+
+
+def _occurrences(values: np.ndarray) -> np.ndarray:
+    """For each position, how many times its value occurred before it."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if values.size else np.zeros(0, np.int64)
+    out = np.empty_like(values)
+    out[order] = np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
+    return out
+
+
+def cut_frames(durations, frame_shift: float) -> np.ndarray:
+    """Each duration (or cut's duration) in frames of frame_shift seconds, rounded up (at least 1)."""
+    if not isinstance(durations, np.ndarray):
+        durations = np.fromiter((cut.duration for cut in durations), np.float64)
     return np.maximum(1, np.ceil(np.round(durations / frame_shift, 6))).astype(np.int64)
-
-
-def _with_budget(config: BatchingConfig, max_duration: float | None, frame_shift: float) -> BatchingConfig:
-    if max_duration is None:
-        return config
-    if config.capacity is not None:
-        raise ValueError(f"the budget is given twice: max_duration={max_duration} s and capacity={config.capacity} "
-                         "frames; keep one")
-    if not max_duration > 0:
-        raise ValueError(f"max_duration={max_duration} must be a positive number of seconds")
-    return dataclasses.replace(config, dbs=True, capacity=max(1, int(max_duration / frame_shift + 1e-9)))
-
-
-def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """rank and world_size as given, else from torch.distributed, else a single process."""
-    initialised = dist.is_available() and dist.is_initialized()
-    if world_size is None:
-        world_size = dist.get_world_size() if initialised else 1
-    if rank is None:
-        rank = dist.get_rank() if initialised else 0
-    return rank, world_size

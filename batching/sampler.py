@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 from torch.utils.data import Sampler
 
+from .accelerate_shard import calling_shard
 from .analysis import resolve_width
 from .config import BatchingConfig
 from .errors import UserError
@@ -41,10 +42,23 @@ class PlanBatchSampler(Sampler[list]):
         self._history: list[tuple[int, int]] = []  # (world_size, batches consumed per rank) before a resume
         self._consumed = 0
         self._exhausted = False  # a full pass ended: the next one starts the epoch over
+        self._restored = False  # a state was just loaded: set_epoch of its epoch keeps it (Lhotse's rule)
+        self._all_ranks = False  # under Accelerate's BatchSamplerShard: yield every rank's batches (see adopt_shard)
         self._cache: dict[tuple, GlobalPlan] = {}
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self._history, self._consumed, self._exhausted = epoch, [], 0, False
+        """Start `epoch` afresh; right after load_state_dict of a state saved in `epoch`, keep that
+        state instead, so a loop that restores and then calls set_epoch at the top of the epoch
+        (icefall's, Lhotse's, this recipe's) continues where it stopped rather than replaying it.
+        The state is kept until the next iteration starts or another epoch is set."""
+        if self._restored and epoch == self.epoch:
+            return
+        self.epoch = epoch
+        self.restart_epoch()
+
+    def restart_epoch(self) -> None:
+        """Run the current epoch from its first batch, discarding a restored position."""
+        self._restored, self._history, self._consumed, self._exhausted = False, [], 0, False
 
     @property
     def plan(self) -> GlobalPlan:
@@ -74,25 +88,64 @@ class PlanBatchSampler(Sampler[list]):
         """What each batch of `plan` yields for `rank`: the sample indices."""
         return plan.batches(rank)
 
-    def _remaining(self) -> list[np.ndarray]:
+    def remaining_batches(self) -> list[np.ndarray]:
         """The batches the next iteration yields; after a full pass, a new pass without
-        set_epoch replays the whole epoch (as torch's DistributedSampler does)."""
+        set_epoch replays the whole epoch (as torch's DistributedSampler does). Under Accelerate's
+        shard, every rank's batches step-major, so that the shard's pick is this rank's."""
+        rank, per_step = (None, self.world_size) if self._all_ranks else (self.rank, 1)
         if self._exhausted:
-            return self._items(self.plan, self.rank)
-        return self._items(self._current(), self.rank)[self._consumed:]
+            return self._items(self.plan, rank)
+        return self._items(self._current(), rank)[self._consumed * per_step:]
 
     def __iter__(self):
-        batches = self._remaining()
+        shard = calling_shard(self)
+        if shard:
+            self.adopt_shard(*shard)
+        return self._iterate()
+
+    def _iterate(self):
+        batches = self.remaining_batches()
+        self._restored = False
         if self._exhausted:
             self._history, self._consumed, self._exhausted = [], 0, False
-        for batch in batches:
-            self._consumed += 1
+        per_step = self.world_size if self._all_ranks else 1
+        for i, batch in enumerate(batches, 1):
+            self._consumed += i % per_step == 0
             yield batch.tolist()
         self._exhausted = True
 
     def __len__(self) -> int:
         """Batches the next iteration yields: the whole epoch, or what is left after a resume."""
-        return len(self._remaining())
+        shard = calling_shard(self)
+        if shard:
+            self.adopt_shard(*shard)
+        return len(self.remaining_batches())
+
+    @property
+    def exhausted(self) -> bool:
+        """A full pass has ended (the next iteration replays the epoch unless set_epoch moves on)."""
+        return self._exhausted
+
+    @property
+    def sampler(self) -> "PlanBatchSampler":
+        """Itself: Accelerate's prepared loader passes set_epoch(e) on to its batch sampler's
+        `batch_sampler.sampler`, so this is how loader.set_epoch reaches the plan."""
+        return self
+
+    def adopt_shard(self, processes: int, index: int) -> None:
+        """Run under Accelerate's BatchSamplerShard (accelerator.prepare(loader)) of `processes`
+        processes, this being process `index`: yield every rank's batches, step-major, so that the
+        shard's every processes-th batch is exactly this rank's (equal steps, nothing dropped or
+        repeated). Built as this process's rank (or as rank 0 of 1, Accelerate's way, before any
+        state was loaded), it takes the shard's world; anything else is refused."""
+        if (self.world_size, self.rank) == (processes, index):
+            self._all_ranks = True
+            return
+        if (self.world_size, self.rank) != (1, 0) or self._history or self._consumed:
+            raise UserError(f"accelerator.prepare wrapped this sampler (rank {self.rank} of {self.world_size}) for "
+                            f"process {index} of {processes}: build it with rank=accelerator.process_index, "
+                            "world_size=accelerator.num_processes")
+        self.rank, self.world_size, self._all_ranks, self._cache = index, processes, True, {}
 
     def plan_digest(self) -> str:
         """Digest of the current epoch's global plan: equal on all ranks that agree."""
@@ -108,7 +161,8 @@ class PlanBatchSampler(Sampler[list]):
     def load_state_dict(self, state: dict) -> None:
         """Resume without replaying: with the same world size, skip the consumed batches; with
         another, re-deal only the global batches not yet consumed by any rank (sharding tail
-        rules apply to them), so no sample is lost or repeated."""
+        rules apply to them), so no sample is lost or repeated. A set_epoch of the saved epoch
+        that follows keeps this state (see set_epoch)."""
         saved = BatchingConfig.from_dict(state["config"])
         if self.calibration is not None and saved == dataclasses.replace(self.config, lrf=saved.lrf):
             self.config, self._cache = saved, {}  # the checkpoint's calibrated width: the resume plans as the run did
@@ -123,6 +177,7 @@ class PlanBatchSampler(Sampler[list]):
         else:
             self._history.append((state["world_size"], state["consumed"]))
             self._consumed = 0
+        self._restored = True
 
 
 class BlockBatchSampler(PlanBatchSampler):

@@ -240,3 +240,21 @@ AWKWARD = st.one_of(
     st.builds(lambda n, x: [x] * n, st.integers(1, 60), st.integers(1, 900)),  # all equal
     st.builds(lambda n, k: [5] * n + [10_000] * k, st.integers(0, 100), st.integers(1, 3)),  # long tail
 )
+
+
+def icefall_loop(make_sampler, make_loader, ids_of, epochs: int = 2, state: dict | None = None,
+                 stop: tuple[int, int] | None = None) -> tuple[dict[int, list], dict | None]:
+    """An icefall-shaped training loop: restore the sampler from `state` (if given), then call
+    set_epoch at the top of every epoch. Returns ({epoch: ids trained}, the sampler's state saved
+    after step `stop` = (epoch, step) with the steps trained as `consumed`, else None)."""
+    sampler = make_sampler()
+    if state is not None:
+        sampler.load_state_dict(state)
+    seen: dict[int, list] = {}
+    for epoch in range(0 if state is None else state["epoch"], epochs):
+        sampler.set_epoch(epoch)
+        for step, batch in enumerate(make_loader(sampler)):
+            seen.setdefault(epoch, []).extend(ids_of(batch))
+            if (epoch, step) == stop:
+                return seen, sampler.state_dict(consumed=step + 1)
+    return seen, None

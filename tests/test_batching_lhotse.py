@@ -21,8 +21,9 @@ from lhotse.dataset import K2SpeechRecognitionDataset, OnTheFlyFeatures  # noqa:
 from lhotse.features import Fbank  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
+from batching.errors import UserError  # noqa: E402
 from batching.lhotse import PlanCutSampler, cut_frames  # noqa: E402
-from tests.kit import REPO, run_command  # noqa: E402
+from tests.kit import REPO, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
 CONFIG = BatchingConfig("ssb", batch_size=4, dbs=True, br=True, seed=3)
@@ -91,11 +92,39 @@ def test_resume_mid_epoch_on_another_world_size_replays_and_loses_nothing(old, n
         assert sorted(everything) == sorted(cuts.ids)
 
 
-def test_refuses_lazy_cutsets_packed_strategies_and_other_cuts(tmp_path):
+class CutIds(torch.utils.data.Dataset):
+    """A dataset of CutSet batches that returns their cut ids (picklable for DataLoader workers)."""
+
+    def __getitem__(self, cuts: CutSet) -> list[str]:
+        return [cut.id for cut in cuts]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_icefall_loop_restarted_mid_epoch_trains_each_cut_once(tmp_path, workers):
+    cuts = audio_cuts(tmp_path)
+
+    def run(**kw):
+        return icefall_loop(lambda: PlanCutSampler(cuts, CONFIG), lambda sampler: torch.utils.data.DataLoader(
+            CutIds(), sampler=sampler, batch_size=None, num_workers=workers), list, **kw)
+
+    whole, _ = run()
+    before, state = run(stop=(0, 2))
+    after, _ = run(state=state)
+    assert sorted(before[0] + after[0]) == sorted(cuts.ids) and before[0] + after[0] == whole[0]
+    assert after[1] == whole[1] != whole[0]
+
+
+def test_lazy_manifests_are_read_in_shar_and_packed_strategies_refused_and_other_cuts(tmp_path):
     cuts = audio_cuts(tmp_path, n=6)
     cuts.to_file(tmp_path / "cuts.jsonl.gz")
-    with pytest.raises(ValueError, match="lazy CutSet.*to_eager"):
-        PlanCutSampler(CutSet.from_jsonl_lazy(tmp_path / "cuts.jsonl.gz"))
+    lazy = PlanCutSampler(CutSet.from_jsonl_lazy(tmp_path / "cuts.jsonl.gz"), CONFIG)
+    assert ids(lazy) == ids(PlanCutSampler(cuts, CONFIG))
+    (tmp_path / "shar").mkdir()
+    dummy_cuts(DURATIONS[:8]).to_shar(tmp_path / "shar", fields={}, shard_size=4)
+    with pytest.raises(UserError, match="Shar shards"):
+        PlanCutSampler(CutSet.from_shar(in_dir=tmp_path / "shar"), max_duration=5.0)
+    with pytest.raises(UserError, match="infinite"):
+        PlanCutSampler(cuts.repeat(), max_duration=5.0)
     with pytest.raises(ValueError, match="padded strategy"):
         PlanCutSampler(cuts, BatchingConfig("bload"))
     with pytest.raises(ValueError, match="budget is given twice"):
@@ -134,7 +163,8 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
                        nprocs=2, start_method="spawn", join=True)
     ranks = sorted(results.get() for _ in range(2))
     assert [r[:2] for r in ranks] == [(0, 2), (1, 2)] and ranks[0][2] == ranks[1][2] > 3
-    assert ranks[0][4] == ranks[1][4]
+    position = ("epoch", "consumed", "world_size", "history", "config")
+    assert [ranks[0][4][k] for k in position] == [ranks[1][4][k] for k in position]  # rank and diagnostics differ
     resumed = PlanCutSampler(cuts, CONFIG)  # one process now
     resumed.load_state_dict(ranks[0][4])
     everything = [i for r in ranks for b in r[3] for i in b] + [i for b in ids(resumed) for i in b]
@@ -172,3 +202,120 @@ def test_readme_lhotse_example(tmp_path):
     done = run_command(sys.executable, "example.py", cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     epoch, step, size = map(int, done.stdout.split())
     assert epoch == 2 and step >= 0 and size >= 1
+
+
+def dummy_cuts(durations) -> CutSet:
+    return CutSet.from_cuts(dummy_cut(i, duration=float(d), recording_duration=float(d)) for i, d in enumerate(durations))
+
+
+DURATIONS = np.random.default_rng(5).uniform(0.5, 4.0, 60).round(2)
+
+
+def test_an_over_long_cut_is_found_at_build_by_id_seconds_and_max_duration():
+    cuts = dummy_cuts([*DURATIONS[:20], 9.5, 12.0])
+    with pytest.raises(UserError, match=r"cut 'dummy-mono-cut-0020' lasts 9.5 s, over max_duration=8 s \(2 such cuts\)"):
+        PlanCutSampler(cuts, max_duration=8.0)
+    skipping = PlanCutSampler(cuts, max_duration=8.0, too_long="skip")
+    taken = [c.id for b in skipping for c in b]
+    assert skipping.skipped == {"too_long": 2} and sorted(taken) == sorted(list(cuts.ids)[:20])
+    assert skipping.get_report().count("cuts discarded 2")
+    alone = list(PlanCutSampler(cuts, max_duration=8.0, too_long="alone"))
+    assert sorted(c.id for b in alone for c in b) == sorted(cuts.ids)
+    for batch in alone:
+        longest = max(c.duration for c in batch)
+        assert len(batch) == 1 if longest > 8 else len(batch) * longest <= 8.0 + 1e-9
+
+
+def test_lhotse_constructor_forms():
+    cuts = dummy_cuts(DURATIONS)
+    positional = PlanCutSampler(cuts, 6.0)
+    assert ids(positional) == ids(PlanCutSampler(cuts, max_duration=6.0))
+    capped = list(PlanCutSampler(cuts, max_duration=30.0, max_cuts=3))
+    assert max(map(len, capped)) <= 3 and sum(map(len, capped)) == len(cuts)
+    fixed = list(PlanCutSampler(cuts, max_cuts=7))
+    assert sorted(map(len, fixed)) == [len(cuts) % 7] + [7] * (len(cuts) // 7)
+    validation = PlanCutSampler(cuts, max_duration=6.0, shuffle=False)
+    first = ids(validation)
+    validation.set_epoch(5)
+    assert ids(validation) == first
+    renamed = cuts.modify_ids(lambda i: i + "_b")
+    for a, b in PlanCutSampler(cuts, renamed, max_duration=6.0):  # zipped CutSets: tuples, budget on the first
+        assert [c.id + "_b" for c in a] == list(b.ids) and len(a) * max(c.duration for c in a) <= 6.0 + 1e-9
+    quadratic = PlanCutSampler(cuts, max_duration=6.0, quadratic_duration=20.0)
+    for batch in quadratic:
+        longest = max(c.duration for c in batch)
+        assert len(batch) * (longest + longest ** 2 / 20.0) <= 6.0 + 1e-6
+    randomized = [ids(PlanCutSampler(cuts, max_duration=6.0, seed="trng")) for _ in range(2)]
+    assert randomized[0] != randomized[1]
+
+
+def test_bucketing_knobs_are_accepted_and_logged_once(caplog):
+    cuts = dummy_cuts(DURATIONS)
+    with caplog.at_level("WARNING", logger="batching.lhotse"):
+        for _ in range(2):
+            PlanCutSampler(cuts, max_duration=6.0, shuffle=True, drop_last=False, num_buckets=30, buffer_size=100,
+                           shuffle_buffer_size=200, duration_bins=[1.0, 2.0], concurrent=False, sync_buckets=True)
+    noted = [r.getMessage().split("=")[0] for r in caplog.records]
+    assert sorted(n.split(": ")[1] for n in noted) == sorted({n.split(": ")[1] for n in noted}) and len(noted) <= 6
+    with pytest.raises(TypeError, match="unexpected keyword arguments: max_frames"):
+        PlanCutSampler(cuts, max_frames=100)
+
+
+def test_a_state_wins_over_other_arguments_and_a_foreign_or_damaged_state_is_one_error():
+    cuts = dummy_cuts(DURATIONS)
+    sampler = PlanCutSampler(cuts, max_duration=6.0)
+    sampler.set_epoch(1)
+    iterator = iter(sampler)
+    done = [list(next(iterator).ids) for _ in range(3)]
+    other = PlanCutSampler(cuts, max_duration=9.0)
+    with pytest.warns(UserWarning, match="other settings .*capacity"):
+        other.load_state_dict(sampler.state_dict())
+    rest = ids(other)
+    assert sorted(sum(done, []) + sum(rest, [])) == sorted(cuts.ids) and other.config == sampler.config
+    from lhotse.dataset import DynamicBucketingSampler
+    with pytest.raises(UserError, match="not saved by PlanCutSampler"):
+        other.load_state_dict(DynamicBucketingSampler(cuts, max_duration=6.0).state_dict())
+    damaged = sampler.state_dict()
+    del damaged["history"]
+    with pytest.raises(UserError, match="state is damaged"):
+        other.load_state_dict(damaged)
+
+
+def test_iterable_dataset_wrapper_filter_map_and_dataloading_info():
+    from lhotse.dataset.iterable_dataset import IterableDatasetWrapper
+    cuts = dummy_cuts(DURATIONS)
+    sampler = PlanCutSampler(cuts, max_duration=6.0).filter(lambda c: c.duration > 1.0).map(lambda b: b.subset(first=1))
+    loader = torch.utils.data.DataLoader(IterableDatasetWrapper(CutIds(), sampler), batch_size=None)
+    batches = list(loader)
+    assert all(len(b) == 1 for b in batches) and len(batches) == len(sampler)
+    assert sampler.skipped == {"filter": int((DURATIONS <= 1.0).sum())}
+    assert all(c.dataloading_info == {"rank": 0, "world_size": 1, "worker_id": None} for b in sampler for c in b)
+
+
+def test_fewer_cuts_than_ranks_are_repeated_under_lhotse_duplicate_ids():
+    cuts = dummy_cuts([1.0, 2.0])
+    per_rank = [ids(PlanCutSampler(cuts, max_duration=5.0, rank=r, world_size=5)) for r in range(5)]
+    assert all(len(r) == 1 for r in per_rank)
+    taken = sorted(i for r in per_rank for b in r for i in b)
+    assert len(set(taken)) == 5 and {i.split("_dup")[0] for i in taken} == set(cuts.ids)
+    assert sum("_dup" in i for i in taken) == 3 and any(i.endswith("_dup1") for i in taken)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_the_cut_sampler_exactly(workers):
+    stateful = pytest.importorskip("torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)")
+    cuts = dummy_cuts(DURATIONS)
+
+    def loader():
+        sampler = PlanCutSampler(cuts, max_duration=6.0)
+        sampler.set_epoch(1)
+        return stateful.StatefulDataLoader(CutIds(), sampler=sampler, batch_size=None, num_workers=workers)
+
+    whole = list(loader())
+    first = loader()
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(4)]
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert taken + list(resumed) == whole and sorted(sum(whole, [])) == sorted(cuts.ids)

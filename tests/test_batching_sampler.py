@@ -8,6 +8,7 @@ from batching import BatchingConfig, plan_epoch
 
 torch = pytest.importorskip("torch")
 from batching.sampler import PlanBatchSampler  # noqa: E402
+from tests.kit import icefall_loop  # noqa: E402
 
 LENGTHS = np.random.default_rng(3).integers(20, 800, 403)
 CONFIG = BatchingConfig("ssb", dbs=True, br=True, seed=7)
@@ -90,3 +91,58 @@ def test_other_settings_are_refused():
     other = PlanBatchSampler(LENGTHS, BatchingConfig("sb"))
     with pytest.raises(ValueError, match="other batching settings"):
         other.load_state_dict(state)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_icefall_loop_restarted_mid_epoch_trains_each_sample_once(workers):
+    """Restore, then set_epoch(e) at the top of the epoch (Lhotse's rule): the saved epoch goes on
+    where it stopped, and the next epoch is the uninterrupted run's."""
+    def make_loader(sampler):
+        return torch.utils.data.DataLoader(torch.arange(LENGTHS.size), batch_sampler=sampler, num_workers=workers)
+
+    def run(**kw):
+        return icefall_loop(lambda: PlanBatchSampler(LENGTHS, CONFIG), make_loader, torch.Tensor.tolist, **kw)
+
+    whole, _ = run()
+    before, state = run(stop=(0, 3))
+    after, _ = run(state=state)
+    assert sorted(before[0] + after[0]) == list(range(LENGTHS.size)) and before[0] + after[0] == whole[0]
+    assert after[1] == whole[1] != whole[0]
+
+
+def test_set_epoch_keeps_a_restored_state_only_for_its_own_epoch():
+    sampler = samplers(1)[0]  # epoch 2
+    iterator = iter(sampler)
+    [next(iterator) for _ in range(3)]
+    state = sampler.state_dict()
+
+    def restored(*epochs):
+        out = PlanBatchSampler(LENGTHS, CONFIG)
+        out.load_state_dict(state)
+        for epoch in epochs:
+            out.set_epoch(epoch)
+        return list(out)
+
+    epoch2, epoch3 = list(samplers(1, epoch=2)[0]), list(samplers(1, epoch=3)[0])
+    assert restored(2) == restored() == epoch2[3:]
+    assert restored(2, 2) == epoch2[3:]  # kept until an iteration starts (Accelerate sets the epoch twice)
+    assert restored(3) == epoch3 and restored(3, 2) == epoch2  # another epoch discards it
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_exactly(workers):
+    stateful = pytest.importorskip("torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)")
+
+    def loader():
+        sampler = PlanBatchSampler(LENGTHS, CONFIG)
+        sampler.set_epoch(1)
+        return stateful.StatefulDataLoader(torch.arange(LENGTHS.size), batch_sampler=sampler, num_workers=workers)
+
+    whole = [b.tolist() for b in loader()]
+    first = loader()
+    iterator = iter(first)
+    taken = [next(iterator).tolist() for _ in range(4)]
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert taken + [b.tolist() for b in resumed] == whole
