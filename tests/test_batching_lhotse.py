@@ -142,10 +142,10 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
 
 
 def test_bench_batchers_smoke(tmp_path):
-    """scripts/bench_batchers.py on 300 lengths and 2,000 lognormal ones: every strategy and Lhotse in
+    """scripts.bench.batchers on 300 lengths and 2,000 lognormal ones: every strategy and Lhotse in
     the table, and ours calibrated to Lhotse's ZPR not above it."""
     (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
-    done = run_command(sys.executable, REPO / "scripts" / "bench_batchers.py", "--lengths", tmp_path / "lengths.tsv",
+    done = run_command(sys.executable, "-m", "scripts.bench.batchers", "--lengths", tmp_path / "lengths.tsv",
                        "-n", "2000", "--num-buckets", "4", cwd=tmp_path, timeout=300)
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     labels = [row[0].lstrip("| ") for row in rows]

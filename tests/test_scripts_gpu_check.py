@@ -1,4 +1,4 @@
-"""scripts/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
+"""scripts/release/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
 that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
 skipped and why, nothing fails, and the report names every check."""
 import inspect
@@ -8,15 +8,13 @@ import sys
 import pytest
 from _pytest.fixtures import FixtureFunctionDefinition
 
-from tests.kit import REPO, run_command
-
-sys.path.insert(0, str(REPO / "scripts"))
+from tests.kit import run_command
 
 
 @pytest.mark.slow
 def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
     out = tmp_path / "report"
-    done = run_command(sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--tiny", "--out", out, timeout=900)
+    done = run_command(sys.executable, "-m", "scripts.release.gpu_check", "--device", "cpu", "--tiny", "--out", out, timeout=900)
     checks = {c["name"]: c for c in json.loads((out / "report.json").read_text())}
     assert {c["part"] for c in checks.values()} == {"env", "tests", "train", "bench", "graphed"}
     skipped = {name for name, c in checks.items() if c["ok"] is None}
@@ -32,7 +30,7 @@ def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
 
 
 def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
-    import gpu_check
+    from scripts.release import gpu_check
 
     assert gpu_check.main(["--parts", "env,nope", "--out", str(tmp_path)]) == 2
     if not gpu_check.cuda_available():

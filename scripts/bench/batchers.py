@@ -10,14 +10,13 @@ setting's ZPR (batching.analysis.bisect_parameter), and compared at that ZPR.
 
 Data: the LJSpeech training split (lengths.tsv, the paper's seeded 80:20 split) and N lognormal
 lengths. Lhotse sees each length as a cut of frames / 100 seconds (10 ms frames).
-Usage: python scripts/bench_batchers.py [--lengths TSV] [-n 1000000] [--num-buckets 10,30]
+Usage: python -m scripts.bench.batchers [--lengths TSV] [-n 1000000] [--num-buckets 10,30]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import platform
-import sys
 import time
 import warnings
 from datetime import date
@@ -25,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_lengths, train_split  # noqa: E402
-from batching.analysis import BISECTED, LRF_CEILING, SWEPT, bisect_parameter  # noqa: E402
-from batching.plan import batch_stats  # noqa: E402
-from batching.planner import strategy_of  # noqa: E402
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402
+from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_lengths, train_split
+from batching.analysis import BISECTED, LRF_CEILING, SWEPT, bisect_parameter
+from batching.plan import batch_stats
+from batching.planner import strategy_of
+from data.shared import LJSPEECH_LENGTHS
+from scripts.common import cpu_name, markdown_table
 
 B0 = 16
 FRAME_SECONDS = 0.01
@@ -136,16 +135,15 @@ def bench(name: str, lengths: np.ndarray, num_buckets: list[int]) -> str:
 
 def table(rows: dict[str, dict | None], n_samples: int) -> str:
     """Markdown; a batcher whose epoch does not hold every sample exactly once says so in its label."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    cells = []
     for label, r in rows.items():
         if r is not None and r["samples"] != n_samples:
             label += f" ({r['samples']:,} samples of {n_samples:,})"
-        cells = [label] + (["-"] * (len(COLUMNS) - 1) if r is None else [
+        cells.append([label] + (["-"] * (len(COLUMNS) - 1) if r is None else [
             f"{r['batches']:,}", f"{r['zpr']:.2f}", f"{r['padding']:.2f}", f"{r['padded_frames']:,}",
             f"{r['decoder_steps']:,}", str(r["over_budget"]), f"{r['largest']:.4f}", f"{r['pair_repeat']:.4f}",
-            f"{1000 * r['plan_s']:,.1f}"])
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            f"{1000 * r['plan_s']:,.1f}"]))
+    return "\n".join(markdown_table(COLUMNS, cells))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     num_buckets = [int(n) for n in args.num_buckets.split(",")]
     start = time.perf_counter()
     real = read_lengths(args.lengths)
-    print(f"# Batchers side by side ({date.today()}, {platform.processor() or platform.machine()}, "
+    print(f"# Batchers side by side ({date.today()}, {cpu_name()}, "
           f"python {platform.python_version()})\n")
     print(bench(f"{args.lengths.name}, {args.split:.0%} training split", real[train_split(real.size, args.split)],
                 num_buckets))
