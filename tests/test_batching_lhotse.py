@@ -146,7 +146,7 @@ def test_bench_batchers_smoke(tmp_path):
     the table, and ours calibrated to Lhotse's ZPR not above it."""
     (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
     done = run_command(sys.executable, "-m", "scripts.bench.batchers", "--lengths", tmp_path / "lengths.tsv",
-                       "-n", "2000", "--num-buckets", "4", cwd=tmp_path, timeout=300)
+                       "-n", "2000", "--num-buckets", "4", timeout=300)
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     labels = [row[0].lstrip("| ") for row in rows]
     for name in STRATEGIES:
@@ -158,8 +158,8 @@ def test_bench_batchers_smoke(tmp_path):
 
 
 def test_readme_lhotse_example(tmp_path):
-    """The README's paste-ready example runs as a user's script, on a manifest of generated audio."""
-    section = (REPO / "README.md").read_text().split("### With Lhotse (`batching.lhotse`)", 1)[1]
+    """docs/batching.md's paste-ready example runs as a user's script, on a manifest of generated audio."""
+    section = (REPO / "docs" / "batching.md").read_text().split("## With Lhotse (`batching.lhotse`)", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     audio_cuts(tmp_path).to_file(tmp_path / "cuts_train.jsonl.gz")
     (tmp_path / "example.py").write_text(code + "print(epoch, step, batch['inputs'].shape[0])\n")
