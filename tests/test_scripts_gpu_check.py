@@ -26,6 +26,8 @@ def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
         checks["graphed-tracks-eager"]["figures"]["graphed"], rel=1e-5)
     report = (out / "report.md").read_text()
     assert all(f"| {name} |" in report for name in checks)
+    if checks["bench-step"]["ok"]:  # the bench part ran (it needs ../shared's LJSpeech lengths)
+        assert report.index("## bench-step") < report.index("## ops per decoder step")
     assert done.stdout.strip().splitlines()[-1].startswith("gpu-check: ")
 
 
@@ -52,3 +54,22 @@ def test_the_cuda_tests_ask_for_no_fixture_of_conftest():
                             for arg in mark.args[0].split(",")}
             asked |= set(inspect.signature(test).parameters) - parametrized
     assert "demo_corpus" in asked and asked - pytests_own <= own, asked - pytests_own - own
+
+
+def test_the_report_puts_each_table_of_bench_step_under_its_own_heading(tmp_path):
+    """bench.step prints its timing table and its ATen ops per decoder step; the report shows each
+    under its own heading, not glued into one table."""
+    from scripts.common import markdown_tables
+    from scripts.release import gpu_check
+
+    output = ("Training step, ...\n\n| variant | us / decoder step |\n|---|---|\n| eager | 10 |\n\n"
+              "ops per decoder step: ATen compute operations\n\n| variant | forward |\n|---|---|\n| eager | 47.0 |\n"
+              "\nfast/eager speed ratio: 1.30\n")
+    tables = dict(zip(("bench-step", gpu_check.OPS_HEADING), markdown_tables(output)))
+    setup = gpu_check.Setup("cpu", True, tmp_path, 1)
+    gpu_check.write_report(setup, [gpu_check.Check("bench", "bench-step", True, 1.0, "exit 0", {"tables": tables})])
+    report = (tmp_path / "report.md").read_text()
+    step, ops = report.split("## bench-step\n\n", 1)[1].split("\n\n## ops per decoder step\n\n")
+    assert step.splitlines() == ["| variant | us / decoder step |", "|---|---|", "| eager | 10 |"]
+    assert ops.splitlines() == ["| variant | forward |", "|---|---|", "| eager | 47.0 |"]
+    assert "| bench | bench-step | ok | 1.0 | exit 0 |" in report

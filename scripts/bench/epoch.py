@@ -39,6 +39,7 @@ from data.shared import LJSPEECH_LENGTHS
 from model.graphs import build_loop_graphs
 from model.shapes import round_up, shape_table
 from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
+from scripts.common import markdown_table
 from scripts.reproduction.paper import EXPERIMENTS, PAPER_TABLE3
 from training.config import resolve_config
 from training.hparams import load_hparams
@@ -190,14 +191,13 @@ def markdown(result: dict) -> str:
         lines += [f"Extrapolated: {result['max_batches']} timed batch(es) per strategy, every batch of the epoch "
                   f"predicted by time = {fit['seconds_per_batch']:.4g} s + {fit['seconds_per_step']:.4g} s x steps "
                   f"+ {fit['seconds_per_sample_step']:.4g} s x batch size x steps (fit on all timed batches).", ""]
-    lines += ["| Batching | batches | ZPR % | ABL | decoder steps/epoch | s/epoch | mel frames/s | "
-              "time reduction vs RAND % | paper (Table 3) % |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, row in result["strategies"].items():
-        cells = [name, str(row["n_batches"]), f"{row['zpr']:.2f}", f"{row['abl']:.1f}", str(row["decoder_steps"]),
-                 f"{row['seconds_per_epoch']:.1f}", f"{row['frames_per_second']:.0f}",
-                 "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
-                 "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
+    rows = [[name, str(row["n_batches"]), f"{row['zpr']:.2f}", f"{row['abl']:.1f}", str(row["decoder_steps"]),
+             f"{row['seconds_per_epoch']:.1f}", f"{row['frames_per_second']:.0f}",
+             "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
+             "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}"]
+            for name, row in result["strategies"].items()]
+    lines += markdown_table(["Batching", "batches", "ZPR %", "ABL", "decoder steps/epoch", "s/epoch", "mel frames/s",
+                             "time reduction vs RAND %", "paper (Table 3) %"], rows)
     return "\n".join(lines) + "\n"
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from data.shared import LJSPEECH_LENGTHS  # torch-free
-from scripts.common import OPS_HEADING, markdown_tables
+from scripts.common import OPS_HEADING, markdown_table, markdown_tables
 
 REPO = Path(__file__).resolve().parents[2]
 PARTS = ("env", "tests", "train", "bench", "graphed")
@@ -313,15 +313,17 @@ PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
     "env": env_part, "tests": tests_part, "train": train_part, "bench": bench_part, "graphed": graphed_part}
 
 
+def verdict(check: Check) -> str:
+    return "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
+
+
 def write_report(setup: Setup, checks: list[Check]) -> None:
     setup.out.mkdir(parents=True, exist_ok=True)
     (setup.out / "report.json").write_text(json.dumps([asdict(c) for c in checks], indent=1))
+    rows = [[c.part, c.name, verdict(c), f"{c.seconds:.1f}", c.detail] for c in checks]
     lines = [f"# GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
-             f"{' (tiny sizes)' if setup.tiny else ''}", "", "| part | check | result | seconds | detail |",
-             "|---|---|---|---|---|"]
-    for c in checks:
-        verdict = "skipped" if c.ok is None else "ok" if c.ok else "FAILED"
-        lines.append(f"| {c.part} | {c.name} | {verdict} | {c.seconds:.1f} | {c.detail} |")
+             f"{' (tiny sizes)' if setup.tiny else ''}", "",
+             *markdown_table(["part", "check", "result", "seconds", "detail"], rows)]
     for c in checks:
         for heading, table in c.figures.get("tables", {}).items():
             lines += ["", f"## {heading}", "", *table]
@@ -351,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         for check in PART_RUNNERS[part](setup):
             checks.append(check)
             write_report(setup, checks)
-            verdict = "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
-            print(f"{part:8s} {check.name:22s} {verdict:8s} {check.seconds:7.1f}s  {check.detail}", flush=True)
+            print(f"{part:8s} {check.name:22s} {verdict(check):8s} {check.seconds:7.1f}s  {check.detail}", flush=True)
     failed = [c.name for c in checks if c.ok is False]
     print(f"gpu-check: {sum(c.ok is True for c in checks)} ok, {len(failed)} failed, "
           f"{sum(c.ok is None for c in checks)} skipped; report in {setup.out / 'report.md'}")
