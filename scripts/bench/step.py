@@ -22,8 +22,9 @@ counted on the CPU. (On the CPU the encoder's BiLSTM counts as the per-time-step
 decomposes into, one cuDNN call on a GPU.) Then timing: K rounds, each running one batch through
 every variant in a rotating order, so drift and other processes hit all variants alike. Prints a
 Markdown table (microseconds per decoder step, real mel frames per second, peak memory on CUDA,
-first loss, relative gradient difference, speed against eager), a second one of the operations
-per decoder step, and last the line `fast/eager speed ratio: X.XX`.
+first loss, relative gradient difference, speed against eager), then under its own caption
+("ops per decoder step", which gpu_check's report uses as a heading) a second one of the
+operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
 
     python -m scripts.bench.step                        # CPU, full model, 1 thread, 4 batches
     python -m scripts.bench.step --device cuda --batches 16
