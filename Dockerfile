@@ -1,7 +1,7 @@
-# GPU image for train.py and the paper-reproduction scripts (see README, "Reproducing the paper").
+# GPU image for train.py and the paper-reproduction scripts (docs/gpu.md, "Docker").
 #   docker build -t tacotron2-batching .
 #   docker run --gpus all -v /path/to/LJSpeech-1.1:/data/LJSpeech-1.1:ro -v $PWD/runs:/workspace/runs \
-#       tacotron2-batching scripts/table2.sh --only RAND
+#       tacotron2-batching scripts/reproduction/table2.sh --only RAND
 # The base image's PyTorch is the only torch in the image: requirements-docker.txt is
 # requirements.txt without torch, and the build fails if installing it would change torch.
 # BASE_IMAGE: any image with `python` and `pip` on the PATH and a torch the recipe supports

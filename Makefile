@@ -3,7 +3,7 @@
 #   make test   creates .venv, installs requirements + test tools, runs the test suite
 #   (make test-quick leaves out the tests marked slow)
 # `make demo DEMO_HPARAMS=epochs=2` runs a shorter demo (CI runs that before `make test`).
-# Offline install (README, "On a GPU"): everything but torch, downloaded here, installed there:
+# Offline install (docs/gpu.md): everything but torch, downloaded here, installed there:
 #   make wheelhouse [PYTHON_VERSION=3.12] [PLATFORM=manylinux_2_28_x86_64] [TARGET_HAS=freeze.txt] [REQUIREMENTS=FILE]
 #   make install-offline WHEELHOUSE=DIR [ONLY_MISSING=1]   (into $(PYTHON), its torch kept)
 PYTHON ?= python3
@@ -26,44 +26,44 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist worksteal
 
-# The suite without the tests marked slow (end-to-end runs of many seconds): README, "Tests".
+# The suite without the tests marked slow (end-to-end runs of many seconds): docs/development.md.
 test-quick: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
 
 bench-planner: $(VENV)/.installed
-	$(PY) scripts/bench_planner.py
+	$(PY) -m scripts.bench.planner
 
-# The GPU measurement (scripts/gpu_check.py). Needs no venv where torch and the requirements are
+# The GPU measurement (scripts/release/gpu_check.py). Needs no venv where torch and the requirements are
 # already installed (a GPU machine without a registry): it uses the venv's Python if there is one.
 GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
-	$(GPU_PY) scripts/gpu_check.py $(ARGS)
+	$(GPU_PY) -m scripts.release.gpu_check $(ARGS)
 
 # What a lent GPU machine lacks, gathered here into $(GPU_CARRY)/ (ignored) to travel with the checkout
-# (README, "On a GPU"): the cp312 wheels of the packages its image does not have
-# (scripts/gpu_image_packages.txt) and the LJSpeech lengths and clips of ../shared.
+# (docs/gpu.md): the cp312 wheels of the packages its image does not have
+# (scripts/release/gpu_image_packages.txt) and the LJSpeech lengths and clips of ../shared.
 GPU_CARRY ?= .gpu
 SHARED_DIR ?= ../shared
 gpu-carry:
 	rm -rf $(GPU_CARRY) && mkdir -p $(GPU_CARRY)/shared/data/ljspeech
-	$(PYTHON) scripts/wheelhouse.py download --dest $(GPU_CARRY)/wheels --python-version 3.12 \
-		--target-has scripts/gpu_image_packages.txt
+	$(PYTHON) -m scripts.release.wheelhouse download --dest $(GPU_CARRY)/wheels --python-version 3.12 \
+		--target-has scripts/release/gpu_image_packages.txt
 	cp -r $(SHARED_DIR)/data/ljspeech/lengths.tsv $(SHARED_DIR)/data/ljspeech/mini $(GPU_CARRY)/shared/data/ljspeech/
 	du -sh $(GPU_CARRY)/wheels $(GPU_CARRY)/shared
 
 wheelhouse:
-	$(PYTHON) scripts/wheelhouse.py download --dest $(WHEELHOUSE) $(if $(REQUIREMENTS),--requirements $(REQUIREMENTS)) \
+	$(PYTHON) -m scripts.release.wheelhouse download --dest $(WHEELHOUSE) $(if $(REQUIREMENTS),--requirements $(REQUIREMENTS)) \
 		$(if $(PYTHON_VERSION),--python-version $(PYTHON_VERSION)) $(if $(PLATFORM),--platform $(PLATFORM)) \
 		$(if $(TARGET_HAS),--target-has $(TARGET_HAS))
 
 install-offline:
-	$(PYTHON) scripts/wheelhouse.py install --wheelhouse $(WHEELHOUSE) $(if $(ONLY_MISSING),--only-missing) \
+	$(PYTHON) -m scripts.release.wheelhouse install --wheelhouse $(WHEELHOUSE) $(if $(ONLY_MISSING),--only-missing) \
 		$(if $(REQUIREMENTS),--requirements $(REQUIREMENTS))
 
 # Builds the Docker image with podman on a local Debian base with this machine's CPU torch and runs
 # `train.py --check` and one demo epoch as build steps (root, podman, debootstrap; 17 min here).
 docker-check:
-	bash scripts/docker_check.sh
+	bash scripts/release/docker_check.sh
 
 clean:
 	rm -rf runs corpora .cache

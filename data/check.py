@@ -13,7 +13,7 @@ even though libsndfile decodes them: their quantisation noise ends up in the mel
 
 No pool: the per-clip cost is Python/cffi overhead under the GIL, not I/O, so neither threads nor
 processes made header reads faster, and a whole cold check of LJSpeech takes seconds (README, "Data
-pipeline", has the figures; scripts/bench_check.py measures them). Texts are checked by
+pipeline", has the figures; scripts/bench/check.py measures them). Texts are checked by
 data/textcheck.py, once per distinct text, since inflect's number expansion is the slow part.
 
 With a cache folder, the report is stored under a hash of both filelists, every clip's

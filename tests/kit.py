@@ -5,7 +5,6 @@ scripts), and the demo corpus that conftest.py builds once per test session."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import subprocess
 import sys
@@ -22,14 +21,10 @@ from model import Tacotron2, Tacotron2Config
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: train.py hparams of the model the end-to-end runs train (seconds per epoch on the CPU).
-TINY_MODEL = ("model.symbols_embedding_dim=32,model.encoder_embedding_dim=32,model.attention_rnn_dim=64,"
-              "model.decoder_rnn_dim=64,model.prenet_dim=32,model.attention_dim=16,"
-              "model.attention_location_n_filters=4,model.postnet_embedding_dim=32,model.postnet_n_convolutions=2")
+#: train.py hparams of the model the end-to-end runs train (seconds per epoch on the CPU; hparams.yaml).
+TINY_MODEL = "model_preset=tiny"
 #: A narrower one for single training steps (tests/test_training_step.py, tests/test_cuda.py).
-SMALL_MODEL = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
-               "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=8,"
-               "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
+SMALL_MODEL = "model_preset=micro"
 #: Utterances of the demo corpus a tiny run trains on (32 train, 8 validation).
 DEMO_UTTERANCES = 40
 #: Symbols and mel channels of tiny_config's model.
@@ -65,7 +60,7 @@ def demo_corpus(tmp_path_factory) -> DemoCorpus:
     under pytest's tmp base (under pytest-xdist once per worker: half a second, less than workers
     waiting on a lock). Tests only read it (kit.tiny(tmp_path, extra, demo_corpus)): runs add at most
     cache entries of their own settings to its mel cache. Defined here rather than in conftest.py so
-    that tests/test_cuda.py has it when scripts/gpu_check.py runs that file alone with --noconftest."""
+    that tests/test_cuda.py has it when scripts/release/gpu_check.py runs that file alone with --noconftest."""
     return build_demo_corpus(tmp_path_factory.mktemp("demo_corpus"))
 
 
@@ -111,14 +106,6 @@ def torchrun(n_procs: int, hparams: str, *extra: str, timeout: int = 240) -> sub
     """train.py on n_procs CPU ranks under torchrun; fails the test unless it exits 0."""
     return run_command(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_procs}",
                        REPO / "train.py", "--hparams", hparams, *extra, timeout=timeout)
-
-
-def load_script(name: str):
-    """scripts/<name>.py as a module (the scripts folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tiny_config(**overrides) -> Tacotron2Config:

@@ -158,3 +158,21 @@ def test_a_config_switches_strategy_only_with_its_method(path):
 
 def test_train_py_reads_as_a_short_recipe():
     assert len((REPO / "train.py").read_text().splitlines()) < 200
+
+
+def is_script(path: Path) -> bool:
+    """A command (it has an `if __name__ == "__main__":` block), not a module others may share."""
+    return path.name == "__main__.py" or '\nif __name__ == "__main__":' in path.read_text()
+
+
+def test_scripts_are_packages_that_share_modules_not_scripts():
+    """scripts/ runs as `python -m scripts.ROOM.NAME`: no sys.path surgery, and a script imports
+    shared modules (scripts/common.py, a room's helpers) but never another script."""
+    scripts = [p for p in project_files() if p.parts[len(REPO.parts)] == "scripts"]
+    commands = {".".join(p.relative_to(REPO).with_suffix("").parts) for p in scripts if is_script(p)}
+    assert "scripts.bench.epoch" in commands and "scripts.common" not in commands
+    for path in scripts:
+        assert "sys.path.insert" not in path.read_text(), f"{path.relative_to(REPO)} edits sys.path"
+        assert (path.parent / "__init__.py").is_file(), f"{path.parent.relative_to(REPO)} is not a package"
+        imported = runtime_imports(path) & commands
+        assert not imported, f"{path.relative_to(REPO)} imports the script(s) {sorted(imported)}"

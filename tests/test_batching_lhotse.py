@@ -173,13 +173,13 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
 
 @pytest.mark.slow
 def test_bench_batchers_smoke(tmp_path):
-    """scripts/bench_batchers.py on 300 lengths and 2,000 bimodal ones: every strategy and Lhotse (reshuffled
+    """scripts/bench/batchers.py on 300 lengths and 2,000 bimodal ones: every strategy and Lhotse (reshuffled
     and in order) in the table, a frontier PNG per corpus, and ssb_key=cost calibrated to each Lhotse
     point's pair_repeat, not above it."""
     (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
-    done = run_command(sys.executable, REPO / "scripts" / "bench_batchers.py", "--lengths", tmp_path / "lengths.tsv",
+    done = run_command(sys.executable, "-m", "scripts.bench.batchers", "--lengths", tmp_path / "lengths.tsv",
                        "--corpora", "file,bimodal", "-n", "2000", "--points", "4", "--num-buckets", "4",
-                       "--out", tmp_path, cwd=tmp_path, timeout=300)
+                       "--out", tmp_path, timeout=300)
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     labels = [row[0].lstrip("| ") for row in rows]
     for name in STRATEGIES:
@@ -194,8 +194,8 @@ def test_bench_batchers_smoke(tmp_path):
 
 
 def test_readme_lhotse_example(tmp_path):
-    """The README's paste-ready example runs as a user's script, on a manifest of generated audio."""
-    section = (REPO / "README.md").read_text().split("### With Lhotse (`batching.lhotse`)", 1)[1]
+    """docs/batching.md's paste-ready example runs as a user's script, on a manifest of generated audio."""
+    section = (REPO / "docs" / "batching.md").read_text().split("## With Lhotse (`batching.lhotse`)", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     audio_cuts(tmp_path).to_file(tmp_path / "cuts_train.jsonl.gz")
     (tmp_path / "example.py").write_text(code + "print(epoch, step, batch['inputs'].shape[0])\n")

@@ -23,7 +23,7 @@ from model import Tacotron2
 from model.graphs import build_loop_graphs
 from model.shapes import LoopShape
 from tests.kit import REPO, SMALL_MODEL, make_batch, run_command, step_parts_and_batches, tiny, tiny_config
-from tests.kit import demo_corpus  # noqa: F401  (a fixture: scripts/gpu_check.py runs this file with --noconftest)
+from tests.kit import demo_corpus  # noqa: F401  (a fixture: scripts.release.gpu_check runs this file with --noconftest)
 from training.step import set_matmul_precision, train_step
 
 pytestmark = [pytest.mark.cuda,

@@ -42,7 +42,7 @@ def corpus_config(tmp_path, overrides: str) -> RunConfig:
     ("dataset=demo,sample_rate=16000", "dataset=demo is rendered at 22050 Hz with a 12.5 ms hop, not sample_rate=16000"),
     ("dataset=espeak,sample_rate=16000", "dataset=espeak is synthesised at 22050 Hz"),
     ("dataset=espeak,transcripts=TMP/none.tsv", "hparam 'transcripts': file TMP/none.tsv not found: set transcripts="),
-    ("dataset=ljspeech", "filelist TMP/ljspeech_train.txt not found: run `python scripts/prepare_ljspeech.py"),
+    ("dataset=ljspeech", "filelist TMP/ljspeech_train.txt not found: run `python -m scripts.tools.prepare_ljspeech"),
 ])
 def test_a_corpus_that_cannot_be_had_is_one_user_error_and_nothing_is_made(tmp_path, monkeypatch, overrides,
                                                                           culprit):

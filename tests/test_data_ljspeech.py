@@ -8,7 +8,7 @@ import soundfile as sf
 from data.corpora.errors import CorpusError
 from data.corpora.ljspeech import prepare_ljspeech, read_ljspeech
 from data.filelist import read_filelist, wav_frames
-from tests.kit import load_script
+from scripts.tools import prepare_ljspeech as prepare_script
 
 
 
@@ -85,7 +85,7 @@ def test_all_problems_are_reported_at_once(corpus):
 
 
 def test_command_line(corpus, tmp_path, capsys):
-    script = load_script("prepare_ljspeech")
+    script = prepare_script
     assert script.main(["--ljspeech", str(corpus), "--out", str(tmp_path / "fl"), "--seed", "2"]) == 0
     assert "val: 6 utterances" in capsys.readouterr().out
     assert len(read_filelist(tmp_path / "fl" / "ljspeech_train.txt")) == 26
@@ -95,7 +95,7 @@ def test_command_line(corpus, tmp_path, capsys):
 
 
 def test_the_filelists_hold_the_clips_the_papers_split_names(tmp_path):
-    """One split everywhere: prepare_ljspeech.py's training filelist is exactly train_split's clips,
+    """One split everywhere: scripts.tools.prepare_ljspeech's training filelist is exactly train_split's clips,
     the clips `python -m batching table1` and the benchmarks use (a fake corpus, no ../shared)."""
     from batching import train_split
 
@@ -107,7 +107,7 @@ def test_the_filelists_hold_the_clips_the_papers_split_names(tmp_path):
         sf.write(root / "wavs" / f"{clip_id}.wav", 0.1 * rng.standard_normal(2000 + 97 * len(clip_id)), 22050,
                  subtype="PCM_16")
     (root / "metadata.csv").write_text("".join(f"{c}|word {i}.|word {i}.\n" for i, c in enumerate(ids)))
-    script = load_script("prepare_ljspeech")
+    script = prepare_script
     assert script.main(["--ljspeech", str(root), "--out", str(tmp_path / "fl"), "--seed", "3"]) == 0
     train = [u.path.stem for u in read_filelist(tmp_path / "fl" / "ljspeech_train.txt")]
     val = [u.path.stem for u in read_filelist(tmp_path / "fl" / "ljspeech_val.txt")]

@@ -2,7 +2,7 @@
 numpy and numba as its only dependencies and torch as a range in its extras; installed into a fresh
 virtual environment that has no torch, the library and the `batching` command work; installed
 beside this machine's CPU torch, it keeps that torch; `python -m build` makes an sdist and a wheel
-that `twine check` accepts; and the README's example of the sampler in another task (ASR features) runs.
+that `twine check` accepts; and docs/batching.md's example of the sampler in another task (ASR features) runs.
 """
 import email.message
 import importlib.metadata
@@ -40,9 +40,9 @@ print(json.dumps(dict(file=batching.__file__, samples=sorted(int(i) for b in pla
 
 
 def readme_asr_example() -> str:
-    """The README's example of the sampler in another task (section "Using `batching` in another
-    project"): read from the README itself, so the documentation cannot drift from what is tested."""
-    section = (REPO / "README.md").read_text().split("### Using `batching` in another project", 1)[1]
+    """docs/batching.md's example of the sampler in another task (section "Using `batching` in another
+    project"): read from the page itself, so the documentation cannot drift from what is tested."""
+    section = (REPO / "docs" / "batching.md").read_text().split("## Using `batching` in another project", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
@@ -148,7 +148,7 @@ def test_fresh_venv_plans_and_runs_the_cli_without_torch(venv, tmp_path):
 
 
 def test_readme_asr_example(tmp_path):
-    """The README's example runs as a user's script would, with the checkout importable (as after
+    """docs/batching.md's example runs as a user's script would, with the checkout importable (as after
     `pip install -e .`)."""
     script = tmp_path / "asr_example.py"
     script.write_text(readme_asr_example())

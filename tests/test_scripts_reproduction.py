@@ -1,6 +1,6 @@
 """The paper-reproduction scripts: table2.sh + make_tables.py end to end on the demo corpus (every
 number checked against the runs' metrics.jsonl, recomputed here), the smoothing and scaling
-maths on hand-written metrics, table1.sh on LJSpeech lengths, bench_epoch.py, and the Docker files.
+maths on hand-written metrics, table1.sh on LJSpeech lengths, bench.epoch, and the Docker files.
 """
 import importlib.metadata
 import json
@@ -32,7 +32,7 @@ def run(*args: str | Path) -> str:
 
 def make_tables(root: Path, *extra: str) -> tuple[dict[str, list[list[str]]], dict]:
     """Run make_tables.py; return its Markdown tables by section title, and its JSON."""
-    run(sys.executable, "scripts/make_tables.py", root, "--out", root / "tables", *extra)
+    run(sys.executable, "-m", "scripts.reproduction.make_tables", root, "--out", root / "tables", *extra)
     sections, title = {}, None
     for line in (root / "tables" / "tables.md").read_text().splitlines():
         if line.startswith("## "):
@@ -229,13 +229,13 @@ def test_make_tables_adds_a_variant_sweep_beside_the_main_one(tmp_path):
     assert same(tables["Table 2"][-1][7], expected["vl3"])
     assert "SSB-DBS-BR (lr sqrt)" in result["equal_time"]["rows"] and result["variants"] == {"lr sqrt": str(variant)}
     for spec in ("nolabel", f"lr sqrt={tmp_path / 'absent'}", f"a (b)={variant}"):
-        done = run_command(sys.executable, "scripts/make_tables.py", main, "--variant", spec, env=ENV, expect=None)
+        done = run_command(sys.executable, "-m", "scripts.reproduction.make_tables", main, "--variant", spec, env=ENV, expect=None)
         assert done.returncode == 2 and f"--variant {spec!r}" in done.stderr, done.stderr
 
 
 def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
-    env = {**ENV, "PYTHONPATH": str(REPO / "scripts")}
-    out = run_command(sys.executable, "-m", "reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
+    env = ENV
+    out = run_command(sys.executable, "-m", "scripts.reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
                       "3", "--only", "RAND,SB-BR", "--seeds", "2,0", "--extra", "seed=7,lrf=0.2", env=env).stdout
     rows = [line.split("\t") for line in out.splitlines()]
     assert [(r[0], r[1], r[2]) for r in rows] == [("RAND", "2", "new"), ("SB-BR", "2", "new"), ("RAND", "0", "new"),
@@ -243,7 +243,7 @@ def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
     for name, seed, _, run_dir, hp in rows:
         assert run_dir == str(tmp_path / name / f"seed{seed}")
         assert f"seed={seed}," in hp and "lrf=0.1" in hp and f"output_dir={run_dir}" in hp  # the experiment wins
-    bad = run_command(sys.executable, "-m", "reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
+    bad = run_command(sys.executable, "-m", "scripts.reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
                       "3", "--seeds", "0,x", env=env, expect=None)
     assert bad.returncode == 2 and "--seeds '0,x'" in bad.stderr
 
@@ -255,7 +255,7 @@ def test_table2_skips_a_run_another_copy_holds(tmp_path):
     (tmp_path / "RAND").mkdir()
     with open(tmp_path / "RAND" / "seed0.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND", "--out", tmp_path)
+        out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND", "--out", tmp_path)
     assert "RAND seed 0: another copy of table2.sh is training it, skipped" in out
     assert "1 run(s) were being trained by another copy" in out and not (tmp_path / "RAND" / "seed0").exists()
 
@@ -266,16 +266,16 @@ def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
     root = tmp_path / "runs"
     extra = (f"demo_utterances=48,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},batch_size=8,"
              f"val_batch_size=8,progress=false,{TINY}")
-    out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND,SSB-BR,SSB-DBS-BR",
+    out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND,SSB-BR,SSB-DBS-BR",
               "--out", root, "--hparams", extra)
     assert out.count("training in") == 3
     hp = json.loads((root / "SSB-BR" / "seed0" / "hparams.json").read_text())
     assert (hp["batching"], hp["dbs"], hp["br"], hp["loss_norm"], hp["batch_size"], hp["validate_every"]) == \
         ("ssb", False, True, "padded", 8, 2)
-    out = run("scripts/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND,SSB-BR", "--out", root,
+    out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND,SSB-BR", "--out", root,
               "--hparams", "progress=false")
     assert out.count("resuming") == 2
-    assert "skipped" in run("scripts/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND", "--out", root)
+    assert "skipped" in run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND", "--out", root)
 
     tables, result = make_tables(root)
     records = {name: [json.loads(line) for line in (root / name / "seed0" / "metrics.jsonl").read_text().splitlines()]
@@ -289,11 +289,11 @@ def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
 
 @pytest.mark.slow
 def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them(tmp_path):
-    """scripts/quality.sh demo at a tiny size: the five experiments, SSB-DBS-BR again with each
+    """scripts/reproduction/quality.sh demo at a tiny size: the five experiments, SSB-DBS-BR again with each
     lr_batch_scaling rule at the paper's constant rate, and both losses' tables with the variants."""
     extra = (f"demo_utterances=48,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},batch_size=8,"
              f"val_batch_size=8,{TINY}")
-    out = run("scripts/quality.sh", "demo", "--epochs", "1", "--seeds", "0", "--out", tmp_path / "runs",
+    out = run("scripts/reproduction/quality.sh", "demo", "--epochs", "1", "--seeds", "0", "--out", tmp_path / "runs",
               "--tables", tmp_path / "docs", "--hparams", extra)
     assert out.count("training in") == 7
     for rule in ("sqrt", "linear"):
@@ -306,13 +306,13 @@ def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them
                                          "SSB-DBS-BR (lr sqrt)", "SSB-DBS-BR (lr linear)"}
         assert all(row["vl3"] is not None for row in result["table2"].values())
         assert (tmp_path / "docs" / f"demo-{loss}" / "fig4_val_loss.png").stat().st_size > 0
-    bad = run_command("scripts/quality.sh", "speech", env=ENV, expect=None)
+    bad = run_command("scripts/reproduction/quality.sh", "speech", env=ENV, expect=None)
     assert bad.returncode == 2 and "unknown corpus 'speech'" in bad.stderr
 
 
-@pytest.mark.slow  # scripts/table1.sh end to end: 12-14 s
+@pytest.mark.slow  # scripts/reproduction/table1.sh end to end: 12-14 s
 def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
-    out = run("scripts/table1.sh", ljspeech_lengths_tsv, tmp_path)
+    out = run("scripts/reproduction/table1.sh", ljspeech_lengths_tsv, tmp_path)
     rows = [line for line in (tmp_path / "table1.md").read_text().splitlines() if line.startswith("| ")][1:]
     assert [row.split("|")[1].strip() for row in rows] == \
         ["RAND", "SB", "SSB", "BKT", "ATS", "RAND-DBS", "SB-DBS", "SSB-DBS"]
@@ -326,7 +326,7 @@ def test_bench_epoch_runs_end_to_end(tmp_path):
     lengths = tmp_path / "lengths.tsv"
     lengths.write_text("id\tframes\ttext\n" + "".join(
         f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
-    out = run(sys.executable, "scripts/bench_epoch.py", "--lengths", lengths, "--split", "1", "--max-batches", "1",
+    out = run(sys.executable, "-m", "scripts.bench.epoch", "--lengths", lengths, "--split", "1", "--max-batches", "1",
               "--warmup", "0", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--json",
               "--out", tmp_path / "bench.md", "--device", "cpu")
     result = json.loads(out)
@@ -348,7 +348,7 @@ def test_bench_epoch_times_the_decoder_loop_on_its_static_shapes(tmp_path):
     lengths = tmp_path / "lengths.tsv"
     lengths.write_text("id\tframes\ttext\n" + "".join(
         f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
-    out = run(sys.executable, "scripts/bench_epoch.py", "--lengths", lengths, "--split", "1", "--max-batches", "2",
+    out = run(sys.executable, "-m", "scripts.bench.epoch", "--lengths", lengths, "--split", "1", "--max-batches", "2",
               "--warmup", "1", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--device", "cpu",
               "--strategies", "RAND,SSB-DBS-BR", "--graph-bucket", "32", "--cuda-graphs", "--json")
     result = json.loads(out)
@@ -403,7 +403,7 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     lengths = tmp_path / "lengths.tsv"
     lengths.write_text("id\tframes\ttext\n" + "".join(
         f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60)))
-    out = run(sys.executable, "scripts/bench_step.py", "--lengths", lengths, "--batches", "1",
+    out = run(sys.executable, "-m", "scripts.bench.step", "--lengths", lengths, "--batches", "1",
               "--hparams", f"n_frames_per_step=4,{TINY}")
     rows, ops = markdown_tables(out)
     assert list(rows) == list(ops) == ["eager", "fast", "bucketed", "graphed"]
@@ -416,8 +416,7 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
 
 
 def test_equal_time_leaves_unfinished_runs_out_until_they_have_trained_that_long():
-    sys.path.insert(0, str(REPO / "scripts"))
-    from make_tables import loss_within
+    from scripts.reproduction.make_tables import loss_within
 
     row = {"epochs": 4, "curve": [{"epoch": 2, "loss": 0.9, "minutes": 1.0, "steps": 30},
                                   {"epoch": 4, "loss": 0.7, "minutes": 2.0, "steps": 60}]}

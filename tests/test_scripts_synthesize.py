@@ -1,14 +1,14 @@
-"""scripts/synthesize.py: checkpoint + text -> mel, Griffin-Lim WAV, alignment PNG."""
+"""scripts/tools/synthesize.py: checkpoint + text -> mel, Griffin-Lim WAV, alignment PNG."""
 import numpy as np
 import soundfile
 
 import train
-from tests.kit import load_script, tiny
+from scripts.tools import synthesize as script
+from tests.kit import tiny
 
 
 def test_synthesis_writes_mel_wav_and_alignment(tmp_path, capsys, demo_corpus):
     assert train.main(["--hparams", tiny(tmp_path, "epochs=1,model.max_decoder_steps=12", demo_corpus)]) == 0
-    script = load_script("synthesize")
     out = tmp_path / "synth"
     assert script.main(["--checkpoint", str(tmp_path / "run" / "checkpoint_last.pt"), "--text", "Dr. Smith paid $5.",
                         "--out", str(out), "--griffin-lim-iters", "4"]) == 0
@@ -24,6 +24,5 @@ def test_synthesis_writes_mel_wav_and_alignment(tmp_path, capsys, demo_corpus):
 
 
 def test_synthesis_errors_are_one_line(tmp_path, capsys):
-    script = load_script("synthesize")
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--text", "hello"]) == 2
     assert "no checkpoint at" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Offline install (scripts/wheelhouse.py behind `make wheelhouse` and `make install-offline`): a
+"""Offline install (scripts/release/wheelhouse.py behind `make wheelhouse` and `make install-offline`): a
 wheelhouse built for this machine installs with no index into fresh virtual environments that have
 this machine's torch, torch stays as it was, and the recipe then runs there (eSpeak speaks,
 `train.py --check` passes on a small generated corpus). The GPU machine's case is tested too: it
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import REPO, load_script, run_command
+from scripts.release import wheelhouse
+from tests.kit import REPO, run_command
 from tests.lent_packages import dependency_closure, lend
 
 #: torch's version as pip sees it (its metadata; a CUDA build's torch.__version__ adds +cuXXX)
@@ -29,8 +30,6 @@ OWN_PACKAGES = ("import importlib.metadata as m, json, sysconfig; print(json.dum
                 "for d in m.distributions(path=[sysconfig.get_path('purelib')])}))")
 SPEAK_THEN_CHECK = ("import sys, train\nfrom data.corpora.espeak_engine import speak\n"
                     "assert speak('offline install').size > 1000\nsys.exit(train.main(sys.argv[1:]))")
-
-wheelhouse = load_script("wheelhouse")
 
 
 def run(*args, cwd: Path = REPO, expect: int = 0, **env) -> subprocess.CompletedProcess:
@@ -135,7 +134,7 @@ def test_install_refuses_to_change_torch(tmp_path):
 def test_a_missing_wheel_that_does_not_fit_fails_loudly(tmp_path):
     python = fresh_venv(tmp_path, ["torch"])
     fake_wheel(tmp_path / "wheels", "needs_numpy", "1.0", requires="numpy>=99")
-    done = run(python, REPO / "scripts" / "wheelhouse.py", "install", "--wheelhouse", tmp_path / "wheels",
+    done = run(python, "-m", "scripts.release.wheelhouse", "install", "--wheelhouse", tmp_path / "wheels",
                "--only-missing", expect=1)
     assert "needs-numpy 1.0 requires numpy" in done.stderr.lower(), done.stderr
 
@@ -143,12 +142,12 @@ def test_a_missing_wheel_that_does_not_fit_fails_loudly(tmp_path):
 def test_install_needs_torch_and_wheels(tmp_path):
     run(sys.executable, "-m", "venv", "--without-pip", tmp_path / "env")
     fake_wheel(tmp_path / "wheels", "tiny", "1.0")
-    script = REPO / "scripts" / "wheelhouse.py"
-    done = run(tmp_path / "env" / "bin" / "python", script, "install", "--wheelhouse", tmp_path / "wheels", expect=2)
+    script = ("-m", "scripts.release.wheelhouse")
+    done = run(tmp_path / "env" / "bin" / "python", *script, "install", "--wheelhouse", tmp_path / "wheels", expect=2)
     assert done.stderr.startswith("error: ") and "has no torch" in done.stderr
-    done = run(sys.executable, script, "install", "--wheelhouse", tmp_path / "empty", expect=2)
+    done = run(sys.executable, *script, "install", "--wheelhouse", tmp_path / "empty", expect=2)
     assert done.stderr == f"error: {tmp_path / 'empty'} holds no wheels: build it with `make wheelhouse` " \
-                          "(README, \"On a GPU\")\n"
+                          "(docs/gpu.md)\n"
 
 
 def test_platform_tags_take_every_older_manylinux():
@@ -190,9 +189,9 @@ def test_a_failed_download_leaves_no_wheelhouse(tmp_path, capsys):
 
 
 def test_the_gpu_image_list_leaves_out_just_what_the_gpu_machine_lacks():
-    """scripts/gpu_image_packages.txt (what `make gpu-carry` leaves out) reads as a --target-has
+    """scripts/release/gpu_image_packages.txt (what `make gpu-carry` leaves out) reads as a --target-has
     listing; of requirements-docker.txt's pins it has all but the ones the machine lacks."""
-    image = wheelhouse.freeze_names(REPO / "scripts" / "gpu_image_packages.txt")
+    image = wheelhouse.freeze_names(REPO / "scripts" / "release" / "gpu_image_packages.txt")
     pinned = {wheelhouse.canonical(name) for name in pins()}
     assert {"torch", "numpy", "numba", "scipy", "pytest", "hypothesis"} <= image
     assert pinned - image == set(MISSING_ON_GPU)
@@ -202,7 +201,7 @@ def test_shared_dir_names_the_copy_a_gpu_machine_reads(tmp_path):
     """data/shared.py: ../shared beside the checkout by default, SHARED_DIR's folder when it is set
     (a copy carried to a machine that gets only the checkout); gpu_check, the benchmarks and the
     eSpeak corpus take the path from there (the probe imports only what is torch-free)."""
-    probe = ("import sys; sys.path.insert(0, 'scripts'); import gpu_check; print(gpu_check.LJSPEECH_LENGTHS)")
+    probe = "from scripts.release import gpu_check; print(gpu_check.LJSPEECH_LENGTHS)"
     default = run(sys.executable, "-c", probe).stdout.strip()
     beside = Path(os.environ.get("SHARED_DIR") or REPO.parent / "shared")  # CI may set it already
     assert default == str(beside / "data" / "ljspeech" / "lengths.tsv")

@@ -85,7 +85,7 @@ def test_resume_keeps_the_runs_settings_and_allows_few_changes():
     ("matmul_precision=fast", "'matmul_precision': 'fast' is not one of highest, high, medium"),
     ("log_every=0", "log_every"),
     ("lr_batch_scaling=cube", "'lr_batch_scaling': 'cube' is not one of none, sqrt, linear"),
-    ("model_preset=huge", "'model_preset': 'huge' is not one of full, small"),
+    ("model_preset=huge", "'model_preset': 'huge' is not one of full, small, tiny, micro"),
     ("batch_size=0", "batch_size=0 is invalid: expected an integer >= 1"),
     ("capacity=abc", "capacity='abc' is invalid: expected an integer >= 1, or null (None) to leave it unset"),
     ("capacity=-1", "capacity=-1 is invalid: expected an integer >= 1, or null"),

@@ -11,11 +11,10 @@ import torch
 
 import train
 from model import Tacotron2
-from tests.kit import REPO, run_command, tiny
+from tests.kit import run_command, tiny
 from training.config import resolve_config
 from training.hparams import load_hparams
 
-sys.path.insert(0, str(REPO / "scripts"))
 
 
 def tree(path: Path) -> dict:
@@ -193,7 +192,7 @@ def test_mixed_precision_on_the_cpu(tmp_path, capsys):
 
 
 def test_synthesis_of_a_text_that_cleans_to_nothing(tmp_path, capsys):
-    import synthesize
+    from scripts.tools import synthesize
 
     hp = load_hparams(tiny(tmp_path))
     torch.save({"model": Tacotron2(resolve_config(hp).model).state_dict(), "hparams": hp, "progress": {}},
@@ -203,7 +202,7 @@ def test_synthesis_of_a_text_that_cleans_to_nothing(tmp_path, capsys):
 
 
 def test_synthesis_without_a_checkpoint(tmp_path, capsys):
-    import synthesize
+    from scripts.tools import synthesize
 
     expect_error(synthesize.main, ["--checkpoint", str(tmp_path / "none.pt"), "--text", "hello", "--out",
                                    str(tmp_path / "synth")], capsys, f"no checkpoint at {tmp_path / 'none.pt'}",
@@ -219,7 +218,7 @@ def test_batching_cli_bad_lengths_file(tmp_path, capsys):
 
 
 def test_bench_epoch_bad_lengths_file(tmp_path, capsys):
-    import bench_epoch
+    from scripts.bench import epoch as bench_epoch
 
     (tmp_path / "lengths.tsv").write_text("id\tframes\nLJ1\t300\n")
     expect_error(bench_epoch.main, ["--lengths", str(tmp_path / "lengths.tsv")], capsys,
@@ -227,7 +226,7 @@ def test_bench_epoch_bad_lengths_file(tmp_path, capsys):
 
 
 def test_prepare_ljspeech_without_metadata(tmp_path, capsys):
-    import prepare_ljspeech
+    from scripts.tools import prepare_ljspeech
 
     (tmp_path / "LJSpeech-1.1").mkdir()
     expect_error(prepare_ljspeech.main, ["--ljspeech", str(tmp_path / "LJSpeech-1.1"), "--out", str(tmp_path / "fl")],
@@ -235,7 +234,7 @@ def test_prepare_ljspeech_without_metadata(tmp_path, capsys):
 
 
 def test_make_tables_without_runs(tmp_path, capsys):
-    import make_tables
+    from scripts.reproduction import make_tables
 
     expect_error(make_tables.main, [str(tmp_path / "runs")], capsys, f"{tmp_path / 'runs'} is not a directory",
                  tmp_path / "runs")
@@ -250,7 +249,7 @@ def test_train_py_as_a_user_runs_it(tmp_path):
 
 
 def test_table2_sh_unknown_experiment(tmp_path):
-    done = run_command("scripts/table2.sh", "--only", "SSB-FAST", "--out", tmp_path / "runs", expect=None)
+    done = run_command("scripts/reproduction/table2.sh", "--only", "SSB-FAST", "--out", tmp_path / "runs", expect=None)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "error: unknown experiment(s) SSB-FAST" in done.stderr
     assert not (tmp_path / "runs").exists()

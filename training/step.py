@@ -1,4 +1,4 @@
-"""The one training step: what `train.py` runs and what `scripts/bench_epoch.py` times.
+"""The one training step: what `train.py` runs and what `scripts/bench/epoch.py` times.
 
 build_step_parts() makes model, optimizer, criterion and AMP scaler from the configs;
 train_step() takes one optimisation step on a batch already on the device, its decoder loop on

@@ -82,10 +82,10 @@ def demo_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
 
 
 def ljspeech_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
-    """filelists/ljspeech_{train,val}.txt from scripts/prepare_ljspeech.py (or the ones named)."""
+    """filelists/ljspeech_{train,val}.txt from scripts/tools/prepare_ljspeech.py (or the ones named)."""
     if data.train_filelist or data.val_filelist:
         return user_filelists(data, mel)
-    return _existing(LJSPEECH_FILELISTS, "run `python scripts/prepare_ljspeech.py --ljspeech /path/to/LJSpeech-1.1` "
+    return _existing(LJSPEECH_FILELISTS, "run `python -m scripts.tools.prepare_ljspeech --ljspeech /path/to/LJSpeech-1.1` "
                                          "first")
 
 
@@ -114,7 +114,7 @@ def espeak_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
 
 CORPUS_TABLE: dict[str, Corpus] = {c.name: c for c in (
     Corpus("demo", demo_filelists, "tones for letters, generated here"),
-    Corpus("ljspeech", ljspeech_filelists, "LJSpeech-1.1 via scripts/prepare_ljspeech.py"),
+    Corpus("ljspeech", ljspeech_filelists, "LJSpeech-1.1 via scripts.tools.prepare_ljspeech"),
     Corpus("filelist", user_filelists, "your own wav|text|frames filelists", needs=("train_filelist", "val_filelist")),
     Corpus("espeak", espeak_filelists, "English speech generated here with eSpeak NG"),
 )}

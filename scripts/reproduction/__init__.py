@@ -1,4 +1,5 @@
-"""Helpers shared by the paper-reproduction scripts (table2.sh, make_tables.py, bench_epoch.py).
+"""The paper's reproduction (table1.sh, table2.sh, quality.sh, make_tables.py) and what it shares
+with the benchmarks (paper.py: the experiments and the published figures; parse_seeds).
 
 Kept in one place so the experiment names, their hyper-parameters and the paper's published
 numbers cannot drift apart between the script that trains and the scripts that report.

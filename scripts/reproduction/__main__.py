@@ -1,4 +1,4 @@
-"""`python -m reproduction plan ...`: what scripts/table2.sh should run, one line per experiment.
+"""`python -m scripts.reproduction plan ...`: what table2.sh should run, one line per experiment.
 
 Each line is `NAME<TAB>SEED<TAB>ACTION<TAB>RUN_DIR<TAB>HPARAMS`, ACTION being done (metrics.jsonl
 has the last epoch), resume (a checkpoint exists) or new; one run directory per experiment and
@@ -45,7 +45,7 @@ def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reproduction", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m scripts.reproduction", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("names", help="the experiment names, in Table 2's order")

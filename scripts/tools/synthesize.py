@@ -1,6 +1,6 @@
 """Text + checkpoint -> mel (.npy), Griffin-Lim WAV and alignment PNG.
 
-    python scripts/synthesize.py --checkpoint runs/demo/checkpoint_best.pt --text "abc def" --out out/
+    python -m scripts.tools.synthesize --checkpoint runs/demo/checkpoint_best.pt --text "abc def" --out out/
 
 Griffin-Lim is a vocoder-free preview of what the model learned, not production audio quality.
 """
@@ -14,16 +14,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from batching.errors import UserError  # noqa: E402
-from data.audio import griffin_lim, save_wav  # noqa: E402
-from data.text import UnknownSymbolError, text_to_sequence  # noqa: E402
-from model import Tacotron2  # noqa: E402
-from model.plotting import plot_alignment  # noqa: E402
-from training.checkpoint import load_checkpoint  # noqa: E402
-from training.config import resolve_config  # noqa: E402
-from training.hparams import resume_hparams  # noqa: E402
+from batching.errors import UserError
+from data.audio import griffin_lim, save_wav
+from data.text import UnknownSymbolError, text_to_sequence
+from model import Tacotron2
+from model.plotting import plot_alignment
+from training.checkpoint import load_checkpoint
+from training.config import resolve_config
+from training.hparams import resume_hparams
 
 
 def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: int = 60, seed: int = 0) -> dict:

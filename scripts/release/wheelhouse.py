@@ -1,9 +1,9 @@
 """Offline install: download every wheel the recipe needs except torch, then install them on a
 machine without a package index, leaving its torch as it is.
 
-    python scripts/wheelhouse.py download [--dest wheelhouse] [--python-version 3.12]
+    python -m scripts.release.wheelhouse download [--dest wheelhouse] [--python-version 3.12]
                                           [--platform manylinux_2_28_x86_64] [--target-has FREEZE]
-    python scripts/wheelhouse.py install --wheelhouse DIR [--only-missing]
+    python -m scripts.release.wheelhouse install --wheelhouse DIR [--only-missing]
     (both take --requirements FILE; default requirements-docker.txt)
 
 `download` resolves requirements-docker.txt (requirements.txt minus torch) with all its dependencies,
@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REQUIREMENTS = REPO / "requirements-docker.txt"
 MANYLINUX = re.compile(r"manylinux_2_(\d+)_(\w+)")
 # The platform for another Python on Linux when none is given: glibc 2.28, which PyPI's torch 2.11 wheel
@@ -196,7 +196,7 @@ def install(requirements: Path, wheelhouse: Path, only_missing: bool) -> None:
     """Install the wheelhouse into this Python with torch held where it is."""
     wheels = sorted(wheelhouse.glob("*.whl"))
     if not wheels:
-        raise UsageError(f"{wheelhouse} holds no wheels: build it with `make wheelhouse` (README, \"On a GPU\")")
+        raise UsageError(f"{wheelhouse} holds no wheels: build it with `make wheelhouse` (docs/gpu.md)")
     torch_before = torch_install()
     chosen = missing_wheels(wheelhouse) if only_missing else wheels
     failed = pip_install(requirements, wheelhouse, chosen, only_missing, torch_before[0]) if chosen else ""

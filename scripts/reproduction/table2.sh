@@ -11,7 +11,7 @@ set -euo pipefail
 
 usage() {
     cat <<EOF
-usage: scripts/table2.sh [options]
+usage: scripts/reproduction/table2.sh [options]
 
   --dataset demo|ljspeech   corpus (default ljspeech; demo: the generated corpus, CPU-sized)
   --epochs N                epochs per experiment (default 220, the paper's)
@@ -26,18 +26,17 @@ usage: scripts/table2.sh [options]
   --gpus N                  train each experiment with torchrun on N GPUs (default 1: plain python)
   -h, --help                this message
 
-Then: python scripts/make_tables.py DIR   (Tables 2-4 and Fig. 4)
+Then: python -m scripts.reproduction.make_tables DIR   (Tables 2-4 and Fig. 4)
 Environment: PYTHON (default .venv/bin/python when present, else python3).
 EOF
 }
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO"
 if [[ -z "${PYTHON:-}" ]]; then
     if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
-export PYTHONPATH="$REPO/scripts${PYTHONPATH:+:$PYTHONPATH}"
-names() { "$PYTHON" -m reproduction names; }
+names() { "$PYTHON" -m scripts.reproduction names; }
 
 dataset=ljspeech epochs=220 only=all seeds=0 out=runs/table2 extra="" gpus=1
 while [[ $# -gt 0 ]]; do
@@ -60,7 +59,7 @@ else
 fi
 
 plan() {  # plan ONLY SEEDS: NAME SEED ACTION RUN_DIR HPARAMS lines
-    "$PYTHON" -m reproduction plan --root "$out" --dataset "$dataset" --epochs "$epochs" \
+    "$PYTHON" -m scripts.reproduction plan --root "$out" --dataset "$dataset" --epochs "$epochs" \
         --only "$1" --seeds "$2" --extra "$extra"
 }
 
@@ -93,5 +92,5 @@ done 3<<< "$listing"
 if [[ $busy -gt 0 ]]; then
     echo "== done here; $busy run(s) were being trained by another copy of table2.sh under $out"
 else
-    echo "== all requested experiments are finished under $out; tables: $PYTHON scripts/make_tables.py $out"
+    echo "== all requested experiments are finished under $out; tables: $PYTHON -m scripts.reproduction.make_tables $out"
 fi

@@ -8,7 +8,7 @@
 #   4. docker/check.Containerfile on the result: `train.py --check` and one demo epoch, as build steps.
 # Needs Debian's mirror and PyPI. Work files and the log: .cache/docker-check/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [[ -z "${PYTHON:-}" ]]; then
     if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi

@@ -5,8 +5,8 @@ lengths (mel frames, and text lengths from the text column), plans an epoch with
 builds random text ids and random mels of exactly those lengths, and times training steps
 (forward, loss, backward, gradient clipping, Adam step) with Tacotron2.
 
-    python scripts/bench_epoch.py --threads 1              # CPU: small model, 1,024 utterances
-    python scripts/bench_epoch.py --device cuda            # GPU: full model, all 10,480 clips
+    python -m scripts.bench.epoch --threads 1              # CPU: small model, 1,024 utterances
+    python -m scripts.bench.epoch --device cuda            # GPU: full model, all 10,480 clips
 
 With --graph-bucket G (the fast decoder, model/shapes.py) every batch's decoder loop runs at its
 padded shape from the strategy's own epoch-0 table; --cuda-graphs also captures the shapes of the
@@ -21,12 +21,9 @@ processes) hits them all alike; the ratios are the result, absolute times are th
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import math
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -35,46 +32,19 @@ import numpy as np
 import torch
 from scipy.optimize import nnls
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from batching import BatchingConfig, LengthsFileError, batch_stats, plan_epoch, read_lengths, train_split  # noqa: E402
-from batching.errors import UserError  # noqa: E402
-from batching.analysis import calibrate  # noqa: E402
-from data.collate import TextMelCollate  # noqa: E402
-from data.filelist import read_filelist  # noqa: E402
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402
-from data.text import N_SYMBOLS, text_to_sequence  # noqa: E402
-from reproduction.paper import EXPERIMENTS, PAPER_TABLE3  # noqa: E402
-from training.config import RunConfig, resolve_config  # noqa: E402
-from training.hparams import load_hparams  # noqa: E402
-from model.graphs import LoopGraphs, build_loop_graphs  # noqa: E402
-from model.shapes import ShapeTable, round_up, shape_table  # noqa: E402
-from training.step import build_step_parts, loop_shape, train_step  # noqa: E402
+from batching import BatchingConfig, batch_stats, plan_epoch, train_split
+from batching.analysis import calibrate
+from batching.errors import UserError
+from data.shared import LJSPEECH_LENGTHS
+from model.graphs import build_loop_graphs
+from model.shapes import round_up, shape_table
+from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
+from scripts.common import markdown_table
+from scripts.reproduction.paper import EXPERIMENTS, PAPER_TABLE3
+from training.config import resolve_config
+from training.hparams import load_hparams
 
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
-
-
-def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(mel frames, text ids) per utterance from a TSV with `frames` and `text` columns, or a filelist;
-    a bad line is a LengthsFileError naming it (batching.read_lengths checks every line first)."""
-    frames = read_lengths(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    header = lines[0].split("\t")
-    if "\t" not in lines[0]:
-        texts = [u.text for u in read_filelist(path)]
-    elif "text" in header:
-        texts = [line.split("\t")[header.index("text")] for line in lines[1:] if line.strip()]
-    else:
-        raise LengthsFileError(f"{path}:1: TSV header has no 'text' column (columns: {', '.join(header)})")
-    return frames, np.array([len(text_to_sequence(t)) for t in texts], dtype=np.int64)
-
-
-def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:
-    """k batch positions spread evenly over the plan's batches sorted by cost (all when k is 0)."""
-    if not k or k >= costs.size:
-        return np.arange(costs.size)
-    by_cost = np.argsort(costs, kind="stable")
-    return by_cost[((np.arange(k) + 0.5) * costs.size / k).astype(int)]
 
 
 def fit_times(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
@@ -90,48 +60,6 @@ def subset_parameters(frames: np.ndarray, ssb: BatchingConfig) -> dict[str, int]
     LJSpeech (Table 1): the ZPR closest to, not above, SSB's. 1024 and 58 fit 10,480 clips only."""
     best = calibrate(frames, ssb, batch_stats(frames, plan_epoch(frames, ssb))["zpr"])
     return {k: v for found in best.values() for k, v in found.items() if k in ("bucket_size", "n_bins") and v}
-
-
-class Bench:
-    """The training step being timed (training/step.py, what train.py runs), with one model and
-    optimiser shared by every strategy."""
-
-    def __init__(self, cfg: RunConfig, device: torch.device):
-        self.device, self.cfg = device, cfg
-        self.parts = build_step_parts(cfg.train, cfg.model, device)
-        self.collate = TextMelCollate(cfg.train.n_frames_per_step)
-
-    def batch(self, frames: np.ndarray, text_lengths: np.ndarray, seed: int):
-        """Random text ids and mels of exactly these lengths, padded as the training collate pads."""
-        gen = torch.Generator().manual_seed(seed)
-        n_mels = self.cfg.mel.n_mels
-        pairs = [(torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(n_mels, int(f), generator=gen))
-                 for f, t in zip(frames, text_lengths)]
-        return self.collate(pairs).to(self.device)
-
-    def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def step(self, batch, table: ShapeTable | None = None, graphs: LoopGraphs | None = None) -> float:
-        """Seconds of one training step, from a batch already on the device to the updated weights;
-        the decoder loop at the batch's shape of `table`, replayed from `graphs` if given."""
-        parts = self.parts if graphs is None else dataclasses.replace(self.parts, graphs=graphs)
-        self.sync()
-        tick = time.perf_counter()
-        train_step(parts, batch, shape=loop_shape(table, batch))
-        self.sync()
-        return time.perf_counter() - tick
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpuinfo = Path("/proc/cpuinfo")
-    cores = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
-             if line.startswith("model name")]
-    return (f"{cores[0] if cores else platform.processor() or 'CPU'} ({len(cores) or os.cpu_count()} cores, "
-            f"{torch.get_num_threads()} torch threads)")
 
 
 def make_plans(frames: np.ndarray, text_lengths: np.ndarray, names: list[str], common: dict, r: int,
@@ -263,14 +191,13 @@ def markdown(result: dict) -> str:
         lines += [f"Extrapolated: {result['max_batches']} timed batch(es) per strategy, every batch of the epoch "
                   f"predicted by time = {fit['seconds_per_batch']:.4g} s + {fit['seconds_per_step']:.4g} s x steps "
                   f"+ {fit['seconds_per_sample_step']:.4g} s x batch size x steps (fit on all timed batches).", ""]
-    lines += ["| Batching | batches | ZPR % | ABL | decoder steps/epoch | s/epoch | mel frames/s | "
-              "time reduction vs RAND % | paper (Table 3) % |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, row in result["strategies"].items():
-        cells = [name, str(row["n_batches"]), f"{row['zpr']:.2f}", f"{row['abl']:.1f}", str(row["decoder_steps"]),
-                 f"{row['seconds_per_epoch']:.1f}", f"{row['frames_per_second']:.0f}",
-                 "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
-                 "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
+    rows = [[name, str(row["n_batches"]), f"{row['zpr']:.2f}", f"{row['abl']:.1f}", str(row["decoder_steps"]),
+             f"{row['seconds_per_epoch']:.1f}", f"{row['frames_per_second']:.0f}",
+             "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
+             "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}"]
+            for name, row in result["strategies"].items()]
+    lines += markdown_table(["Batching", "batches", "ZPR %", "ABL", "decoder steps/epoch", "s/epoch", "mel frames/s",
+                             "time reduction vs RAND %", "paper (Table 3) %"], rows)
     return "\n".join(lines) + "\n"
 
 

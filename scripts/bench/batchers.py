@@ -18,13 +18,12 @@ lognormal with 0.01 % of the lengths 4-8x its longest). Lhotse sees each length 
 frames / 100 s. Default N = 100,000 (12 min on 2 shared cores, most of it Lhotse); --full: N = 1,000,000
 and a denser sweep (well over an hour there).
 Your own lengths (a filelist or a TSV with a 'frames' column), all of them, nothing generated:
-    python scripts/bench_batchers.py --lengths my_lengths.tsv --split 1 --corpora file --out frontier/
+    python -m scripts.bench.batchers --lengths my_lengths.tsv --split 1 --corpora file --out frontier/
 """
 from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import time
 import warnings
 from datetime import date
@@ -32,13 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_lengths, train_split  # noqa: E402
-from batching.analysis import resolve_width  # noqa: E402
-from batching.errors import UserError  # noqa: E402
-from batching.plan import batch_stats  # noqa: E402
-from batching.planner import strategy_of  # noqa: E402
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402
+from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_lengths, train_split
+from batching.analysis import BISECTED, LRF_CEILING, SWEPT, bisect_parameter, resolve_width
+from batching.errors import UserError
+from batching.plan import batch_stats
+from batching.planner import strategy_of
+from data.shared import LJSPEECH_LENGTHS
+from scripts.common import cpu_name, markdown_table
 
 B0 = 16
 FRAME_SECONDS = 0.01
@@ -221,15 +220,15 @@ def frontier_table(lengths: np.ndarray, curves: dict[str, list[dict]], theirs: d
 
 def table(rows: dict[str, dict | None], n_samples: int) -> str:
     """Markdown; a batcher whose epoch does not hold every sample exactly once says so in its label."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    cells = []
     for label, r in rows.items():
         if r["samples"] != n_samples:
             label += f" ({r['samples']:,} samples of {n_samples:,})"
-        cells = [label, f"{r['batches']:,}", f"{r['zpr']:.2f}", f"{r['padding']:.2f}", f"{r['padded_frames']:,}",
-                 f"{r['decoder_steps']:,}", str(r["over_budget"]), f"{r['largest']:.4f}", f"{r['pair_repeat']:.4f}",
-                 f"{1000 * r['plan_s']:,.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells.append([label] + (["-"] * (len(COLUMNS) - 1) if r is None else [
+            f"{r['batches']:,}", f"{r['zpr']:.2f}", f"{r['padding']:.2f}", f"{r['padded_frames']:,}",
+            f"{r['decoder_steps']:,}", str(r["over_budget"]), f"{r['largest']:.4f}", f"{r['pair_repeat']:.4f}",
+            f"{1000 * r['plan_s']:,.1f}"]))
+    return "\n".join(markdown_table(COLUMNS, cells))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -253,11 +252,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--corpora: unknown {', '.join(unknown)}; choose from {', '.join(CORPORA)}")
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    print(f"# Batchers side by side ({date.today()}, {platform.processor() or platform.machine()}, "
-          f"python {platform.python_version()})")
-    for name in names:
-        title, lengths = corpus(name, args)
-        print("\n" + bench(title, lengths, args, name), flush=True)
+    real = read_lengths(args.lengths)
+    print(f"# Batchers side by side ({date.today()}, {cpu_name()}, "
+          f"python {platform.python_version()})\n")
+    print(bench(f"{args.lengths.name}, {args.split:.0%} training split", real[train_split(real.size, args.split)],
+                num_buckets))
+    if args.n:
+        rng = np.random.default_rng(0)
+        lognormal = np.maximum(1, rng.lognormal(np.log(450), 0.45, args.n).round()).astype(np.int64)
+        print("\n" + bench("lognormal(ln 450, 0.45) frames", lognormal, num_buckets))
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 
 

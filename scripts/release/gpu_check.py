@@ -11,8 +11,8 @@ Parts, in order:
   train    the demo on the device in fp32, bf16 and fp16 (losses fall, none is NaN); a run stopped
            mid-epoch and resumed; synthesis from its checkpoint; DDP in one process (force_ddp: NCCL
            on CUDA); two DDP ranks on the one device over gloo (CUDA tensors on a GPU)
-  bench    scripts/bench_step.py (eager, fast, bucketed, graphed, bf16, graphed+bf16) and
-           scripts/bench_epoch.py on the paper's Table 3 strategies, eager and graphed, time-boxed
+  bench    scripts/bench/step.py (eager, fast, bucketed, graphed, bf16, graphed+bf16) and
+           scripts/bench/epoch.py on the paper's Table 3 strategies, eager and graphed, time-boxed
            (--max-batches timed batches per strategy spread over the epoch's cost)
   graphed  a short demo training run on the graphed decoder loop beside the same run eager: the
            per-epoch losses must track each other
@@ -35,14 +35,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the env part measures with the recipe's own helpers (imported there: torch is slow)
-sys.path.insert(0, str(REPO / "scripts"))
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402  (torch-free)
+from data.shared import LJSPEECH_LENGTHS  # torch-free
+from scripts.common import OPS_HEADING, markdown_table, markdown_tables
+
+REPO = Path(__file__).resolve().parents[2]
 PARTS = ("env", "tests", "train", "bench", "graphed")
-TINY_MODEL = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
-              "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
-              "model.attention_location_n_filters=4,model.postnet_embedding_dim=16")
+TINY_MODEL = "model_preset=micro"  # hparams.yaml's model_presets
 TABLE3 = "RAND,SB-BR,SSB-BR,SSB-DBS-BR"
 
 
@@ -137,7 +135,7 @@ def tail(text: str, chars: int = 1500) -> str:
 def env_part(setup: Setup) -> list[Check]:
     """Versions and the measured ceilings, in this process."""
     import torch
-    from bench_epoch import device_name
+    from scripts.bench.steps import device_name
 
     tick = time.perf_counter()
     device = torch.device(setup.device)
@@ -234,8 +232,8 @@ def synthesis_check(setup: Setup) -> Check:
         return Check("train", "synthesis", False, 0.0, f"{checkpoint} is missing (train-fp32 failed)")
     out = setup.out / "synth"
     code, output, seconds = run_logged(setup, "synthesis", [
-        sys.executable, "scripts/synthesize.py", "--checkpoint", str(checkpoint), "--text", "a short test sentence",
-        "--out", str(out)])
+        sys.executable, "-m", "scripts.tools.synthesize", "--checkpoint", str(checkpoint),
+        "--text", "a short test sentence", "--out", str(out)])
     wavs = sorted(p.name for p in out.glob("*.wav")) if out.is_dir() else []
     return Check("train", "synthesis", code == 0 and bool(wavs), seconds, f"exit {code}; wrote {wavs}", {}, tail(output))
 
@@ -265,18 +263,18 @@ def bench_part(setup: Setup) -> list[Check]:
         return [Check("bench", "bench", None, 0.0, f"{LJSPEECH_LENGTHS} is absent (it ships in ../shared; SHARED_DIR names another folder)")]
     size = (["--preset", "small", "--batches", "1", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny
             else ["--preset", "full", "--batches", "8"])
-    code, output, seconds = run_logged(setup, "bench-step", [sys.executable, "scripts/bench_step.py", "--device",
+    code, output, seconds = run_logged(setup, "bench-step", [sys.executable, "-m", "scripts.bench.step", "--device",
                                                              setup.device, *size])
-    table = [line for line in output.splitlines() if line.startswith("|")]
+    tables = dict(zip(("bench-step", OPS_HEADING), markdown_tables(output)))
     ratio = re.search(r"fast/eager speed ratio: ([\d.]+)", output)
     checks = [Check("bench", "bench-step", code == 0 and ratio is not None, seconds,
-                    f"exit {code}; fast/eager {ratio[1] if ratio else 'n/a'}", {"table": table}, tail(output))]
+                    f"exit {code}; fast/eager {ratio[1] if ratio else 'n/a'}", {"tables": tables}, tail(output))]
     epoch = (["--subset", "96", "--max-batches", "1", "--warmup", "0", "--hparams",
               f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny else ["--max-batches", "16"])
     for label, extra in (("eager", []), ("graphed", ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"])):
         name = f"bench-epoch-{label}"
         code, output, seconds = run_logged(setup, name, [
-            sys.executable, "scripts/bench_epoch.py", "--device", setup.device, "--strategies", TABLE3, "--json",
+            sys.executable, "-m", "scripts.bench.epoch", "--device", setup.device, "--strategies", TABLE3, "--json",
             *epoch, *extra])
         try:  # the JSON comes first (stdout), the per-batch timings after it (stderr)
             result = json.JSONDecoder().raw_decode(output[output.index("{"):])[0]
@@ -315,18 +313,20 @@ PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
     "env": env_part, "tests": tests_part, "train": train_part, "bench": bench_part, "graphed": graphed_part}
 
 
+def verdict(check: Check) -> str:
+    return "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
+
+
 def write_report(setup: Setup, checks: list[Check]) -> None:
     setup.out.mkdir(parents=True, exist_ok=True)
     (setup.out / "report.json").write_text(json.dumps([asdict(c) for c in checks], indent=1))
+    rows = [[c.part, c.name, verdict(c), f"{c.seconds:.1f}", c.detail] for c in checks]
     lines = [f"# GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
-             f"{' (tiny sizes)' if setup.tiny else ''}", "", "| part | check | result | seconds | detail |",
-             "|---|---|---|---|---|"]
+             f"{' (tiny sizes)' if setup.tiny else ''}", "",
+             *markdown_table(["part", "check", "result", "seconds", "detail"], rows)]
     for c in checks:
-        verdict = "skipped" if c.ok is None else "ok" if c.ok else "FAILED"
-        lines.append(f"| {c.part} | {c.name} | {verdict} | {c.seconds:.1f} | {c.detail} |")
-    tables = [c for c in checks if c.figures.get("table")]
-    for c in tables:
-        lines += ["", f"## {c.name}", "", *c.figures["table"]]
+        for heading, table in c.figures.get("tables", {}).items():
+            lines += ["", f"## {heading}", "", *table]
     (setup.out / "report.md").write_text("\n".join(lines) + "\n")
 
 
@@ -353,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         for check in PART_RUNNERS[part](setup):
             checks.append(check)
             write_report(setup, checks)
-            verdict = "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
-            print(f"{part:8s} {check.name:22s} {verdict:8s} {check.seconds:7.1f}s  {check.detail}", flush=True)
+            print(f"{part:8s} {check.name:22s} {verdict(check):8s} {check.seconds:7.1f}s  {check.detail}", flush=True)
     failed = [c.name for c in checks if c.ok is False]
     print(f"gpu-check: {sum(c.ok is True for c in checks)} ok, {len(failed)} failed, "
           f"{sum(c.ok is None for c in checks)} skipped; report in {setup.out / 'report.md'}")

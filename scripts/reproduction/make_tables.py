@@ -1,7 +1,7 @@
-"""Tables 2, 3, 4 and Fig. 4 of the paper from the run directories that scripts/table2.sh wrote.
+"""Tables 2, 3, 4 and Fig. 4 of the paper from the run directories that scripts/reproduction/table2.sh wrote.
 
-    python scripts/make_tables.py runs/table2 [--out DIR] [--val-loss padded|valid] [--seeds S,...]
-                                              [--variant LABEL=DIR ...]
+    python -m scripts.reproduction.make_tables runs/table2 [--out DIR] [--val-loss padded|valid] [--seeds S,...]
+                                                             [--variant LABEL=DIR ...]
 
 Every number comes from RUNS_ROOT/<experiment>/seed<S>/metrics.jsonl (plus validate_every from
 hparams.json); the paper's own figures are printed beside them, always labelled as the paper's.
@@ -31,11 +31,11 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reproduction import parse_seeds  # noqa: E402
-from reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,  # noqa: E402
-                                PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
-from training.rundir import read_hparams, read_metrics  # noqa: E402
+from scripts.common import markdown_table
+from scripts.reproduction import parse_seeds
+from scripts.reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,
+                                        PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
+from training.rundir import read_hparams, read_metrics
 
 DEFAULT_VALIDATE_EVERY = 2  # the paper's, used when a run has no hparams.json
 ROW_COLUMNS = ("zpr", "abl", "min_per_epoch", "vl1", "vl2", "vl3", "vl_avg")
@@ -253,10 +253,6 @@ def cell(value: float | int | None, digits: int, spec: str = "f") -> str:
     return "" if value is None else f"{value:.{digits}{spec}}"
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
 def cell_sd(value: float | None, sd: float | None, digits: int) -> str:
     """`mean ± sd` over seeds, or the mean alone (one seed), or empty."""
     return cell(value, digits) + ("" if value is None or sd is None else f" ± {sd:.{digits}f}")
@@ -355,7 +351,7 @@ def plot_curves(result: dict, png: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs_root", type=Path,
-                        help="the --out of scripts/table2.sh (RUNS_ROOT/EXPERIMENT/seedS per run)")
+                        help="the --out of scripts/reproduction/table2.sh (RUNS_ROOT/EXPERIMENT/seedS per run)")
     parser.add_argument("--out", type=Path, help="where tables.md, tables.json and fig4_val_loss.png go "
                                                  "(default: RUNS_ROOT)")
     parser.add_argument("--val-loss", choices=("padded", "valid"), default="padded",
@@ -371,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --seeds {args.seeds!r} must be comma-separated integers >= 0, e.g. 0,1", file=sys.stderr)
         return 2
     if not args.runs_root.is_dir():
-        print(f"error: {args.runs_root} is not a directory (run scripts/table2.sh --out {args.runs_root} first)",
+        print(f"error: {args.runs_root} is not a directory (run scripts/reproduction/table2.sh --out {args.runs_root} first)",
               file=sys.stderr)
         return 2
     variants = {}

@@ -5,7 +5,7 @@ set -euo pipefail
 
 usage() {
     cat <<EOF
-usage: scripts/table1.sh [LENGTHS_FILE] [OUT_DIR]
+usage: scripts/reproduction/table1.sh [LENGTHS_FILE] [OUT_DIR]
 
   LENGTHS_FILE  a filelist (wav|text|frames) or a TSV with a 'frames' column
                 (default ../shared/data/ljspeech/lengths.tsv: the 13,100 LJSpeech clips;
@@ -21,7 +21,7 @@ EOF
 
 [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]] && { usage; exit 0; }
 [[ $# -le 2 ]] || { usage >&2; exit 2; }
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 lengths=$(realpath -m "${1:-$REPO/../shared/data/ljspeech/lengths.tsv}")
 out=$(realpath -m "${2:-runs/table1}")
 [[ -f "$lengths" ]] || { echo "error: lengths file $lengths not found" >&2; usage >&2; exit 2; }

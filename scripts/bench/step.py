@@ -22,11 +22,12 @@ counted on the CPU. (On the CPU the encoder's BiLSTM counts as the per-time-step
 decomposes into, one cuDNN call on a GPU.) Then timing: K rounds, each running one batch through
 every variant in a rotating order, so drift and other processes hit all variants alike. Prints a
 Markdown table (microseconds per decoder step, real mel frames per second, peak memory on CUDA,
-first loss, relative gradient difference, speed against eager), a second one of the operations
-per decoder step, and last the line `fast/eager speed ratio: X.XX`.
+first loss, relative gradient difference, speed against eager), then under its own caption
+("ops per decoder step", which gpu_check's report uses as a heading) a second one of the
+operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
 
-    python scripts/bench_step.py                        # CPU, full model, 1 thread, 4 batches
-    python scripts/bench_step.py --device cuda --batches 16
+    python -m scripts.bench.step                        # CPU, full model, 1 thread, 4 batches
+    python -m scripts.bench.step --device cuda --batches 16
 """
 from __future__ import annotations
 
@@ -39,19 +40,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-from batching import BatchingConfig, plan_epoch, train_split  # noqa: E402
-from batching.errors import UserError  # noqa: E402
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402
-from bench_epoch import Bench, device_name, pick_timed, read_shapes  # noqa: E402
-from reproduction.paper import EXPERIMENTS  # noqa: E402
-from training.config import RunConfig, resolve_config  # noqa: E402
-from training.hparams import load_hparams  # noqa: E402
-from model.shapes import shape_table  # noqa: E402
-from training.op_count import count_ops  # noqa: E402
-from training.step import forward_loss, loop_shape, train_step, with_graphs  # noqa: E402
+from batching import BatchingConfig, plan_epoch, train_split
+from batching.errors import UserError
+from data.shared import LJSPEECH_LENGTHS
+from model.shapes import shape_table
+from scripts.common import OPS_HEADING, markdown_table
+from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
+from scripts.reproduction.paper import EXPERIMENTS
+from training.config import RunConfig, resolve_config
+from training.hparams import load_hparams
+from training.op_count import count_ops
+from training.step import forward_loss, loop_shape, train_step, with_graphs
 
 GRAPH_BUCKET = 64
 GRAPHED = f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=true"
@@ -136,25 +135,27 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
 
 
 def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.device) -> str:
+    """The timing table, then under its own heading the operations per decoder step, then the ratios."""
     eager = sum(rows["eager"]["seconds"])
-    lines = [f"Training step, {args.strategy} batches of the LJSpeech training split, model preset {args.preset}, "
-             f"{device_name(device)}, torch {torch.__version__}",
-             "", "| variant | us / decoder step | real mel frames/s | peak memory | first loss | grad diff vs eager "
-                 "| speed vs eager |", "|---|---|---|---|---|---|---|"]
+    timing = []
     for v, row in rows.items():
         seconds = sum(row["seconds"])
         peak = f"{row['peak_gb']:.1f} GB" if device.type == "cuda" else "n/a (CPU)"
-        lines.append(f"| {v} | {1e6 * seconds / row['steps']:.0f} | {row['frames'] / seconds:.0f} | {peak} | "
-                     f"{row['loss']:.6f} | {row['grad_diff']:.1e} | {eager / seconds:.2f}x |")
-    lines += ["", "ATen compute operations per decoder step, the first batch (about one kernel launch each "
-                  "on a GPU):", "", "| variant | forward | backward | total |", "|---|---|---|---|"]
-    lines += [f"| {v} | {row['ops_forward']:.1f} | {row['ops_backward']:.1f} | "
-              f"{row['ops_forward'] + row['ops_backward']:.1f} |" for v, row in rows.items()]
+        timing.append([v, f"{1e6 * seconds / row['steps']:.0f}", f"{row['frames'] / seconds:.0f}", peak,
+                       f"{row['loss']:.6f}", f"{row['grad_diff']:.1e}", f"{eager / seconds:.2f}x"])
+    ops = [[v, f"{row['ops_forward']:.1f}", f"{row['ops_backward']:.1f}", f"{row['ops_forward'] + row['ops_backward']:.1f}"]
+           for v, row in rows.items()]
     spread = [e / f for e, f in zip(rows["eager"]["seconds"], rows["fast"]["seconds"])]
-    lines += ["", f"per-batch fast/eager ratios: min {min(spread):.2f}, median {statistics.median(spread):.2f}, "
-                  f"max {max(spread):.2f}",
-              f"fast/eager speed ratio: {eager / sum(rows['fast']['seconds']):.2f}"]
-    return "\n".join(lines)
+    return "\n".join([
+        f"Training step, {args.strategy} batches of the LJSpeech training split, model preset {args.preset}, "
+        f"{device_name(device)}, torch {torch.__version__}", "",
+        *markdown_table(["variant", "us / decoder step", "real mel frames/s", "peak memory", "first loss",
+                         "grad diff vs eager", "speed vs eager"], timing),
+        "", f"{OPS_HEADING}: ATen compute operations, the first batch (about one kernel launch each on a GPU)", "",
+        *markdown_table(["variant", "forward", "backward", "total"], ops),
+        "", f"per-batch fast/eager ratios: min {min(spread):.2f}, median {statistics.median(spread):.2f}, "
+            f"max {max(spread):.2f}",
+        f"fast/eager speed ratio: {eager / sum(rows['fast']['seconds']):.2f}"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,12 @@
 # The README's quality measurement in one command per corpus: Table 2's RAND, SB-BR, SSB-BR, ATS-BR
 # and SSB-DBS-BR at the CPU-sized setting, SSB-DBS-BR again with each learning-rate rule for DBS
 # (lr_batch_scaling sqrt and linear), then the tables and Fig. 4 for both validation losses.
-# Built on scripts/table2.sh, so it is restartable, and several copies (one per core) share it.
+# Built on scripts/reproduction/table2.sh, so it is restartable, and several copies (one per core) share it.
 set -euo pipefail
 
 usage() {
     cat <<EOF
-usage: scripts/quality.sh demo|espeak [options]
+usage: scripts/reproduction/quality.sh demo|espeak [options]
 
   --epochs N      epochs per run (default: demo 48, espeak 12, the README's)
   --seeds LIST    comma-separated seeds (default 0,1,2)
@@ -23,7 +23,7 @@ warmup_steps=0); espeak: 200 LJSpeech sentences spoken by eSpeak NG (corpora/esp
 EOF
 }
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO"
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
@@ -52,13 +52,13 @@ if [[ -z "${PYTHON:-}" ]]; then
 fi
 export PYTHON
 
-sweep=(scripts/table2.sh --dataset "$corpus" --epochs "$epochs" --seeds "$seeds")
+sweep=(scripts/reproduction/table2.sh --dataset "$corpus" --epochs "$epochs" --seeds "$seeds")
 "${sweep[@]}" --only RAND,SB-BR,SSB-BR,ATS-BR,SSB-DBS-BR --out "$out/$corpus" --hparams "$hparams"
 for rule in sqrt linear; do
     "${sweep[@]}" --only SSB-DBS-BR --out "$out/$corpus-lr-$rule" --hparams "$hparams,lr_batch_scaling=$rule"
 done
 for loss in valid padded; do
-    "$PYTHON" scripts/make_tables.py "$out/$corpus" --val-loss "$loss" --seeds "$seeds" \
+    "$PYTHON" -m scripts.reproduction.make_tables "$out/$corpus" --val-loss "$loss" --seeds "$seeds" \
         --variant "lr sqrt=$out/$corpus-lr-sqrt" --variant "lr linear=$out/$corpus-lr-linear" \
         --out "$tables/$corpus-$loss" > /dev/null
     echo "== $tables/$corpus-$loss: tables.md, tables.json, fig4_val_loss.png"

@@ -5,17 +5,15 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from batching.errors import UserError  # noqa: E402
-from data.audio import MelConfig  # noqa: E402
-from data.corpora.ljspeech import prepare_ljspeech  # noqa: E402
+from batching.errors import UserError
+from data.audio import MelConfig
+from data.corpora.ljspeech import prepare_ljspeech
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ljspeech", required=True, type=Path, help="folder holding metadata.csv and wavs/")
-    parser.add_argument("--out", default=Path(__file__).resolve().parents[1] / "filelists", type=Path,
+    parser.add_argument("--out", default=Path(__file__).resolve().parents[2] / "filelists", type=Path,
                         help="where the filelists go (default: the repo's filelists/, where train.py looks)")
     parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split")
     parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation")

@@ -9,26 +9,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from batching import BatchingConfig, plan_epoch, plan_global, read_lengths, train_split  # noqa: E402
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402
-
-
-def best_of(repeats: int, fn, *args) -> float:
-    """Median wall time of `repeats` calls (the machine is shared; the median resists noise)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from batching import BatchingConfig, plan_epoch, plan_global, read_lengths, train_split
+from data.shared import LJSPEECH_LENGTHS
+from scripts.common import median_seconds
 
 
 def main() -> None:
@@ -48,11 +35,11 @@ def main() -> None:
     config = BatchingConfig("ssb", dbs=True, br=True)
     plan_epoch(big[:1000], config)  # JIT warm-up, not timed
 
-    t_sort = best_of(args.repeats, np.argsort, big)
+    t_sort = median_seconds(args.repeats, np.argsort, big)
     cost = dataclasses.replace(config, ssb_key="cost")
     plan_epoch(big[:1000], cost)  # JIT warm-up of the cost key, not timed
-    t_plan = best_of(args.repeats, plan_epoch, big, config)
-    t_cost = best_of(args.repeats, plan_epoch, big, cost)
+    t_plan = median_seconds(args.repeats, plan_epoch, big, config)
+    t_cost = median_seconds(args.repeats, plan_epoch, big, cost)
     print(f"{args.n:,} lengths {source}; median of {args.repeats} runs; numba warm-up excluded")
     print(f"numpy.argsort:                   {t_sort:8.3f} s")
     print(f"plan_epoch ssb+dbs+br:           {t_plan:8.3f} s  ratio {t_plan / t_sort:5.2f}x  (target <= 3x)")
@@ -60,11 +47,11 @@ def main() -> None:
 
     if args.lengths.is_file():
         train = real[train_split(real.size)]
-        t_lj = best_of(50, plan_epoch, train, config)
+        t_lj = median_seconds(50, plan_epoch, train, config)
         print(f"LJSpeech train ({train.size:,} lengths) ssb+dbs+br: {t_lj * 1e3:.2f} ms  (target well under 10 ms)")
         stream = BatchingConfig("stream", br=True)
         plan_global(train, stream, 0, 4)  # JIT warm-up, not timed
-        t_stream = best_of(50, plan_global, train, stream, 0, 4)
+        t_stream = median_seconds(50, plan_global, train, stream, 0, 4)
         print(f"LJSpeech train, batching=stream on 4 ranks: {t_stream * 1e3:.2f} ms  (target under 50 ms)")
 
 

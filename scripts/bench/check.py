@@ -11,7 +11,7 @@ check reads) is exactly that of a real clip of that length, but the corpus takes
 instead of ~3.6 GB (on a filesystem without sparse files it does take the full size). The files
 were just written, so the page cache is warm: the cold figure does not include disk seeks.
 
-    .venv/bin/python scripts/bench_check.py [-n 13100] [--numbers]
+    python -m scripts.bench.check [-n 13100] [--numbers]
 
 --numbers appends a sentence with five numbers to every text, the worst case for the inflect-based
 text cleaner (LJSpeech's normalised text has no digits).
@@ -19,19 +19,17 @@ text cleaner (LJSpeech's normalised text has no digits).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import struct
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from data.audio import MelConfig, n_frames  # noqa: E402
-from data.check import CheckLimits, check_filelists  # noqa: E402
-from data.filelist import Utterance, split_train_val, write_filelist  # noqa: E402
-from data.shared import LJSPEECH_LENGTHS  # noqa: E402
+from data.audio import MelConfig, n_frames
+from data.check import CheckLimits, check_filelists
+from data.filelist import Utterance, split_train_val, write_filelist
+from data.shared import LJSPEECH_LENGTHS
+from scripts.common import cpu_name
 
 
 
@@ -72,13 +70,6 @@ def make_corpus(root: Path, clips: list[tuple[int, str]], cfg: MelConfig) -> tup
     return root / "train.txt", root / "val.txt", max(u.frames for u in utterances)
 
 
-def cpu_model() -> str:
-    info = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in (info.read_text().splitlines() if info.is_file() else [])
-             if line.startswith("model name")]
-    return f"{names[0] if names else 'unknown CPU'}, {os.cpu_count()} logical cores"
-
-
 def timed_check(train: Path, val: Path, cfg: MelConfig, limits: CheckLimits, cache: Path) -> tuple[float, object]:
     start = time.perf_counter()
     report = check_filelists(train, val, cfg, limits, cache_dir=cache)
@@ -103,7 +94,7 @@ def main() -> None:
         cold, report = timed_check(train, val, cfg, limits, Path(tmp) / "cache")
         cached, again = timed_check(train, val, cfg, limits, Path(tmp) / "cache")
     assert again.from_cache and again.problems == report.problems, "the cached report differs"
-    print(f"machine: {cpu_model()}")
+    print(f"machine: {cpu_name()}")
     sizes = ", ".join(f"{c.utterances} {Path(c.filelist).stem} / {c.hours:.2f} h" for c in report.counts)
     print(f"corpus:  {args.n} clips ({sizes}){' with numbers in every text' if args.numbers else ''}, "
           f"written in {made:.1f} s; {len(report.problems)} problem(s)")

@@ -1,0 +1,82 @@
+"""Shape-faithful training steps, what bench.epoch and bench.step both time: the real lengths of a
+corpus, random text ids and mels of exactly those lengths, the one training step of train.py."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from batching import LengthsFileError, read_lengths
+from data.collate import TextMelCollate
+from data.filelist import read_filelist
+from data.text import N_SYMBOLS, text_to_sequence
+from model.graphs import LoopGraphs
+from model.shapes import ShapeTable
+from scripts.common import cpu_name
+from training.config import RunConfig
+from training.step import build_step_parts, loop_shape, train_step
+
+
+def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(mel frames, text ids) per utterance from a TSV with `frames` and `text` columns, or a filelist;
+    a bad line is a LengthsFileError naming it (batching.read_lengths checks every line first)."""
+    frames = read_lengths(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    if "\t" not in lines[0]:
+        texts = [u.text for u in read_filelist(path)]
+    elif "text" in header:
+        texts = [line.split("\t")[header.index("text")] for line in lines[1:] if line.strip()]
+    else:
+        raise LengthsFileError(f"{path}:1: TSV header has no 'text' column (columns: {', '.join(header)})")
+    return frames, np.array([len(text_to_sequence(t)) for t in texts], dtype=np.int64)
+
+
+def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:
+    """k batch positions spread evenly over the plan's batches sorted by cost (all when k is 0)."""
+    if not k or k >= costs.size:
+        return np.arange(costs.size)
+    by_cost = np.argsort(costs, kind="stable")
+    return by_cost[((np.arange(k) + 0.5) * costs.size / k).astype(int)]
+
+
+class Bench:
+    """The training step being timed (training/step.py, what train.py runs), with one model and
+    optimiser shared by every strategy."""
+
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.device, self.cfg = device, cfg
+        self.parts = build_step_parts(cfg.train, cfg.model, device)
+        self.collate = TextMelCollate(cfg.train.n_frames_per_step)
+
+    def batch(self, frames: np.ndarray, text_lengths: np.ndarray, seed: int):
+        """Random text ids and mels of exactly these lengths, padded as the training collate pads."""
+        gen = torch.Generator().manual_seed(seed)
+        n_mels = self.cfg.mel.n_mels
+        pairs = [(torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(n_mels, int(f), generator=gen))
+                 for f, t in zip(frames, text_lengths)]
+        return self.collate(pairs).to(self.device)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def step(self, batch, table: ShapeTable | None = None, graphs: LoopGraphs | None = None) -> float:
+        """Seconds of one training step, from a batch already on the device to the updated weights;
+        the decoder loop at the batch's shape of `table`, replayed from `graphs` if given."""
+        parts = self.parts if graphs is None else dataclasses.replace(self.parts, graphs=graphs)
+        self.sync()
+        tick = time.perf_counter()
+        train_step(parts, batch, shape=loop_shape(table, batch))
+        self.sync()
+        return time.perf_counter() - tick
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's with its cores and torch's threads."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_name()}, {torch.get_num_threads()} torch threads"

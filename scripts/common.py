@@ -1,0 +1,48 @@
+"""What the scripts repeat, torch-free: Markdown tables (written and read back), the machine in
+words, a median time."""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+#: The caption of bench.step's second table, which gpu_check reports under its own heading.
+OPS_HEADING = "ops per decoder step"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The lines of a Markdown table."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def cpu_name() -> str:
+    """The CPU's model name and logical cores (from /proc/cpuinfo where there is one)."""
+    info = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (info.read_text().splitlines() if info.is_file() else [])
+             if line.startswith("model name")]
+    return f"{names[0] if names else platform.processor() or platform.machine() or 'CPU'}, {os.cpu_count()} logical cores"
+
+
+def median_seconds(repeats: int, fn: Callable, *args) -> float:
+    """Median wall time of `repeats` calls (a shared machine is noisy; the median resists it)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def markdown_tables(output: str) -> list[list[str]]:
+    """The Markdown tables in a command's output, each a run of consecutive `|` lines."""
+    tables, current = [], []
+    for line in output.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
