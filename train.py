@@ -108,7 +108,7 @@ def check_only(cfg: RunConfig) -> None:
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
     for line in report.text.lines():
         print(line)
-    print(plan_summary(cfg.batching, cfg.train.n_frames_per_step, paths[0], report))
+    print(plan_summary(cfg.batching, cfg.model.n_frames_per_step, paths[0], report))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from .analysis import (SWEPT, calibrate, calibrated_line, describe, fixed_points
 from .config import BatchingConfig
 from .errors import UserError
 from .lengths import read_lengths
-from .planner import plan_epoch, strategy_of
+from .planner import plan_epoch
 from .split import train_split
 
 
@@ -138,7 +138,7 @@ def _plot(args, lengths, config):
     panels, summary = {}, {}
     for name in args.strategies.split(","):
         panel = config.with_strategy(name.strip())
-        if strategy_of(panel).block_plan:
+        if panel.plans_blocks:
             raise UserError(f"plot draws padded batches; {panel.batching}'s block plan is not drawn: use `stats` "
                             "for its padding and steps, or plot another strategy")
         batches = plan_epoch(lengths, panel, args.epoch)

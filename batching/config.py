@@ -127,6 +127,13 @@ class BatchingConfig:
         dropped = {name: None for name in (*OWNED_OPTIONS, *target.forbids) if name not in target.options}
         return dataclasses.replace(self, batching=batching, **(dropped | changes))
 
+    @property
+    def plans_blocks(self) -> bool:
+        """Whether this strategy's plan is a block plan (its row's block_plan, strategies.py): the one
+        home of the question. The sampler, the loader, the Lhotse sampler, the CLI and the recipe's
+        checks take this answer, so a new block-plan strategy needs its row and nothing else."""
+        return STRATEGY_TABLE[self.batching].block_plan
+
     def length_limit(self) -> tuple[int | None, str]:
         """The longest sample the planner accepts, and why: an explicit DBS capacity, or a
         block_length (None: no limit; the default capacity B0 x L_max fits every sample, and

@@ -29,7 +29,6 @@ from .config import BatchingConfig
 from .errors import UserError
 from .lhotse_options import (check_knobs, check_zipped, effective_durations, log, resolved_seed, split_positional,
                              with_budget, with_lhotse_options)
-from .planner import strategy_of
 from .sampler import PlanBatchSampler
 
 TOO_LONG = ("error", "skip", "alone")
@@ -87,7 +86,7 @@ class PlanCutSampler(CutSampler):
 
     def _build(self, config: BatchingConfig) -> None:
         """Plan over the kept cuts (the filter's and too_long's choice) with their planning lengths."""
-        if strategy_of(config).block_plan:
+        if config.plans_blocks:
             raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         cuts = self._cut_lists[0]

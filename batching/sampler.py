@@ -18,7 +18,7 @@ from .analysis import resolve_width
 from .config import BatchingConfig
 from .errors import UserError
 from .plan import GlobalPlan, as_lengths
-from .planner import plan_global, strategy_of
+from .planner import plan_global
 
 
 class PlanBatchSampler(Sampler[list]):
@@ -189,7 +189,7 @@ class BlockBatchSampler(PlanBatchSampler):
     """
 
     def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
-        if not strategy_of(config).block_plan:
+        if not config.plans_blocks:
             raise ValueError(f"BlockBatchSampler needs a strategy whose plan is a block plan (e.g. batching=bload), "
                              f"got {config.batching!r}")
         super().__init__(lengths, config, rank, world_size)
@@ -201,5 +201,5 @@ class BlockBatchSampler(PlanBatchSampler):
 
 def make_batch_sampler(lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> PlanBatchSampler:
     """The sampler a strategy needs: BlockBatchSampler for block plans, else PlanBatchSampler."""
-    kind = BlockBatchSampler if strategy_of(config).block_plan else PlanBatchSampler
+    kind = BlockBatchSampler if config.plans_blocks else PlanBatchSampler
     return kind(lengths, config, rank, world_size)

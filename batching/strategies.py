@@ -5,7 +5,8 @@ names or knows a strategy's options:
 
 * block_plan: its plan is a block plan (a BlockPlan: batches of blocks of block_length frames,
   each holding several utterances, as BLoad's); the torch side then uses BlockBatchSampler, the
-  block view and the block collate instead of PlanBatchSampler and the padding collate;
+  block view and the block collate instead of PlanBatchSampler and the padding collate (everyone
+  asks BatchingConfig.plans_blocks, the one reader of this field);
 * dbs: the value it forces on `dbs` (None: the user's choice);
 * options / forbids: the BatchingConfig fields only it may set, and fields it refuses.
   BatchingConfig.with_strategy drops them when a config switches to another strategy.

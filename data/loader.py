@@ -1,7 +1,7 @@
 """The one factory from a batching config to the loader's parts: batch sampler, dataset view and
-collate. A strategy whose plan is a block plan (BLoad's blocks) gets the block sampler, PackedView
-and PackedCollate; every other strategy the plan sampler and the padding collate. The choice comes
-from the strategy table (batching.strategy_of(config).block_plan), never from the strategy's name."""
+collate. The sampler is batching.sampler.make_batch_sampler's choice (a BlockBatchSampler for a
+strategy whose plan is a block plan, BatchingConfig.plans_blocks); its kind picks the rest: the
+block sampler gets PackedView and PackedCollate, every other sampler the padding collate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +9,8 @@ from typing import Callable
 
 from torch.utils.data import Dataset
 
-from batching import BatchingConfig, strategy_of
-from batching.sampler import make_batch_sampler
+from batching import BatchingConfig
+from batching.sampler import BlockBatchSampler, make_batch_sampler
 from data.collate import PackedCollate, TextMelCollate
 from data.dataset import PackedView, TextMelDataset
 
@@ -27,6 +27,6 @@ def loader_parts(dataset: TextMelDataset, config: BatchingConfig, n_frames_per_s
     """Sampler, dataset view and collate for DataLoader(parts.dataset, batch_sampler=parts.sampler,
     collate_fn=parts.collate)."""
     sampler = make_batch_sampler(dataset.frames, config, rank, world_size)
-    if strategy_of(config).block_plan:
+    if isinstance(sampler, BlockBatchSampler):
         return LoaderParts(sampler, PackedView(dataset), PackedCollate(n_frames_per_step, sampler.block_length))
     return LoaderParts(sampler, dataset, TextMelCollate(n_frames_per_step))

@@ -196,7 +196,7 @@ def step_parts_and_batches(r: int = 2):
     cfg = resolve_config(hp)
     parts = build_step_parts(cfg.train, cfg.model, torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
-    collate = TextMelCollate(hp["n_frames_per_step"])
+    collate = TextMelCollate(cfg.model.n_frames_per_step)
     batches = [collate([(torch.randint(1, 30, (n,), generator=g), torch.randn(80, m, generator=g))
                         for n, m in ((9, 30), (14, 41), (6, 22))]) for _ in range(3)]
     return parts, batches

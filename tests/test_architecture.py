@@ -1,6 +1,6 @@
 """The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
-(not even one that only type annotations need), no strategy name compared outside batching/ (the strategy table decides), and one way
-to switch a config's strategy."""
+(not even one that only type annotations need), no strategy name compared outside batching/ (the strategy table decides), one way
+to switch a config's strategy, and one home for a rule: whether a plan is a block plan, the decoder's frames per step."""
 import ast
 from pathlib import Path
 
@@ -156,6 +156,49 @@ def test_a_config_switches_strategy_only_with_its_method(path):
                 f"{path.name}:{node.lineno} switches strategy with replace(): use config.with_strategy(name, ...)"
 
 
+def relative(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def attribute_reads(path: Path, name: str) -> list[int]:
+    """The lines where the file reads an attribute `name` (x.name)."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)]
+
+
+def hparam_reads(path: Path, key: str) -> list[int]:
+    """The lines where the file reads the hparam `key` off the flat hparams (`hp`, `hparams`, `stored`)."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") in ("hp", "hparams", "stored")
+            and isinstance(node.slice, ast.Constant) and node.slice.value == key]
+
+
+def config_fields(path: Path, name: str) -> list[str]:
+    """The *Config classes of the file that declare a field `name`."""
+    return [node.name for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Config")
+            and any(isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == name for s in node.body)]
+
+
+def test_one_home_asks_whether_a_plan_is_a_block_plan():
+    """A strategy row's block_plan is read by BatchingConfig.plans_blocks alone: the sampler, the
+    loader, the Lhotse sampler, the CLI, the recipe's checks and the benches take its answer."""
+    readers = {relative(p): lines for p in project_files() if (lines := attribute_reads(p, "block_plan"))}
+    assert list(readers) == ["batching/config.py"] and len(readers["batching/config.py"]) == 1, \
+        f"the row's block_plan is read at {readers}: use BatchingConfig.plans_blocks"
+
+
+def test_one_reader_hands_on_the_frames_per_step():
+    """The hparam n_frames_per_step is read once (training/config.py's frames_per_step), which hands
+    r to the model config, its home, and a copy to the batching config for block plans; no other
+    config holds it (the loss, the collates, the loop and the benches take the model config's)."""
+    readers = {relative(p): lines for p in project_files() if (lines := hparam_reads(p, "n_frames_per_step"))}
+    assert readers == {"training/config.py": readers.get("training/config.py")} \
+        and len(readers["training/config.py"]) == 1, f"the hparam n_frames_per_step is read at {readers}"
+    holders = {cls for p in project_files() for cls in config_fields(p, "n_frames_per_step")}
+    assert holders == {"Tacotron2Config", "BatchingConfig"}, f"configs holding n_frames_per_step: {holders}"
+
+
 def test_train_py_reads_as_a_short_recipe():
     assert len((REPO / "train.py").read_text().splitlines()) < 200
 
@@ -174,5 +217,5 @@ def test_scripts_are_packages_that_share_modules_not_scripts():
     for path in scripts:
         assert "sys.path.insert" not in path.read_text(), f"{path.relative_to(REPO)} edits sys.path"
         assert (path.parent / "__init__.py").is_file(), f"{path.parent.relative_to(REPO)} is not a package"
-        imported = runtime_imports(path) & commands
+        imported = imports_of(path.read_text(), package_of(path)) & commands
         assert not imported, f"{path.relative_to(REPO)} imports the script(s) {sorted(imported)}"

@@ -127,9 +127,9 @@ def test_config_dbs_implied_and_validation():
     with pytest.raises(ValueError, match=r"bucket_interval=0 is invalid"):
         BatchingConfig("stream", bucket_interval=0)
     hp = load_hparams("batching=stream,bucket_interval=25,max_length=null")
-    assert batching_config(hp) == BatchingConfig(
+    assert batching_config(hp, 2) == BatchingConfig(
         "stream", dbs=True, br=True, bucket_interval=25, max_length=None)
-    assert batching_config(load_hparams("batching=stream,max_length=700")).max_length == 700
+    assert batching_config(load_hparams("batching=stream,max_length=700"), 2).max_length == 700
 
 
 @settings(max_examples=60, deadline=None)

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from batching import STRATEGIES, BatchingConfig, strategy_of
+from batching import STRATEGIES, BatchingConfig
 from batching.errors import UserError
 from data.audio import MelConfig
 from data.corpora import DataConfig
@@ -55,7 +55,6 @@ class TrainConfig:
     amp: str
     matmul_precision: str
     max_bad_steps: int
-    n_frames_per_step: int
     graph_bucket: int
     cuda_graphs: str
     seed: int
@@ -83,7 +82,7 @@ class TrainConfig:
         _choose("cuda_graphs", self.cuda_graphs, CUDA_GRAPHS)
         _choose("dist_backend", self.dist_backend, ("auto", "nccl", "gloo"))
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
-                                "max_bad_steps", "n_frames_per_step", "validate_every", "val_batch_size",
+                                "max_bad_steps", "validate_every", "val_batch_size",
                                 "collective_timeout_s", "log_every"),
                 non_negative=("weight_decay", "warmup_steps", "guided_attention", "seed", "graph_bucket", "checkpoint_every_steps",
                               "checkpoint_every_minutes", "stop_after_steps", "num_workers", "threads"))
@@ -94,7 +93,9 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a run is, typed: built once from the hparams by resolve_config()."""
+    """Everything a run is, typed: built once from the hparams by resolve_config(). The decoder's
+    frames per step lives in `model` (Tacotron2Config.n_frames_per_step): the loss, the collates,
+    the loop and the data check take it from there; `batching` holds a copy for block plans."""
 
     train: TrainConfig
     data: DataConfig
@@ -106,45 +107,56 @@ class RunConfig:
 def resolve_config(hp: dict[str, Any]) -> RunConfig:
     """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it."""
     train = TrainConfig(**_fields_of(TrainConfig, hp))
+    r = frames_per_step(hp)
     try:
         data = DataConfig(**_fields_of(DataConfig, hp))
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
-        cfg = RunConfig(train, data, batching_config(hp), model_config(hp, mel), mel)
+        cfg = RunConfig(train, data, batching_config(hp, r), model_config(hp, mel, r), mel)
     except (UserError, ModelConfigError) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
         raise HParamsError(str(err)) from None
-    _check_graph_bucket(train, cfg.model.fast_decoder, cfg.batching)
+    _check_graph_bucket(train, cfg.model.fast_decoder, r, cfg.batching)
     return cfg
 
 
-def _check_graph_bucket(train: TrainConfig, fast_decoder: bool, batching: BatchingConfig) -> None:
+def frames_per_step(hp: dict[str, Any]) -> int:
+    """The decoder's frames per step r (hparam n_frames_per_step): the one reader of the hparam,
+    which hands r to the model config (its home) and to the batching config."""
+    r = hp["n_frames_per_step"]
+    _positive("n_frames_per_step", r)
+    return r
+
+
+def _check_graph_bucket(train: TrainConfig, fast_decoder: bool, r: int, batching: BatchingConfig) -> None:
     """graph_bucket pads the fast decoder loop of padded batches (model/shapes.py); CUDA graphs
     replay those shapes. A block plan's batches have one shape already."""
-    g, r = train.graph_bucket, train.n_frames_per_step
+    g = train.graph_bucket
     if train.cuda_graphs == "true" and not g:
         raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
                            "loop the few fixed shapes a graph replays")
-    if g and (g % r or not fast_decoder or strategy_of(batching).block_plan):
+    if g and (g % r or not fast_decoder or batching.plans_blocks):
         raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
                            f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
                            f"BLoad's, have one shape already); here fast_decoder={fast_decoder}, "
                            f"batching={batching.batching}")
 
 
-def batching_config(hp: dict[str, Any]) -> BatchingConfig:
+def batching_config(hp: dict[str, Any], n_frames_per_step: int) -> BatchingConfig:
     """The batching options of the hparams, as they are (null: unset; BatchingConfig checks them).
-    n_frames_per_step matters to block plans only (blocks hold whole decoder steps) and is recorded
-    for them alone, so other strategies' checkpoints resume whatever the reduction factor's bookkeeping."""
+    n_frames_per_step (frames_per_step's r) matters to block plans only (blocks hold whole decoder
+    steps) and is recorded for them alone, so other strategies' checkpoints resume whatever the
+    reduction factor's bookkeeping."""
     _choose("batching", hp["batching"], STRATEGIES)
     names = {f.name for f in dataclasses.fields(BatchingConfig)} - {"n_frames_per_step"}
     config = BatchingConfig(**{k: hp[k] for k in names})
-    if strategy_of(config).block_plan:
-        config = dataclasses.replace(config, n_frames_per_step=hp["n_frames_per_step"])
+    if config.plans_blocks:
+        config = dataclasses.replace(config, n_frames_per_step=n_frames_per_step)
     return config
 
 
-def model_config(hp: dict[str, Any], mel: MelConfig) -> Tacotron2Config:
-    """The model preset with its `model.*` overrides, sized to the symbol table and the mel bands."""
-    fields = {**hp["model"], "n_symbols": N_SYMBOLS, "n_frames_per_step": hp["n_frames_per_step"],
+def model_config(hp: dict[str, Any], mel: MelConfig, n_frames_per_step: int) -> Tacotron2Config:
+    """The model preset with its `model.*` overrides, sized to the symbol table and the mel bands,
+    with the decoder's frames per step (frames_per_step's r)."""
+    fields = {**hp["model"], "n_symbols": N_SYMBOLS, "n_frames_per_step": n_frames_per_step,
               "fast_decoder": hp["fast_decoder"]}
     if fields.setdefault("n_mel_channels", mel.n_mels) != mel.n_mels:
         raise HParamsError(f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
@@ -163,8 +175,12 @@ def _choose(key: str, value: Any, allowed: tuple) -> None:
 
 def _bounds(config: Any, positive: tuple[str, ...], non_negative: tuple[str, ...]) -> None:
     for key in positive:
-        if getattr(config, key) <= 0:
-            raise HParamsError(f"hparam '{key}': {getattr(config, key)} must be > 0")
+        _positive(key, getattr(config, key))
     for key in non_negative:
         if getattr(config, key) < 0:
             raise HParamsError(f"hparam '{key}': {getattr(config, key)} must be >= 0")
+
+
+def _positive(key: str, value: Any) -> None:
+    if value <= 0:
+        raise HParamsError(f"hparam '{key}': {value} must be > 0")

@@ -183,7 +183,7 @@ def train_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition |
     """Train one epoch (or its rest, after a mid-epoch resume); returns the epoch's training record.
     The host reads the device only every log_every steps, at checkpoints and at the end."""
     sums, offset = start_epoch(run, state, epoch, position)
-    record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.train.n_frames_per_step)}
+    record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.n_frames_per_step)}
     run.parts.model.train()
     dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
     bar = tqdm(device_batches(run.train_loader, run.device), total=len(run.train_sampler) + state.step_in_epoch,
@@ -237,7 +237,7 @@ def epoch_record(run: Run, sums: EpochSums) -> dict[str, Any]:
 @torch.no_grad()
 def validate(run: Run, epoch: int) -> dict[str, float]:
     """Teacher-forced validation over RAND batches; sums over ranks so every rank agrees."""
-    core, r = run.parts.core, run.train.n_frames_per_step
+    core, r = run.parts.core, run.n_frames_per_step
     dist_utils.average_buffers(core, run.info)
     core.eval()
     run.val_sampler.set_epoch(0)  # the same validation batches every time
@@ -275,7 +275,7 @@ def _alignment(batch, out, i: int, r: int) -> tuple[np.ndarray, int, int]:
 def log_figures(run: Run, epoch: int, batch, out) -> None:
     """The first validation utterance's alignment, mel and gate: TensorBoard, and PNGs in the run dir."""
     length = int(batch.mel_lengths[0])
-    alignment, _, _ = _alignment(batch, out, 0, run.train.n_frames_per_step)
+    alignment, _, _ = _alignment(batch, out, 0, run.n_frames_per_step)
     run.logger.figure("val/alignment", plot_alignment(alignment, f"epoch {epoch}"), epoch, "alignment.png")
     run.logger.figure("val/mel", plot_mel(batch.mel[0, :, :length].cpu().numpy(),
                                           out.mel_postnet[0, :, :length].float().cpu().numpy()), epoch, "mel.png")

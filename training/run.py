@@ -61,6 +61,7 @@ class Run:
 
     train: TrainConfig
     batching: BatchingConfig
+    n_frames_per_step: int  # the decoder's r, from the model config (its home)
     hp: dict[str, Any]  # the flat hparams, stored in checkpoints so that a resume rebuilds the same run
     info: dist_utils.DistInfo
     device: torch.device
@@ -95,7 +96,7 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 
 def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataConfig, mel: MelConfig,
-                  info: dist_utils.DistInfo, device: torch.device):
+                  n_frames_per_step: int, info: dist_utils.DistInfo, device: torch.device):
     """(train set, train sampler, train loader, val set, val sampler, val loader), once the data
     check passed (rank 0 first: it generates corpora and fills the caches, the others reuse them);
     validation always uses RAND batches of val_batch_size, unpacked (as in the paper)."""
@@ -107,14 +108,14 @@ def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataCo
             for line in report.text.lines():
                 print(line)
         train_set, val_set = build_datasets(paths, mel, data.mel_cache_dir, progress, data.unknown_chars)
-    train = loader_parts(train_set, batching, train_cfg.n_frames_per_step, info.rank, info.world_size)
+    train = loader_parts(train_set, batching, n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=train_cfg.val_batch_size, seed=train_cfg.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
     common = dict(num_workers=train_cfg.num_workers, pin_memory=device.type == "cuda",
                   persistent_workers=train_cfg.num_workers > 0)
     train_loader = DataLoader(train.dataset, batch_sampler=train.sampler, collate_fn=train.collate,
                               generator=torch.Generator(), **common)
-    val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(train_cfg.n_frames_per_step),
+    val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(n_frames_per_step),
                             generator=torch.Generator(), **common)
     return train_set, train.sampler, train_loader, val_set, val_sampler, val_loader
 
@@ -144,7 +145,8 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
                                        cfg.train.dist_backend)
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
-        loaders = build_loaders(cfg.train, cfg.batching, cfg.data, cfg.mel, info, device)
+        r = cfg.model.n_frames_per_step
+        loaders = build_loaders(cfg.train, cfg.batching, cfg.data, cfg.mel, r, info, device)
         parts = build_step_parts(cfg.train, cfg.model, device)
         if resume is not None:
             parts.core.load_state_dict(resume.weights.model)
@@ -165,5 +167,5 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
     # wrote after its last checkpoint (they are logged again), or all of them for a run started over
     global_step = resume.state.global_step if resume else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
-    return Run(cfg.train, cfg.batching, hp, info, device, run_dir, parts, *loaders, logger, StopFlag(announce=info.is_main),
-               CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes)
+    return Run(cfg.train, cfg.batching, r, hp, info, device, run_dir, parts, *loaders, logger,
+               StopFlag(announce=info.is_main), CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes)

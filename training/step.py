@@ -66,7 +66,7 @@ def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: tor
     # fused: one kernel for the whole update, and it honours `found_inf` without a host read
     optimizer = torch.optim.Adam(model.parameters(), lr=train.learning_rate, weight_decay=train.weight_decay,
                                  fused=True)
-    criterion = Tacotron2Loss(train.n_frames_per_step, loss_norm=train.loss_norm,
+    criterion = Tacotron2Loss(model_cfg.n_frames_per_step, loss_norm=train.loss_norm,
                               guided_attention=train.guided_attention,
                               guided_attention_sigma=train.guided_attention_sigma,
                               gate_pos_weight=train.gate_pos_weight)

@@ -35,7 +35,6 @@ from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_
 from batching.analysis import BISECTED, LRF_CEILING, SWEPT, bisect_parameter, resolve_width
 from batching.errors import UserError
 from batching.plan import batch_stats
-from batching.planner import strategy_of
 from data.shared import LJSPEECH_LENGTHS
 from scripts.common import cpu_name, markdown_table
 
@@ -74,7 +73,7 @@ def ours(lengths: np.ndarray, config: BatchingConfig, budget: int) -> dict:
     start = time.perf_counter()
     plan = plan_global(lengths, config, 0)
     seconds = time.perf_counter() - start
-    rows = plan.n_rows() if strategy_of(config).block_plan else None
+    rows = plan.n_rows() if config.plans_blocks else None
     return measure(lengths, [plan.batches(), plan_global(lengths, config, 1).batches()], seconds, budget, rows)
 
 
@@ -169,7 +168,7 @@ def bench(title: str, lengths: np.ndarray, args: argparse.Namespace, stem: str) 
     from batching.plots import plot_frontier
 
     budget = B0 * int(lengths.max())
-    rows = {f"{n}{'' if strategy_of(our_config(n)).block_plan else '-dbs-br'}": ours(lengths, our_config(n), budget)
+    rows = {f"{n}{'' if our_config(n).plans_blocks else '-dbs-br'}": ours(lengths, our_config(n), budget)
             for n in STRATEGIES}
     rows["ssb-dbs-br ssb_key=cost"] = ours(lengths, our_config("ssb", ssb_key="cost"), budget)
     theirs = {f"lhotse num_buckets={n} {'reshuffled' if again else 'in-order'}":

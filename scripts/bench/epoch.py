@@ -81,7 +81,7 @@ def make_plans(frames: np.ndarray, text_lengths: np.ndarray, names: list[str], c
 def capture_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_lengths: np.ndarray) -> float:
     """Each plan's graphs, for the shapes of its timed batches; the seconds it took."""
     tick = time.perf_counter()
-    r = bench.cfg.train.n_frames_per_step
+    r = bench.cfg.model.n_frames_per_step
     for p in plans.values():
         table = p["table"]
         shapes = {table.shape_of(len(b), round_up(int(frames[b].max()), r), int(text_lengths[b].max()))
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     if subset:
         keep = np.sort(np.random.default_rng(args.seed).choice(keep, min(subset, keep.size), replace=False))
     frames, text_lengths = frames[keep], text_lengths[keep]
-    r = cfg.train.n_frames_per_step
+    r = cfg.model.n_frames_per_step
 
     names = [n.strip() for n in args.strategies.split(",") if n.strip()]
     common = {"batch_size": cfg.batching.batch_size, "seed": args.seed}

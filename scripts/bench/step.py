@@ -85,7 +85,7 @@ def gradient(bench: Bench, batch, shape) -> dict:
     terms, forward = count_ops(forward_loss, bench.parts, batch, shape)
     _, backward = count_ops(terms.loss.backward)
     grads = [p.grad.flatten() for p in bench.parts.core.parameters() if p.grad is not None]
-    steps = batch.mel.size(2) // bench.cfg.train.n_frames_per_step
+    steps = batch.mel.size(2) // bench.cfg.model.n_frames_per_step
     return {"loss": terms.loss.item(), "grad": torch.cat(grads).double(),
             "ops_forward": forward.compute / steps, "ops_backward": backward.compute / steps}
 
@@ -104,7 +104,7 @@ def timed_step(bench: Bench, batch, shape) -> tuple[float, float]:
 
 def measure(args: argparse.Namespace, variants: list[str], device: torch.device) -> dict[str, dict]:
     benches = {v: Bench(variant_config(args, v), device) for v in variants}
-    r = benches[variants[0]].cfg.train.n_frames_per_step
+    r = benches[variants[0]].cfg.model.n_frames_per_step
     frames, text_lengths, batches, table = chosen_batches(args, r)
     for v, bench in benches.items():  # the graphed variants capture every shape of the epoch's table
         tick = time.perf_counter()

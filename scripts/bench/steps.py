@@ -50,7 +50,7 @@ class Bench:
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.device, self.cfg = device, cfg
         self.parts = build_step_parts(cfg.train, cfg.model, device)
-        self.collate = TextMelCollate(cfg.train.n_frames_per_step)
+        self.collate = TextMelCollate(cfg.model.n_frames_per_step)
 
     def batch(self, frames: np.ndarray, text_lengths: np.ndarray, seed: int):
         """Random text ids and mels of exactly these lengths, padded as the training collate pads."""
