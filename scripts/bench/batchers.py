@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from batching import STRATEGIES, BatchingConfig, pair_repeat, plan_global, read_lengths, train_split
-from batching.analysis import BISECTED, LRF_CEILING, SWEPT, bisect_parameter, resolve_width
+from batching.analysis import resolve_width
 from batching.errors import UserError
 from batching.plan import batch_stats
 from data.shared import LJSPEECH_LENGTHS
@@ -217,16 +217,15 @@ def frontier_table(lengths: np.ndarray, curves: dict[str, list[dict]], theirs: d
     return "\n".join(lines)
 
 
-def table(rows: dict[str, dict | None], n_samples: int) -> str:
+def table(rows: dict[str, dict], n_samples: int) -> str:
     """Markdown; a batcher whose epoch does not hold every sample exactly once says so in its label."""
     cells = []
     for label, r in rows.items():
         if r["samples"] != n_samples:
             label += f" ({r['samples']:,} samples of {n_samples:,})"
-        cells.append([label] + (["-"] * (len(COLUMNS) - 1) if r is None else [
-            f"{r['batches']:,}", f"{r['zpr']:.2f}", f"{r['padding']:.2f}", f"{r['padded_frames']:,}",
-            f"{r['decoder_steps']:,}", str(r["over_budget"]), f"{r['largest']:.4f}", f"{r['pair_repeat']:.4f}",
-            f"{1000 * r['plan_s']:,.1f}"]))
+        cells.append([label, f"{r['batches']:,}", f"{r['zpr']:.2f}", f"{r['padding']:.2f}", f"{r['padded_frames']:,}",
+                      f"{r['decoder_steps']:,}", str(r["over_budget"]), f"{r['largest']:.4f}", f"{r['pair_repeat']:.4f}",
+                      f"{1000 * r['plan_s']:,.1f}"])
     return "\n".join(markdown_table(COLUMNS, cells))
 
 
@@ -251,17 +250,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--corpora: unknown {', '.join(unknown)}; choose from {', '.join(CORPORA)}")
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    real = read_lengths(args.lengths)
-    print(f"# Batchers side by side ({date.today()}, {cpu_name()}, "
-          f"python {platform.python_version()})\n")
-    print(bench(f"{args.lengths.name}, {args.split:.0%} training split", real[train_split(real.size, args.split)],
-                num_buckets))
-    if args.n:
-        rng = np.random.default_rng(0)
-        lognormal = np.maximum(1, rng.lognormal(np.log(450), 0.45, args.n).round()).astype(np.int64)
-        print("\n" + bench("lognormal(ln 450, 0.45) frames", lognormal, num_buckets))
+    print(f"# Batchers side by side ({date.today()}, {cpu_name()}, python {platform.python_version()})")
+    for name in names:
+        title, lengths = corpus(name, args)
+        print("\n" + bench(title, lengths, args, name), flush=True)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
-
 
 if __name__ == "__main__":
     main()
