@@ -12,7 +12,6 @@ live in training/ (config, run, step, loop, checkpoint, rundir).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -60,7 +59,7 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, Resume
 def hold_output_dir(output_dir: str):
     """The main process (torchrun's rank 0; the others share its folder) holds the output folder
     for its whole life, before anything in it is written, so that two runs never write one folder."""
-    return hold_run_dir(Path(output_dir)) if int(os.environ.get("RANK", "0")) == 0 else nullcontext()
+    return hold_run_dir(Path(output_dir)) if dist_utils.launch_rank() == 0 else nullcontext()
 
 
 def refuse_overwrite(args: argparse.Namespace, hp: dict[str, Any]) -> None:
@@ -120,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         with hold_output_dir(cfg.train.output_dir):
             refuse_overwrite(args, hp)
-            return run_training(args, hp, cfg, resume)
+            run = build_run(cfg, hp, resume)
+            state, position = (resume.state, resume.position) if resume else (RunState(), None)
+            del resume  # the weights are in the model now: no frame keeps the checkpoint's copy alive
+            return run_training(args, cfg, run, state, position)
     except UserError as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)
         dist_utils.shutdown()
@@ -130,11 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def run_training(args: argparse.Namespace, hp: dict[str, Any], cfg: RunConfig, resume: ResumePoint | None) -> int:
-    """Build the run and train it; the exit status."""
-    run = build_run(cfg, hp, resume)
-    state, position = (resume.state, resume.position) if resume else (RunState(), None)
-    del resume  # the weights are in the model now
+def run_training(args: argparse.Namespace, cfg: RunConfig, run: Run, state: RunState,
+                 position: EpochPosition | None) -> int:
+    """Train the built run from `state` (mid-epoch at `position`); the exit status."""
     prepare_run_dir(run, state, fresh=position is None)
     describe(run, state, resumed=args.resume is not None)
     run.stop.install()

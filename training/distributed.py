@@ -108,6 +108,11 @@ def describe_position(progress: RunState | None) -> str:
     return f"in epoch {progress.epoch} after step {progress.step_in_epoch}"
 
 
+def launch_rank() -> int:
+    """This process's rank as torchrun set it (0 when not started by torchrun)."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | str = "RUN_DIR",
                      force: bool = False, backend: str = "auto") -> DistInfo:
     """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs).
@@ -118,7 +123,7 @@ def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | s
     if world_size == 1 and not force:
         return DistInfo()
     alone = world_size == 1 and "MASTER_PORT" not in os.environ  # not started by torchrun
-    info = DistInfo(int(os.environ.get("RANK", "0")), world_size, int(os.environ.get("LOCAL_RANK", "0")),
+    info = DistInfo(launch_rank(), world_size, int(os.environ.get("LOCAL_RANK", "0")),
                     forced=world_size == 1)
     if backend == "auto":
         backend = "nccl" if device_kind == "cuda" else "gloo"
