@@ -9,8 +9,9 @@ batches on every rank, never over the budget, and state_dict() / load_state_dict
 mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCutSampler and
 docs/lhotse.md, which also says where it differs).
 
-The planner needs every length up front: a lazy CutSet is read in (metadata), Shar and infinite
-ones are refused with what to do. Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
+The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed (each
+cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by seeking;
+any other lazy CutSet is read in (metadata); Shar and infinite ones are refused with what to do. Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
 given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
@@ -18,15 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 from lhotse import CutSet
-from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
+from lhotse.dataset.sampling.base import CutSampler, _filter_nothing, attach_dataloading_info
 from lhotse.lazy import is_dill_enabled
 
 from .config import BatchingConfig
 from .errors import UserError
+from .lhotse_manifest import IndexedManifest, cut_source
 from .lhotse_options import (check_knobs, check_zipped, effective_durations, log, resolved_seed, split_positional,
                              with_budget, with_lhotse_options)
 from .sampler import PlanBatchSampler
@@ -50,6 +53,8 @@ class PlanCutSampler(CutSampler):
     as Lhotse. too_long: what to do with cuts over the budget, found here: "error" (default),
     "skip" (counted in `skipped` and reported) or "alone" (each in a batch of its own, as Lhotse).
     rank / world_size: as Lhotse's (arguments, else RANK/WORLD_SIZE, else torch.distributed).
+    manifest_cache: the folder for a lazy `.jsonl.gz` manifest's uncompressed copy and the index of
+    a lazy manifest (default: lhotse_manifest.default_cache()), rebuilt when the manifest changes.
     Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
@@ -58,7 +63,7 @@ class PlanCutSampler(CutSampler):
                  max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
                  quadratic_duration: float | None = None, frame_shift: float = 0.01, too_long: str = "error",
-                 **bucketing) -> None:
+                 manifest_cache: str | Path | None = None, **bucketing) -> None:
         check_knobs(bucketing)
         cut_sets, config, max_duration = split_positional(cuts, config, max_duration)
         if too_long not in TOO_LONG:
@@ -68,7 +73,7 @@ class PlanCutSampler(CutSampler):
         super().__init__(world_size=world_size, rank=rank)
         self.frame_shift, self.too_long = frame_shift, too_long
         self.max_cuts, self.quadratic_duration = max_cuts, quadratic_duration
-        self._cut_lists = [list(c) for c in cut_sets]
+        self._cut_lists = [cut_source(c, manifest_cache) for c in cut_sets]
         check_zipped(self._cut_lists)
         config = with_budget(config, max_duration, frame_shift)
         # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
@@ -90,18 +95,23 @@ class PlanCutSampler(CutSampler):
             raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         cuts = self._cut_lists[0]
-        durations = np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))
+        durations = cut_durations(cuts)
         lengths = cut_frames(effective_durations(durations, self.quadratic_duration), self.frame_shift)
-        kept = np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts))
+        kept = (np.ones(len(cuts), bool) if isinstance(self._filter_fn, _filter_nothing)
+                else np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts)))
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
             kept, lengths = self._fit(lengths, kept, config.capacity, durations)
             if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
                 lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
-        self._kept, self._left_out = np.flatnonzero(kept), np.flatnonzero(~kept)
-        self._sampler = _IndexSampler(lengths[self._kept], config, self.rank, self.world_size)
+        self._left_out = np.flatnonzero(~kept)
+        # the kept cuts' indices; None when all are kept (8 bytes a cut fewer on a 10-million-cut manifest)
+        self._kept = np.flatnonzero(kept) if self._left_out.size else None
+        self._n_kept = len(cuts) - int(self._left_out.size)
+        del kept
+        self._sampler = _IndexSampler(lengths if self._kept is None else lengths[self._kept], config,
+                                      self.rank, self.world_size)
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
-        self._durations = durations
 
     def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, durations: np.ndarray):
         """Cuts over the budget: refused, skipped (counted) or planned alone, as too_long says."""
@@ -152,6 +162,7 @@ class PlanCutSampler(CutSampler):
         the state is kept (Lhotse's rule); any other epoch starts afresh."""
         if epoch != self.epoch:
             self.allow_iter_to_reset_state()
+        self._batches = None  # a running pass ends (and lets its plan go)
         self.epoch = epoch
         self.diagnostics.set_epoch(epoch)
         self._sampler.set_epoch(self._planned_epoch(epoch))
@@ -172,7 +183,7 @@ class PlanCutSampler(CutSampler):
         if self._deferred_seed:
             self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
-        self._batches = iter(self._sampler) if self._kept.size else iter(())  # no cuts: no (empty) batch
+        self._batches = iter(self._sampler) if self.num_cuts else iter(())  # no cuts: no (empty) batch
         return self
 
     def __next__(self):
@@ -180,7 +191,7 @@ class PlanCutSampler(CutSampler):
             iter(self)
         batch = next(self._batches)
         self.allow_iter_to_reset_state()
-        selected = tuple(CutSet.from_cuts(self._cut(cuts, i, k) for i, k in batch) for cuts in self._cut_lists)
+        selected = tuple(CutSet.from_cuts(self._cut(cuts, entry) for entry in batch) for cuts in self._cut_lists)
         self._log_diagnostics(selected if len(selected) > 1 else selected[0])
         for part in selected:
             attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
@@ -197,9 +208,11 @@ class PlanCutSampler(CutSampler):
             return dill.dumps(state)
         return state
 
-    def _cut(self, cuts: list, index: int, occurrence: int):
-        """The kept cut `index`; a repeat (fewer cuts than ranks need) renamed as Lhotse does."""
-        cut = cuts[self._kept[index]]
+    def _cut(self, cuts, entry):
+        """The kept cut `entry` (an index, or [index, occurrence] when the epoch repeats cuts); a
+        repeat (fewer cuts than ranks need) renamed as Lhotse does."""
+        index, occurrence = entry if isinstance(entry, list) else (entry, 0)
+        cut = cuts[self._source_index(index)]
         return cut if occurrence == 0 else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
 
     def __len__(self) -> int:
@@ -208,11 +221,15 @@ class PlanCutSampler(CutSampler):
 
     @property
     def num_cuts(self) -> int:
-        return int(self._kept.size)
+        return self._n_kept
+
+    def _source_index(self, kept_index):
+        """The position in the CutSet of kept cut(s) `kept_index` (an int or an index array)."""
+        return kept_index if self._kept is None else self._kept[kept_index]
 
     def _left_in_pass(self) -> list[np.ndarray]:
         """The batches this pass has still to yield (none after a full pass, as in Lhotse)."""
-        return [] if self._sampler.exhausted or not self._kept.size else self._sampler.remaining_batches()
+        return [] if self._sampler.exhausted or not self.num_cuts else self._sampler.remaining_batches()
 
     @property
     def remaining_cuts(self) -> int:
@@ -220,7 +237,8 @@ class PlanCutSampler(CutSampler):
 
     @property
     def remaining_duration(self) -> float:
-        return float(sum(self._durations[self._kept[batch[:, 0]]].sum() for batch in self._left_in_pass()))
+        durations = cut_durations(self._cut_lists[0])
+        return float(sum(durations[self._source_index(_indices(batch))].sum() for batch in self._left_in_pass()))
 
     # --- state ------------------------------------------------------------------------------------------
 
@@ -265,14 +283,15 @@ class PlanCutSampler(CutSampler):
 
 
 class _IndexSampler(PlanBatchSampler):
-    """PlanBatchSampler whose batches are [index, occurrence] pairs: occurrence k > 0 marks the
-    k-th repeat of a sample in the epoch (the planner repeats samples only when there are fewer
-    than the ranks need batches), which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does."""
+    """PlanBatchSampler whose batches, in an epoch that repeats samples (the planner does so only
+    when there are fewer than the ranks need batches), are [index, occurrence] pairs: occurrence
+    k > 0 marks the k-th repeat, which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does.
+    Other epochs keep plain indices (no per-sample pairs: a 10-million-cut epoch stays small)."""
 
     def _items(self, plan, rank: int | None) -> list[np.ndarray]:
+        if not plan.order.size or np.bincount(plan.order).max() == 1:
+            return plan.batches(rank)
         batches = plan.batches()
-        if not batches:
-            return []
         flat = np.concatenate(batches)
         occurrence = _occurrences(flat)
         pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
@@ -289,8 +308,25 @@ def _occurrences(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _indices(batch: np.ndarray) -> np.ndarray:
+    """A batch's kept-cut indices, whether plain or [index, occurrence] pairs (_IndexSampler)."""
+    return batch if batch.ndim == 1 else batch[:, 0]
+
+
+def cut_durations(cuts) -> np.ndarray:
+    """The durations of a list of cuts, or an indexed manifest's (held, not computed)."""
+    if isinstance(cuts, IndexedManifest):
+        return cuts.durations
+    return np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))
+
+
 def cut_frames(durations, frame_shift: float) -> np.ndarray:
-    """Each duration (or cut's duration) in frames of frame_shift seconds, rounded up (at least 1)."""
+    """Each duration (or cut's duration) in frames of frame_shift seconds, rounded up (at least 1);
+    computed in place, so that 10 million cuts need one float and one int array at a time."""
     if not isinstance(durations, np.ndarray):
         durations = np.fromiter((cut.duration for cut in durations), np.float64)
-    return np.maximum(1, np.ceil(np.round(durations / frame_shift, 6))).astype(np.int64)
+    frames = durations / frame_shift
+    np.ceil(np.round(frames, 6, out=frames), out=frames)
+    lengths = frames.astype(np.int64)
+    del frames
+    return np.maximum(lengths, 1, out=lengths)

@@ -51,9 +51,6 @@ def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: f
                         f"got {', '.join(type(c).__name__ for c in cuts) or 'nothing'}")
     for lazy in (c for c in cut_sets if c.is_lazy):
         _refuse_unplannable(lazy)
-    if any(c.is_lazy for c in cut_sets):
-        log.info("PlanCutSampler: reading a lazy CutSet's manifest into memory (metadata only) to plan from it")
-        cut_sets = [c.to_eager() if c.is_lazy else c for c in cut_sets]
     return cut_sets, config or DEFAULT_CONFIG, max_duration
 
 
