@@ -8,10 +8,12 @@ durations resampled from LJSpeech's clips, or a stand-in with their spread), the
 a subprocess of its own so that its peak RSS is its own:
 
 * reader: Lhotse's lazy reader iterating the manifest (the first --reader-cuts cuts: its memory
-  does not grow with the file), after a PlanCutSampler of 1,000 cuts has run (its modules and
-  compiled code are then counted here too): the memory every lazy sampler starts from;
+  does not grow with the file), the memory every lazy sampler starts from; reader+planner: the
+  same after a PlanCutSampler of 1,000 cuts has run (its modules and compiled code), the baseline
+  of PlanCutSampler's bytes a cut;
 * plan (cold): PlanCutSampler with an empty cache folder (decompresses and indexes the manifest),
-  its time to the first batch, planning an epoch, a full pass over the batches (no audio loaded);
+  its time to the first batch, planning an epoch, a full pass over the batches (no audio loaded;
+  --pass-cuts K stops each sampler's pass after K cuts, for a 10M-cut run on a small machine);
 * plan (warm): the same with the cache filled by the cold run: time to the first batch and planning;
 * lhotse: DynamicBucketingSampler (shuffle=True, num_buckets=30): time to the first batch, a full pass;
 * argsort: numpy.argsort of the cuts' lengths in frames, the planner's yardstick.
@@ -44,7 +46,7 @@ FRAME_SHIFT = 0.01
 LINE = ('{{"id": "{id}", "start": 0, "duration": {d}, "channel": 0, "supervisions": [{{"id": "{id}", '
         '"recording_id": "{id}", "start": 0, "duration": {d}, "channel": 0, "text": "printing in the only sense"}}], '
         '"type": "MonoCut"}}\n')
-MEASURES = ("reader", "plan", "lhotse", "argsort")
+MEASURES = ("reader", "reader+planner", "plan", "lhotse", "argsort")
 
 
 def bench_durations(n: int, seed: int = 0) -> np.ndarray:
@@ -71,10 +73,13 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def batch_figures(batches, max_duration: float) -> dict:
-    """A full pass: its time, batches, cuts, padded fraction and batches over the padded budget."""
+def batch_figures(batches, max_duration: float, pass_cuts: int) -> dict:
+    """A pass over the batches (stopping after the batch that reaches pass_cuts cuts): its time,
+    batches, cuts, padded fraction and batches over the padded budget."""
     start, n_batches, n_cuts, real, padded, over = time.perf_counter(), 0, 0, 0.0, 0.0, 0
     for batch in batches:
+        if n_cuts >= pass_cuts:
+            break
         durations = [cut.duration for cut in batch]
         n_batches, n_cuts, real = n_batches + 1, n_cuts + len(durations), real + sum(durations)
         padded += len(durations) * max(durations)
@@ -97,12 +102,13 @@ def warm_up_the_sampler() -> None:
 
 
 def measure(kind: str, manifest: Path, cache: Path, max_duration: float, n: int, reader_cuts: int,
-            full_pass: bool) -> dict:
+            pass_cuts: int) -> dict:
     """One measurement (run in a subprocess of its own, see MEASURES); returns its figures."""
     from lhotse import CutSet
     start = time.perf_counter()
-    if kind == "reader":
-        warm_up_the_sampler()
+    if kind.startswith("reader"):
+        if kind == "reader+planner":
+            warm_up_the_sampler()
         taken = sum(1 for _ in zip(range(reader_cuts), CutSet.from_file(manifest)))
         return dict(cuts_read=taken, read_s=time.perf_counter() - start, rss=peak_rss())
     if kind == "argsort":
@@ -122,42 +128,43 @@ def measure(kind: str, manifest: Path, cache: Path, max_duration: float, n: int,
         next(iter(sampler))
         figures = dict(first_batch_s=time.perf_counter() - start)
         sampler.set_epoch(1)
-    if full_pass:
-        figures |= batch_figures(sampler, max_duration)
+    if pass_cuts:
+        figures |= batch_figures(sampler, max_duration, pass_cuts)
     return figures | dict(rss=peak_rss())
 
 
 def run_measure(kind: str, args, full_pass: bool = True) -> dict:
     """measure() in a fresh Python process: its peak RSS is its own."""
     command = [sys.executable, "-m", "scripts.bench.lhotse", "--measure", kind, "--manifest", str(args.manifest),
-               "--cache", str(args.cache), "--max-duration", str(args.max_duration),
-               "--reader-cuts", str(args.reader_cuts), "--cuts", str(args.cuts)] + ([] if full_pass else ["--no-pass"])
+               "--cache", str(args.cache), "--max-duration", str(args.max_duration), "--reader-cuts",
+               str(args.reader_cuts), "--cuts", str(args.cuts), "--pass-cuts", str(args.pass_cuts if full_pass else 0)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def table_row(name: str, figures: dict, reader_rss: int, n: int) -> list[str]:
-    """One sampler's row: what was not measured for it is '-'."""
+    """One sampler's row (bytes a cut: over reader_rss, its reader baseline); '-': not measured for it."""
     passed = "pass_s" in figures
     return [name, f"{figures['first_batch_s']:.2f}", f"{figures['plan_s']:.3f}" if "plan_s" in figures else "-",
-            f"{figures['pass_s']:.0f} ({figures['batches']:,} batches)" if passed else "-",
+            f"{figures['pass_s']:.0f} ({figures['cuts']:,} cuts, {figures['batches']:,} batches)" if passed else "-",
             f"{figures['rss'] / 2**20:.0f}", f"{(figures['rss'] - reader_rss) / n:.1f}",
             f"{figures['padded_fraction']:.1%}" if passed else "-", f"{figures['over']:,}" if passed else "-"]
 
 
 def report(n: int, args, results: dict) -> None:
     """The side-by-side table and the goals."""
-    reader, cold, warm, lhotse = (results[k] for k in ("reader", "plan cold", "plan warm", "lhotse"))
+    reader, cold, warm, lhotse = (results[k] for k in ("reader+planner", "plan cold", "plan warm", "lhotse"))
     argsort = results["argsort"]["argsort_s"]
     print(f"{n:,} cuts, max_duration={args.max_duration:g} s; {cpu_name()}; one run, side by side")
     rows = [table_row("PlanCutSampler, cold cache (decompress + index)", cold, reader["rss"], n),
             table_row("PlanCutSampler, warm cache", warm, reader["rss"], n),
-            table_row("DynamicBucketingSampler (plans while streaming)", lhotse, reader["rss"], n)]
-    print("\n".join(markdown_table(["sampler", "first batch s", "plan an epoch s", "full pass s", "peak RSS MiB",
+            table_row("DynamicBucketingSampler (plans while streaming)", lhotse, results["reader"]["rss"], n)]
+    print("\n".join(markdown_table(["sampler", "first batch s", "plan an epoch s", "pass s", "peak RSS MiB",
                                     "bytes a cut over the reader", "padded fraction", "batches over budget"], rows)))
     print(f"numpy.argsort of the {n:,} lengths: {argsort:.3f} s; planning / argsort = {warm['plan_s'] / argsort:.2f}x "
           f"(goal <= 1.5x)")
-    print(f"Lhotse's reader alone ({reader['cuts_read']:,} cuts read): peak RSS {reader['rss'] / 2**20:.0f} MiB; "
+    print(f"Lhotse's reader ({reader['cuts_read']:,} cuts read): peak RSS {results['reader']['rss'] / 2**20:.0f} MiB, "
+          f"{reader['rss'] / 2**20:.0f} MiB with the planner's modules and code loaded; "
           f"PlanCutSampler holds {(cold['rss'] - reader['rss']) / n:.1f} bytes a cut more (goal < 64)")
 
 
@@ -167,14 +174,16 @@ def main() -> None:
     parser.add_argument("--max-duration", type=float, default=200.0, help="the batch budget in seconds")
     parser.add_argument("--folder", type=Path, help="where the manifest and the cache go (default: a temp folder)")
     parser.add_argument("--reader-cuts", type=int, default=200_000, help="cuts the reader baseline reads")
+    parser.add_argument("--pass-cuts", type=int, help="stop each sampler's pass over the batches once it has "
+                        "yielded this many cuts (default: a full pass over the epoch)")
     parser.add_argument("--measure", choices=MEASURES, help=argparse.SUPPRESS)
     parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--no-pass", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.pass_cuts = args.cuts if args.pass_cuts is None else args.pass_cuts
     if args.measure:
         print(json.dumps(measure(args.measure, args.manifest, args.cache, args.max_duration, args.cuts,
-                                 args.reader_cuts, not args.no_pass)))
+                                 args.reader_cuts, args.pass_cuts)))
         return
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         args.manifest, args.cache = Path(folder) / "cuts.jsonl.gz", Path(folder) / "cache"
@@ -182,7 +191,8 @@ def main() -> None:
         write_manifest(args.manifest, bench_durations(args.cuts))
         print(f"wrote {args.manifest.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
               file=sys.stderr)
-        results = {"reader": run_measure("reader", args), "plan cold": run_measure("plan", args),
+        results = {"reader": run_measure("reader", args), "reader+planner": run_measure("reader+planner", args),
+                   "plan cold": run_measure("plan", args),
                    "plan warm": run_measure("plan", args, full_pass=False), "lhotse": run_measure("lhotse", args),
                    "argsort": run_measure("argsort", args)}
         report(args.cuts, args, results)
