@@ -61,37 +61,43 @@ def manifest_paths(cuts) -> list[Path] | None:
 
 
 class IndexedManifest:
-    """The cuts of JSONL manifests as a sequence: len, [i] (by seeking), iteration in file order,
-    and `durations`, all from 16 bytes a cut held in memory."""
+    """The cuts of JSONL manifests as a sequence: len, [i] (one positioned read of its line),
+    iteration in file order, and `durations`, all from 16 bytes a cut held in memory. Reads use
+    os.pread, which moves no shared file offset: forked DataLoader workers may read at once."""
 
     def __init__(self, files: list[Path], locations: np.ndarray, durations: np.ndarray, sizes: list[int]) -> None:
         self.files, self.locations, self.durations, self.sizes = files, locations, durations, sizes
-        self._handles: dict[int, object] = {}
+        self._descriptors: dict[int, int] = {}
 
     def __len__(self) -> int:
         return int(self.locations.size)
 
     def __getitem__(self, index: int):
-        location = int(self.locations[index])
-        handle = self._handle(location >> OFFSET_BITS)
-        handle.seek(location & (2 ** OFFSET_BITS - 1))
-        return deserialize_item(json.loads(handle.readline()))
+        index = range(len(self))[index]
+        number, offset = divmod(int(self.locations[index]), 2 ** OFFSET_BITS)
+        following = divmod(int(self.locations[index + 1]), 2 ** OFFSET_BITS) if index + 1 < len(self) else None
+        end = following[1] if following and following[0] == number else self.sizes[number]
+        return deserialize_item(json.loads(os.pread(self._descriptor(number), end - offset, offset)))
 
     def __iter__(self) -> Iterator:
         return (self[i] for i in range(len(self)))
 
-    def _handle(self, number: int):
-        if number not in self._handles:
+    def _descriptor(self, number: int) -> int:
+        if number not in self._descriptors:
             path = self.files[number]
             if path.stat().st_size != self.sizes[number]:
                 raise UserError(f"{path} changed while a sampler was reading it ({self.sizes[number]} bytes when "
                                 f"indexed, {path.stat().st_size} now): build the sampler again")
-            self._handles[number] = open(path, "rb")
-        return self._handles[number]
+            self._descriptors[number] = os.open(path, os.O_RDONLY)
+        return self._descriptors[number]
 
     def __getstate__(self) -> dict:
-        """For DataLoader workers: every process opens its own files."""
-        return dict(self.__dict__, _handles={})
+        """For DataLoader workers (pickled): every process opens its own files."""
+        return dict(self.__dict__, _descriptors={})
+
+    def __del__(self) -> None:
+        for descriptor in self._descriptors.values():
+            os.close(descriptor)
 
 
 def cut_source(cuts, cache: Path | None):
