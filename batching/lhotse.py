@@ -293,12 +293,12 @@ class _IndexSampler(PlanBatchSampler):
             return plan.batches(rank)
         batches = plan.batches()
         flat = np.concatenate(batches)
-        occurrence = _occurrences(flat)
+        occurrence = occurrences(flat)
         pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
         return pairs if rank is None else pairs[rank::plan.world_size]
 
 
-def _occurrences(values: np.ndarray) -> np.ndarray:
+def occurrences(values: np.ndarray) -> np.ndarray:
     """For each position, how many times its value occurred before it."""
     order = np.argsort(values, kind="stable")
     ordered = values[order]

@@ -67,9 +67,9 @@ def _refuse_unplannable(cuts: CutSet) -> None:
     """A lazy CutSet must be finite and not read from Shar shards to be read in for planning."""
     chain = list(_chain(cuts.data))
     if any(isinstance(s, LazySharIterator) for s in chain):
-        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which it cannot yet plan (reading them "
-                        "in would load their audio and features): use Lhotse's DynamicBucketingSampler for Shar, or "
-                        "plan from a JSONL manifest of the same cuts (docs/lhotse.md, 'Lazy manifests and Shar')")
+        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
+                        "batching.lhotse_shar.SharCutSampler (the streaming strategy over the shards), or plan from a "
+                        "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')")
     if any(isinstance(s, LazyRepeater) and s.times is None or isinstance(s, LazyInfiniteApproximateMultiplexer)
            for s in chain):
         raise UserError("PlanCutSampler plans whole epochs and got an infinite lazy CutSet (.repeat() or an infinite "
