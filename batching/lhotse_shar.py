@@ -39,7 +39,8 @@ STATE_KIND = "batching.lhotse_shar.SharCutSampler"
 
 
 class SharCutSampler(CutSampler):
-    """Yields this rank's batches (CutSets) of a CutSet read from Shar (CutSet.from_shar) for the
+    """Yields this rank's batches (CutSets) of a CutSet read from Shar (CutSet.from_shar; its own
+    shuffle_shards and split_for_dataloading are not used: the sampler orders and deals the shards) for the
     current epoch. max_duration: the budget in seconds, padding included (a batch's cut count x
     its longest cut). bucket_interval: the bucketer's bucket width in seconds. seed: the shard
     order's (with the epoch). rank / world_size: as Lhotse's. Call set_epoch(e) before each epoch."""
@@ -128,6 +129,10 @@ class SharCutSampler(CutSampler):
                     yield [_take(held, uses, int(positions[i]), int(repeated[i])) for i in range(*bounds[k])]
                     k += 1
 
+    def __getstate__(self) -> dict:
+        """For DataLoader workers (IterableDatasetWrapper): everything but a running pass."""
+        return dict(self.__dict__, _batches=None)
+
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (the same on every rank)."""
         return self.epoch_plan()[2].size - 1
@@ -172,7 +177,11 @@ def shar_shards(cuts: CutSet) -> list[dict]:
     if not isinstance(cuts.data, LazySharIterator):
         raise UserError(f"SharCutSampler reads a CutSet made by CutSet.from_shar, got one of {type(cuts.data).__name__}: "
                         "use batching.lhotse.PlanCutSampler for other CutSets")
-    return list(cuts.data.shards)
+    reader = cuts.data
+    if any(fn is not None for fn in reader.cut_map_fns) or reader.slice_length is not None:
+        raise UserError("SharCutSampler reads whole shards in its own order: CutSet.from_shar's cut_map_fns and "
+                        "slice_length would not apply; map the batches with sampler.map(...) instead")
+    return list(reader.shards)
 
 
 def shard_lengths(path: Path, frame_shift: float, capacity: int) -> np.ndarray:

@@ -111,3 +111,20 @@ def test_cuts_keep_their_audio_and_mistakes_are_one_error(tmp_path):
         sampler.load_state_dict(PlanCutSampler(CutSet.from_cuts(cuts), max_duration=3.0).state_dict())
     with pytest.raises(UserError, match="CutSet.from_shar"):
         SharCutSampler(CutSet.from_cuts(cuts), max_duration=3.0)
+    with pytest.raises(UserError, match="cut_map_fns"):
+        SharCutSampler(CutSet.from_shar(in_dir=tmp_path / "shar", cut_map_fns=[str] * 3), max_duration=3.0)
+
+
+def test_iterable_dataset_wrapper_reads_the_shards_in_a_worker(tmp_path):
+    import torch
+    from lhotse.dataset.iterable_dataset import IterableDatasetWrapper
+    eager = write_shar(tmp_path, DURATIONS[:20], shard_size=5)
+    sampler = SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=4.0)
+    next(iter(sampler))  # a running pass is not pickled
+    loader = torch.utils.data.DataLoader(IterableDatasetWrapper(CutIdList(), sampler), batch_size=None, num_workers=1)
+    assert sorted(i for batch in loader for i in batch) == sorted(eager.ids)
+
+
+class CutIdList:
+    def __getitem__(self, cuts: CutSet) -> list[str]:
+        return [cut.id for cut in cuts]
