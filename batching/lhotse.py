@@ -10,9 +10,10 @@ mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCu
 docs/lhotse.md, which also says where it differs).
 
 The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed (each
-cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by seeking;
-any other lazy CutSet is read in (metadata); Shar and infinite ones are refused with what to do. Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
-given in seconds (`max_duration`, as in Lhotse) holds.
+cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by offset;
+any other lazy CutSet is read in (metadata); infinite ones are refused with what to do, Shar ones
+pointed to batching/lhotse_shar.py. Lengths are cut durations in frames of `frame_shift` seconds,
+rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
 from __future__ import annotations
@@ -162,7 +163,7 @@ class PlanCutSampler(CutSampler):
         the state is kept (Lhotse's rule); any other epoch starts afresh."""
         if epoch != self.epoch:
             self.allow_iter_to_reset_state()
-        self._batches = None  # a running pass ends (and lets its plan go)
+            self._batches = None  # the running pass ends (and lets its plan go)
         self.epoch = epoch
         self.diagnostics.set_epoch(epoch)
         self._sampler.set_epoch(self._planned_epoch(epoch))
