@@ -20,7 +20,7 @@ from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.errors import UserError  # noqa: E402
 from batching.lhotse import PlanCutSampler  # noqa: E402
-from batching.lhotse_manifest import IndexedManifest, indexed_manifest, line_duration  # noqa: E402
+from batching.lhotse_manifest import IndexedManifest, default_cache, indexed_manifest, line_duration  # noqa: E402
 from scripts.bench.lhotse import LINE  # noqa: E402
 from tests.kit import run_command  # noqa: E402
 
@@ -165,3 +165,11 @@ def test_bench_lhotse_smoke(tmp_path):
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert len(table) == 4 and table[1].startswith("| PlanCutSampler, cold") and "DynamicBucketing" in table[3]
     assert " | 0 |" in table[1] and "(goal <= 1.5x)" in done.stdout and "(goal < 64)" in done.stdout
+
+
+def test_the_default_cache_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    write_cuts(tmp_path / "cuts.jsonl.gz", DURATIONS[:5])
+    PlanCutSampler(CutSet.from_file(tmp_path / "cuts.jsonl.gz"), max_duration=6.0)
+    assert default_cache() == tmp_path / "xdg" / "tacotron2-batching" / "manifests"
+    assert sorted(p.suffix for p in default_cache().iterdir()) == [".jsonl", ".npz"]
