@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from scripts.common import markdown_table
-from scripts.reproduction.make_tables import cell, cell_sd, loss_within, mean, sample_sd
+from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, sample_sd
 
 
 def trailing_loss(curve: list[dict], epoch: int) -> float | None:
