@@ -33,7 +33,7 @@ from .errors import UserError
 from .lhotse import occurrences
 from .lhotse_manifest import line_duration
 from .sharding import halve_largest
-from .stream import stream_cuts
+from .stream import bucket_ids, stream_cuts
 
 STATE_KIND = "batching.lhotse_shar.SharCutSampler"
 
@@ -71,9 +71,9 @@ class SharCutSampler(CutSampler):
         """This rank's epoch: its shards in order, and its batches as (positions in its stream,
         boundaries), in the bucketer's order, as many as the rank with the most."""
         dealt = self.dealt_shards()
-        counts = [stream_cuts(self._stream(shards), self.capacity, self.interval)[1].size - 1 for shards in dealt]
+        counts = [self._bucketed(shards)[1].size - 1 for shards in dealt]
         mine = dealt[self.rank]
-        positions, cuts = stream_cuts(self._stream(mine), self.capacity, self.interval)
+        positions, cuts = self._bucketed(mine)
         cuts, missing = halve_largest(cuts, max(counts) - counts[self.rank])
         if missing:  # fewer cuts than steps: the stream's last cuts again, each alone, renamed as Lhotse does
             positions = np.concatenate([positions, np.arange(positions.size - 1, positions.size - 1 - missing, -1)
@@ -81,8 +81,10 @@ class SharCutSampler(CutSampler):
             cuts = np.concatenate([cuts, cuts[-1] + np.arange(1, missing + 1)])
         return mine, positions, cuts
 
-    def _stream(self, shards: np.ndarray) -> np.ndarray:
-        return np.concatenate([self.lengths[s] for s in shards]) if len(shards) else np.zeros(0, np.int64)
+    def _bucketed(self, shards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bucketer's batches over `shards` read in order: (positions, boundaries), as stream_cuts."""
+        lengths = np.concatenate([self.lengths[s] for s in shards]) if len(shards) else np.zeros(0, np.int64)
+        return stream_cuts(lengths, bucket_ids(lengths, self.interval, None), self.capacity)
 
     def set_epoch(self, epoch: int) -> None:
         """Lhotse's: right after load_state_dict of a state saved in `epoch`, the state is kept."""
