@@ -22,7 +22,8 @@ from lhotse.features import Fbank  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.errors import UserError  # noqa: E402
-from batching.lhotse import PlanCutSampler, cut_frames  # noqa: E402
+from batching.lhotse import PlanCutSampler  # noqa: E402
+from batching.lhotse_measure import Measure  # noqa: E402
 from tests.kit import REPO, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
@@ -50,7 +51,7 @@ def test_batches_are_the_plan_of_the_cut_durations(tmp_path):
     cuts = audio_cuts(tmp_path)
     sampler = PlanCutSampler(cuts, CONFIG)
     sampler.set_epoch(2)
-    frames = cut_frames(cuts, 0.01)
+    frames = Measure(step=0.01).lengths(Measure().values(list(cuts)))
     expected = [[cuts[int(i)].id for i in b] for b in plan_epoch(frames, CONFIG, epoch=2)]
     assert ids(sampler) == expected and len(sampler) == len(expected) > 1
     assert sorted(sum(expected, [])) == sorted(cuts.ids)
