@@ -117,8 +117,9 @@ class PlanCutSampler(CutSampler):
         first = int(np.flatnonzero(over)[0])
         what = f"{example_name(self._cut_lists[0][first], first)} {self.measure.over_limit(values[first])}"
         if self.too_long == "error":
-            raise UserError(f"{what} ({int(over.sum())} such {'cuts' if self.measure.unit == 's' else 'examples'}): raise the budget, or pass too_long='skip' "
-                            "(leave them out, counted) or too_long='alone' (each in a batch of its own, as Lhotse does)")
+            such = f"{int(over.sum())} such {'cuts' if self.measure.unit == 's' else 'examples'}"
+            raise UserError(f"{what} ({such}): raise the budget, or pass too_long='skip' (leave them out, counted) "
+                            "or too_long='alone' (each in a batch of its own, as Lhotse does)")
         if self.too_long == "skip":
             self.skipped["too_long"] = int(over.sum())
             log.warning("PlanCutSampler: skipped %d examples over the budget (the first: %s)", over.sum(), what)

@@ -95,21 +95,21 @@ def measure_from(constraint, max_duration: float | None, max_cuts: int | None, q
     if given:
         raise UserError(f"the budget is given twice: constraint={type(constraint).__name__} and {', '.join(given)}; "
                         "keep one")
-    if isinstance(constraint, TimeConstraint) and not constraint.concatenate_cuts:
+    if type(constraint) is TimeConstraint and not constraint.concatenate_cuts:
         return _checked(Measure("s", constraint.max_duration, constraint.max_cuts, constraint.quadratic_duration,
                                 frame_shift))
-    if isinstance(constraint, TokenConstraint):
+    if type(constraint) is TokenConstraint:
         return _checked(Measure("tokens", constraint.max_tokens, constraint.max_examples, constraint.quadratic_length,
                                 1.0))
-    if isinstance(constraint, FixedBucketBatchSizeConstraint):
+    if type(constraint) is FixedBucketBatchSizeConstraint:
         sizes = tuple(constraint.batch_sizes)
         if len(sizes) != len(constraint.max_seq_len_buckets) or not all(isinstance(s, int) and s >= 1 for s in sizes):
             raise UserError(f"FixedBucketBatchSizeConstraint needs one positive batch size per bucket bound, got "
                             f"batch_sizes={list(sizes)} for max_seq_len_buckets={list(constraint.max_seq_len_buckets)}")
         return Measure("s", bins=tuple(map(float, constraint.max_seq_len_buckets)), batch_sizes=sizes)
-    raise UserError(f"constraint={type(constraint).__name__} cannot be planned by PlanCutSampler: it takes "
-                    "TimeConstraint (without concatenate_cuts), TokenConstraint and FixedBucketBatchSizeConstraint, "
-                    "or max_duration / max_cuts")
+    raise UserError(f"constraint={type(constraint).__name__} cannot be planned by PlanCutSampler: it takes Lhotse's "
+                    "TimeConstraint (without concatenate_cuts), TokenConstraint and FixedBucketBatchSizeConstraint "
+                    "themselves (a subclass may count otherwise), or max_duration / max_cuts")
 
 
 def _checked(measure: Measure) -> Measure:

@@ -37,8 +37,9 @@ def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: f
     else:
         cut_sets.append(last)
     if not cut_sets or not all(isinstance(c, (CutSet, list, tuple)) or hasattr(c, "__next__") for c in cut_sets):
+        got = ", ".join(type(c).__name__ for c in cuts) or "nothing"
         raise UserError(f"PlanCutSampler takes one or more CutSets (or lists of examples), then optionally "
-                        f"max_duration or a BatchingConfig; got {', '.join(type(c).__name__ for c in cuts) or 'nothing'}")
+                        f"max_duration or a BatchingConfig; got {got}")
     cut_sets = [_as_cut_set(c) for c in cut_sets]
     for lazy in (c for c in cut_sets if c.is_lazy):
         _refuse_unplannable(lazy)

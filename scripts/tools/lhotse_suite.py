@@ -41,7 +41,7 @@ def rebind(source: str) -> str:
 def copy_suite(lhotse: Path, work: Path, substitute: bool) -> list[Path]:
     """Copy the sampler tests (rebound unless not `substitute`) and their extras; returns the missing extras."""
     if not (lhotse / SUITE).is_dir():
-        raise UserError(f"{lhotse / SUITE} does not exist: --lhotse must be a Lhotse checkout (the folder holding test/)")
+        raise UserError(f"{lhotse / SUITE} does not exist: --lhotse must be a Lhotse checkout (holding test/)")
     shutil.copytree(lhotse / SUITE, work / SUITE, dirs_exist_ok=True)
     if substitute:
         for module in (work / SUITE).glob("test_*.py"):
