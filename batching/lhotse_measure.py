@@ -17,6 +17,8 @@ from lhotse.dataset.sampling.dynamic_bucketing import FixedBucketBatchSizeConstr
 
 from .errors import UserError
 
+#: The largest budget in planning lengths (batch sizes per bucket are planned as lcm / size, exactly).
+MAX_CAPACITY = 2 ** 40
 #: Lhotse's names of (the length budget, the count cap, the quadratic term), by unit.
 NAMES = {"s": ("max_duration", "max_cuts", "quadratic_duration"),
          "tokens": ("max_tokens", "max_examples", "quadratic_length")}
@@ -106,6 +108,9 @@ def measure_from(constraint, max_duration: float | None, max_cuts: int | None, q
         if len(sizes) != len(constraint.max_seq_len_buckets) or not all(isinstance(s, int) and s >= 1 for s in sizes):
             raise UserError(f"FixedBucketBatchSizeConstraint needs one positive batch size per bucket bound, got "
                             f"batch_sizes={list(sizes)} for max_seq_len_buckets={list(constraint.max_seq_len_buckets)}")
+        if math.lcm(*sizes) > MAX_CAPACITY:
+            raise UserError(f"FixedBucketBatchSizeConstraint's batch sizes {list(sizes)} have a least common multiple "
+                            f"over {MAX_CAPACITY}, the planner's exact budget for them: round some batch sizes")
         return Measure("s", bins=tuple(map(float, constraint.max_seq_len_buckets)), batch_sizes=sizes)
     raise UserError(f"constraint={type(constraint).__name__} cannot be planned by PlanCutSampler: it takes Lhotse's "
                     "TimeConstraint (without concatenate_cuts), TokenConstraint and FixedBucketBatchSizeConstraint "

@@ -389,6 +389,10 @@ def test_lhotse_constraints_map_where_honest_and_are_refused_with_one_error_wher
     assert sorted((len(b), sum(c.duration for c in b)) for b in batches) == [(1, 1.0)] + [(1, 2.0)] * 5 + [(2, 2.0)] * 2
     with pytest.raises(UserError, match=r"cut 'dummy-mono-cut-0001' lasts 3 s, over the last bucket bound 2.5"):
         PlanCutSampler(dummy_cuts([1.0, 3.0]), constraint=buckets)
+    coprime = FixedBucketBatchSizeConstraint(max_seq_len_buckets=list(range(1, 16)), batch_sizes=[
+        2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47])
+    with pytest.raises(UserError, match="least common multiple over"):
+        PlanCutSampler(cuts, constraint=coprime)
     with pytest.raises(UserError, match=r"example 1 has 30 tokens, over max_tokens=20 \(1 such examples\)"):
         PlanCutSampler(text_examples([5, 30]), constraint=TokenConstraint(max_tokens=20))
     with pytest.raises(UserError, match="cut 'dummy-mono-cut-0000' has no num_tokens"):
