@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .options import OptionError, coerce, parse_overrides
-from .strategies import SSB_KEYS, STRATEGIES, STRATEGY_TABLE
+from .strategies import KEYS, STRATEGIES, STRATEGY_TABLE
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,9 @@ class BatchingConfig:
     batch_size * max length, the paper's B0 * L_max); br: shuffle the batch order.
     stream: the blog's streaming length-bucket sampler (batching/stream.py): a seeded stream,
     buckets of bucket_interval frames, samples over max_length frames (None: no limit) skipped
-    and reported; always token-budget batches, so dbs is implied (set to true).
+    and reported; always token-budget batches, so dbs is implied (set to true). stream_key=cost
+    (None: length) makes the buckets equal widths in SSB's cost key instead of in frames, as many
+    as bucket_interval cuts the length range into.
     bload: BLoad block packing (batching/bload.py): batches of batch_size blocks of block_length
     frames (None: the longest utterance) filled with randomly drawn utterances, each starting on
     a multiple of n_frames_per_step; dbs and br do not apply (dbs is set to false, blocks are
@@ -47,6 +49,7 @@ class BatchingConfig:
     ssb_key: str | None = None
     target_zpr: float | None = None
     target_pair_repeat: float | None = None
+    stream_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.batching not in STRATEGIES:
@@ -74,17 +77,19 @@ class BatchingConfig:
             if getattr(self, name) is not None:
                 raise OptionError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
                                   f"({strategy.summary})")
-        self._check_ssb_options()
+        self._check_key_options()
         if strategy.dbs is not None:  # e.g. stream batches are always token-budget batches, bload blocks never
             object.__setattr__(self, "dbs", strategy.dbs)
         if self.capacity is not None and not self.dbs:
             raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
                               "(or drop capacity to use fixed batches of batch_size)")
 
-    def _check_ssb_options(self) -> None:
-        """ssb_key (None: length, the paper's) and the calibration targets (ownership is checked above)."""
-        if self.ssb_key is not None and self.ssb_key not in SSB_KEYS:
-            _bad("ssb_key", self.ssb_key, "one of " + ", ".join(repr(k) for k in SSB_KEYS))
+    def _check_key_options(self) -> None:
+        """ssb_key and stream_key (None: length, the paper's and the blog's) and the calibration
+        targets (ownership is checked above)."""
+        for name in ("ssb_key", "stream_key"):
+            if getattr(self, name) is not None and getattr(self, name) not in KEYS:
+                _bad(name, getattr(self, name), "one of " + ", ".join(repr(k) for k in KEYS))
         for name, top in TARGETS.items():
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))

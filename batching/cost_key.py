@@ -25,9 +25,42 @@ _LEVELS = 2.0**32 - 1  # G + noise is sorted as an unsigned 32-bit integer (ties
 def cost_key(lengths: np.ndarray) -> np.ndarray:
     """G(l) of every sample (float64 in [0, 1], rising strictly with l); all zeros when every length is equal."""
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-    if lengths.size == 0 or lengths.min() == lengths.max():
-        return np.zeros(lengths.size)
-    return _keys(lengths, *_tables(lengths))
+    if lengths.size == 0:
+        return np.zeros(0)
+    return CostKey(lengths)(lengths)
+
+
+class CostKey:
+    """G fitted on a reference set of lengths, applied to any lengths (stream_key=cost's buckets).
+
+    A streaming consumer fits it before it has seen the stream: on the planner's lengths, a
+    lengths file or a sample. A length outside the reference's [low, high] is clamped to it:
+    G = 0 below, 1 above (the first and the last bucket); `outside` counts such lengths. A
+    constant reference has no shape to learn: G is 0 up to its length and 1 above it.
+    """
+
+    def __init__(self, reference: np.ndarray) -> None:
+        reference = np.ascontiguousarray(reference, dtype=np.int64)
+        if reference.size == 0:
+            raise ValueError("a cost key needs at least one reference length")
+        self.low, self.high = int(reference.min()), int(reference.max())
+        self._tables = _tables(reference) if self.low < self.high else None
+
+    def __call__(self, lengths: np.ndarray) -> np.ndarray:
+        """G of each length (float64 in [0, 1]), lengths outside [low, high] clamped."""
+        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        if self._tables is None:
+            return (lengths > self.high).astype(np.float64)
+        return _keys(np.clip(lengths, self.low, self.high), *self._tables)
+
+    def outside(self, lengths: np.ndarray) -> int:
+        """How many of these lengths the reference did not span (their G is clamped)."""
+        lengths = np.asarray(lengths)
+        return int(np.count_nonzero((lengths < self.low) | (lengths > self.high)))
+
+    def buckets(self, lengths: np.ndarray, n_buckets: int) -> np.ndarray:
+        """Bucket of each length among n_buckets of equal width in G: floor(G * n), G = 1 in the last."""
+        return np.minimum((self(lengths) * n_buckets).astype(np.int64), n_buckets - 1)
 
 
 def cost_order(lengths: np.ndarray, noise: np.ndarray, width: float) -> np.ndarray:

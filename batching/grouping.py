@@ -55,4 +55,4 @@ def _greedy_cuts(lengths, capacity):  # pragma: no cover - compiled
         else:
             batch_len = grown
     cuts[n_cuts] = lengths.size
-    return cuts[: n_cuts + 1]
+    return cuts[: n_cuts + 1].copy()  # not a view: the n + 1 slots would stay alive with the plan

@@ -9,25 +9,29 @@ batches on every rank, never over the budget, and state_dict() / load_state_dict
 mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCutSampler and
 docs/lhotse.md, which also says where it differs).
 
-The planner needs every length up front: a lazy CutSet is read in (metadata), Shar and infinite
-ones are refused with what to do. Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget
-given in seconds (`max_duration`, as in Lhotse) holds.
+The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed (each
+cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by offset;
+any other lazy CutSet is read in (metadata); infinite ones are refused with what to do, Shar ones
+pointed to batching/lhotse_shar.py. Lengths are cut durations in frames of `frame_shift` seconds,
+rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
 from __future__ import annotations
 
 import dataclasses
 import warnings
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 from lhotse import CutSet
-from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
+from lhotse.dataset.sampling.base import CutSampler, _filter_nothing, attach_dataloading_info
 from lhotse.lazy import is_dill_enabled
 
 from .accelerate_shard import calling_shard
 from .config import BatchingConfig
 from .errors import UserError
+from .lhotse_manifest import IndexedManifest, cut_source
 from .lhotse_measure import example_name, measure_from
 from .lhotse_options import (check_knobs, check_zipped, log, resolved_seed, split_positional, with_budget,
                              with_lhotse_options)
@@ -55,6 +59,8 @@ class PlanCutSampler(CutSampler):
     here: "error" (default), "skip" (counted in `skipped` and reported) or "alone" (each in a
     batch of its own, as Lhotse).
     rank / world_size: as Lhotse's (arguments, else RANK/WORLD_SIZE, else torch.distributed).
+    manifest_cache: the folder for a lazy `.jsonl.gz` manifest's uncompressed copy and the index of
+    a lazy manifest (default: lhotse_manifest.default_cache()), rebuilt when the manifest changes.
     Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
@@ -63,7 +69,7 @@ class PlanCutSampler(CutSampler):
                  max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
                  quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
-                 too_long: str = "error", **bucketing) -> None:
+                 too_long: str = "error", manifest_cache: str | Path | None = None, **bucketing) -> None:
         check_knobs(bucketing)
         cut_sets, config, max_duration = split_positional(cuts, config, max_duration)
         if too_long not in TOO_LONG:
@@ -74,7 +80,7 @@ class PlanCutSampler(CutSampler):
         self.frame_shift, self.too_long = frame_shift, too_long
         self.measure = measure_from(constraint, max_duration, max_cuts, quadratic_duration, frame_shift)
         self.max_duration, self.max_cuts, self.constraint = max_duration, self.measure.max_cuts, constraint
-        self._cut_lists = [list(c) for c in cut_sets]
+        self._cut_lists = [cut_source(c, manifest_cache) for c in cut_sets]
         check_zipped(self._cut_lists)
         config = with_budget(config, self.measure.capacity)
         # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
@@ -96,18 +102,23 @@ class PlanCutSampler(CutSampler):
             raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         cuts = self._cut_lists[0]
-        values = self.measure.values(cuts)
+        values = cut_durations(cuts) if self.measure.unit == "s" else self.measure.values(cuts)
         lengths = self.measure.lengths(values)
-        kept = np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts))
+        kept = (np.ones(len(cuts), bool) if isinstance(self._filter_fn, _filter_nothing)
+                else np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts)))
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
             kept, lengths = self._fit(lengths, kept, config.capacity, values)
             if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
                 lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
-        self._kept, self._left_out = np.flatnonzero(kept), np.flatnonzero(~kept)
-        self._sampler = _IndexSampler(lengths[self._kept], config, self.rank, self.world_size)
+        self._left_out = np.flatnonzero(~kept)
+        # the kept cuts' indices; None when all are kept (8 bytes a cut fewer on a 10-million-cut manifest)
+        self._kept = np.flatnonzero(kept) if self._left_out.size else None
+        self._n_kept = len(cuts) - int(self._left_out.size)
+        del kept
+        self._sampler = _IndexSampler(lengths if self._kept is None else lengths[self._kept], config,
+                                      self.rank, self.world_size)
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
-        self._values = values
 
     def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, values: np.ndarray):
         """Cuts over the budget: refused, skipped (counted) or planned alone, as too_long says."""
@@ -154,6 +165,7 @@ class PlanCutSampler(CutSampler):
         the state is kept (Lhotse's rule); any other epoch starts afresh."""
         if epoch != self.epoch:
             self.allow_iter_to_reset_state()
+            self._batches = None  # the running pass ends (and lets its plan go)
         self.epoch = epoch
         self.diagnostics.set_epoch(epoch)
         self._sampler.set_epoch(self._planned_epoch(epoch))
@@ -174,20 +186,20 @@ class PlanCutSampler(CutSampler):
             self._sampler.restart_epoch()
             self.diagnostics.reset_current_epoch()
             self.diagnostics.discard(self._cut_lists[0][i] for i in self._left_out)
-            self.diagnostics.discard(self._cut_lists[0][self._kept[i]] for i in self._dropped_by_plan())
+            self.diagnostics.discard(self._cut_lists[0][self._source_index(i)] for i in self._dropped_by_plan())
         if self._deferred_seed:
             self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
-        self._batches = iter(self._sampler) if self._kept.size else iter(())  # no cuts: no (empty) batch
+        self._batches = iter(self._sampler) if self.num_cuts else iter(())  # no cuts: no (empty) batch
         self._position = 0
         return self
 
     def _dropped_by_plan(self) -> np.ndarray:
         """The kept cuts this epoch's plan leaves out (drop_last), counted as discarded as Lhotse does."""
-        if not (self.config.drop_last and self._kept.size):
+        if not (self.config.drop_last and self.num_cuts):
             return np.zeros(0, np.int64)
-        planned = self.plan.batches()
-        return np.setdiff1d(np.arange(self._kept.size), np.concatenate(planned or [np.zeros(0, np.int64)]))
+        planned = [_indices(batch) for batch in self.plan.batches()]
+        return np.setdiff1d(np.arange(self.num_cuts), np.concatenate(planned or [np.zeros(0, np.int64)]))
 
     def _adopt_shard(self, processes: int, index: int) -> None:
         """Under Accelerate's BatchSamplerShard (a loader from batching.lhotse_loader.cut_batch_loader,
@@ -209,7 +221,7 @@ class PlanCutSampler(CutSampler):
             iter(self)
         batch = next(self._batches)
         self.allow_iter_to_reset_state()
-        selected = tuple(CutSet.from_cuts(self._cut(cuts, i, k) for i, k in batch) for cuts in self._cut_lists)
+        selected = tuple(CutSet.from_cuts(self._cut(cuts, entry) for entry in batch) for cuts in self._cut_lists)
         mine = not self._sampler.yields_all_ranks or self._position % self.world_size == self.rank
         self._position += 1
         if mine:  # under Accelerate's shard the other ranks' batches pass through, uncounted
@@ -229,10 +241,11 @@ class PlanCutSampler(CutSampler):
             return dill.dumps(state)
         return state
 
-    def _cut(self, cuts: list, index: int, occurrence: int):
-        """The kept cut `index`; a repeat (fewer cuts than ranks need) renamed as Lhotse does (a
-        text example has no id to rename)."""
-        cut = cuts[self._kept[index]]
+    def _cut(self, cuts, entry):
+        """The kept cut `entry` (an index, or [index, occurrence] when the epoch repeats cuts); a
+        repeat (fewer cuts than ranks need) renamed as Lhotse does (a text example has no id to rename)."""
+        index, occurrence = entry if isinstance(entry, list) else (entry, 0)
+        cut = cuts[self._source_index(index)]
         return cut if occurrence == 0 or not hasattr(cut, "with_id") else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
 
     def __len__(self) -> int:
@@ -245,11 +258,15 @@ class PlanCutSampler(CutSampler):
 
     @property
     def num_cuts(self) -> int:
-        return int(self._kept.size)
+        return self._n_kept
+
+    def _source_index(self, kept_index):
+        """The position in the CutSet of kept cut(s) `kept_index` (an int or an index array)."""
+        return kept_index if self._kept is None else self._kept[kept_index]
 
     def _left_in_pass(self) -> list[np.ndarray]:
         """The batches this pass has still to yield (none after a full pass, as in Lhotse)."""
-        return [] if self._sampler.exhausted or not self._kept.size else self._sampler.remaining_batches()
+        return [] if self._sampler.exhausted or not self.num_cuts else self._sampler.remaining_batches()
 
     @property
     def remaining_cuts(self) -> int:
@@ -260,7 +277,8 @@ class PlanCutSampler(CutSampler):
         """Seconds left in this pass (None when examples are measured in tokens, as Lhotse's None when unknown)."""
         if self.measure.unit != "s":
             return None
-        return float(sum(self._values[self._kept[batch[:, 0]]].sum() for batch in self._left_in_pass()))
+        durations = cut_durations(self._cut_lists[0])
+        return float(sum(durations[self._source_index(_indices(batch))].sum() for batch in self._left_in_pass()))
 
     # --- state ------------------------------------------------------------------------------------------
 
@@ -305,21 +323,22 @@ class PlanCutSampler(CutSampler):
 
 
 class _IndexSampler(PlanBatchSampler):
-    """PlanBatchSampler whose batches are [index, occurrence] pairs: occurrence k > 0 marks the
-    k-th repeat of a sample in the epoch (the planner repeats samples only when there are fewer
-    than the ranks need batches), which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does."""
+    """PlanBatchSampler whose batches, in an epoch that repeats samples (the planner does so only
+    when there are fewer than the ranks need batches), are [index, occurrence] pairs: occurrence
+    k > 0 marks the k-th repeat, which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does.
+    Other epochs keep plain indices (no per-sample pairs: a 10-million-cut epoch stays small)."""
 
     def _items(self, plan, rank: int | None) -> list[np.ndarray]:
+        if not plan.order.size or np.bincount(plan.order).max() == 1:
+            return plan.batches(rank)
         batches = plan.batches()
-        if not batches:
-            return []
         flat = np.concatenate(batches)
-        occurrence = _occurrences(flat)
+        occurrence = occurrences(flat)
         pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
         return pairs if rank is None else pairs[rank::plan.world_size]
 
 
-def _occurrences(values: np.ndarray) -> np.ndarray:
+def occurrences(values: np.ndarray) -> np.ndarray:
     """For each position, how many times its value occurred before it."""
     order = np.argsort(values, kind="stable")
     ordered = values[order]
@@ -328,3 +347,14 @@ def _occurrences(values: np.ndarray) -> np.ndarray:
     out[order] = np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
     return out
 
+
+def _indices(batch: np.ndarray) -> np.ndarray:
+    """A batch's kept-cut indices, whether plain or [index, occurrence] pairs (_IndexSampler)."""
+    return batch if batch.ndim == 1 else batch[:, 0]
+
+
+def cut_durations(cuts) -> np.ndarray:
+    """The durations of a list of cuts, or an indexed manifest's (held, not computed)."""
+    if isinstance(cuts, IndexedManifest):
+        return cuts.durations
+    return np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))

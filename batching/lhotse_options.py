@@ -43,9 +43,6 @@ def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: f
     cut_sets = [_as_cut_set(c) for c in cut_sets]
     for lazy in (c for c in cut_sets if c.is_lazy):
         _refuse_unplannable(lazy)
-    if any(c.is_lazy for c in cut_sets):
-        log.info("PlanCutSampler: reading a lazy CutSet's manifest into memory (metadata only) to plan from it")
-        cut_sets = [c.to_eager() if c.is_lazy else c for c in cut_sets]
     return cut_sets, config or DEFAULT_CONFIG, max_duration
 
 
@@ -72,9 +69,9 @@ def _refuse_unplannable(cuts: CutSet) -> None:
     """A lazy CutSet must be finite and not read from Shar shards to be read in for planning."""
     chain = list(_chain(cuts.data))
     if any(isinstance(s, LazySharIterator) for s in chain):
-        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which it cannot yet plan (reading them "
-                        "in would load their audio and features): use Lhotse's DynamicBucketingSampler for Shar, or "
-                        "plan from a JSONL manifest of the same cuts (docs/lhotse.md, 'Lazy manifests and Shar')")
+        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
+                        "batching.lhotse_shar.SharCutSampler (the streaming strategy over the shards), or plan from a "
+                        "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')")
     if any(isinstance(s, LazyRepeater) and s.times is None or isinstance(s, LazyInfiniteApproximateMultiplexer)
            for s in chain):
         raise UserError("PlanCutSampler plans whole epochs and got an infinite lazy CutSet (.repeat() or an infinite "

@@ -38,12 +38,13 @@ STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
     Strategy("ssb", "sort by a key + uniform noise (lrf, ssb_key)", options=("ssb_key", "target_zpr", "target_pair_repeat")),
     Strategy("bkt", "sort, shuffle inside buckets (bucket_size)"),
     Strategy("ats", "alternately sorted bins (n_bins)"),
-    Strategy("stream", "the blog's streaming length buckets (bucket_interval, max_length)", dbs=True,
-             options=("max_length",)),
+    Strategy("stream", "the blog's streaming length buckets (bucket_interval, max_length, stream_key)", dbs=True,
+             options=("max_length", "stream_key")),
     Strategy("bload", "BLoad block packing (block_length)", block_plan=True, dbs=False, options=("block_length",),
              forbids=("capacity",)),
 )}
 STRATEGIES = tuple(STRATEGY_TABLE)
 
-#: What SSB adds its noise to: the length (the paper's equation 3) or the cost key (cost_key.py).
-SSB_KEYS = ("length", "cost")
+#: What SSB adds its noise to (ssb_key) and stream's buckets are equally wide in (stream_key): the
+#: length (the paper's equation 3, the blog's buckets) or the cost key (cost_key.py).
+KEYS = ("length", "cost")

@@ -12,7 +12,12 @@ budget. Its two admitted weaknesses are fixed here:
 
 Rules (one pass, O(N) time, O(#buckets * batch) memory):
 
-* bucket of a sample: floor(length / bucket_interval);
+* bucket of a sample: floor(length / bucket_interval) (stream_key=length, the blog's); with
+  stream_key=cost, floor(G(l) * n) among n = (L_max - L_min) // bucket_interval + 1 buckets of
+  equal width in SSB's cost key G (cost_key.py; as many buckets as the interval cuts the length
+  range into), G fitted on the lengths the planner is given (StreamBucketer: on whatever
+  reference the caller fits its CostKey to; unseen lengths outside it go to the first or last
+  bucket and are counted);
 * a sample longer than max_length (when set) is skipped and counted, never silently: the
   planner warns and `skipped_samples` / `StreamBucketer.skipped` / `python -m batching stats`
   report it;
@@ -44,6 +49,7 @@ import numpy as np
 
 from .budget import SKIP_ADVICE, over_limit, token_budget
 from .config import BatchingConfig
+from .cost_key import CostKey
 from .plan import GlobalPlan, as_lengths
 from .sharding import _split_largest, arrange
 
@@ -54,14 +60,18 @@ class StreamBucketer:
     push() returns a full batch (list of indices) when the sample's arrival emits one, else
     None; flush() returns the non-empty buckets (ascending bucket order) and empties them; run()
     does both over an iterable. `skipped` counts samples over max_length, `seen` all pushed.
+    With a `key` (stream_key=cost) the buckets are equal widths in it (key_bucket_count);
+    `outside` counts the kept lengths its reference did not span (clamped into the end buckets).
     """
 
-    def __init__(self, budget: int, interval: int, max_length: int | None = None) -> None:
+    def __init__(self, budget: int, interval: int, max_length: int | None = None, key: CostKey | None = None) -> None:
         if budget < 1 or interval < 1 or (max_length is not None and max_length < 1):
             raise ValueError(f"budget={budget}, interval={interval} and max_length={max_length} must be >= 1")
         self.budget, self.interval, self.max_length = int(budget), int(interval), max_length
+        self.key = key
         self.skipped = 0
         self.seen = 0
+        self.outside = 0
         self._buckets: dict[int, list[int]] = {}
         self._longest: dict[int, int] = {}
 
@@ -77,7 +87,11 @@ class StreamBucketer:
             return None
         if length > self.budget:
             raise over_limit(index, length, f"the batch capacity of {self.budget} frames", SKIP_ADVICE)
-        b = length // self.interval
+        if self.key is None:
+            b = length // self.interval
+        else:
+            self.outside += self.key.outside([length])
+            b = int(self.key.buckets([length], key_bucket_count(self.key, self.interval))[0])
         bucket = self._buckets.setdefault(b, [])
         grown = max(self._longest.get(b, 0), length)
         full = None
@@ -156,22 +170,41 @@ def stream_budget(lengths: np.ndarray, config: BatchingConfig) -> int:
     return token_budget(lengths, config, kept, SKIP_ADVICE)
 
 
-def stream_cuts(ordered_lengths: np.ndarray, budget: int, interval: int) -> tuple[np.ndarray, np.ndarray]:
-    """One pass of the bucketer over lengths in stream order (all kept, each <= budget):
-    returns (positions, cuts), batch b being positions[cuts[b]:cuts[b+1]] in emission order."""
+def key_bucket_count(key: CostKey, interval: int) -> int:
+    """stream_key=cost's number of buckets: as many as bucket_interval cuts the key's length range into."""
+    return (key.high - key.low) // interval + 1
+
+
+def bucket_ids(lengths: np.ndarray, interval: int, key: CostKey | None) -> np.ndarray:
+    """Each length's bucket: length // interval, or with a key its equal-width bucket in G (module doc)."""
+    if key is None:
+        return np.asarray(lengths, np.int64) // interval
+    return key.buckets(lengths, key_bucket_count(key, interval))
+
+
+def stream_cuts(ordered_lengths: np.ndarray, buckets: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """One pass of the bucketer over lengths in stream order (all kept, each <= budget) and their
+    buckets (bucket_ids): returns (positions, cuts), batch b being positions[cuts[b]:cuts[b+1]] in
+    emission order."""
     if ordered_lengths.size == 0:
         return np.zeros(0, np.int64), np.zeros(1, np.int64)
-    return _stream_cuts(np.ascontiguousarray(ordered_lengths, dtype=np.int64), np.int64(budget), np.int64(interval))
+    return _stream_cuts(np.ascontiguousarray(ordered_lengths, dtype=np.int64),
+                        np.ascontiguousarray(buckets, dtype=np.int64), np.int64(budget))
 
 
 @numba.njit(cache=True, nogil=True)
-def _stream_cuts(lengths, budget, interval):  # pragma: no cover - compiled
+def _stream_cuts(lengths, buckets, budget):  # pragma: no cover - compiled
     n = lengths.size
-    n_buckets = lengths.max() // interval + 1
-    # a batch of bucket b holds at most budget // max(1, b * interval) samples (and at most n)
+    n_buckets = buckets.max() + 1
+    shortest = np.full(n_buckets, budget, np.int64)
+    members = np.zeros(n_buckets, np.int64)
+    for p in range(n):
+        shortest[buckets[p]] = min(shortest[buckets[p]], lengths[p])
+        members[buckets[p]] += 1
+    # a batch of bucket b holds at most budget // (its shortest length) samples, and at most its members
     offsets = np.zeros(n_buckets + 1, np.int64)
     for b in range(n_buckets):
-        offsets[b + 1] = offsets[b] + min(n, budget // max(1, b * interval))
+        offsets[b + 1] = offsets[b] + min(members[b], budget // max(1, shortest[b]))
     held = np.empty(offsets[n_buckets], np.int64)
     count = np.zeros(n_buckets, np.int64)
     longest = np.zeros(n_buckets, np.int64)
@@ -182,7 +215,7 @@ def _stream_cuts(lengths, budget, interval):  # pragma: no cover - compiled
     written = 0
     for p in range(n):
         length = lengths[p]
-        b = length // interval
+        b = buckets[p]
         grown = max(longest[b], length)
         if count[b] > 0 and (count[b] + 1) * grown > budget:
             positions[written:written + count[b]] = held[offsets[b]:offsets[b] + count[b]]
@@ -215,7 +248,9 @@ def plan_stream(lengths, config: BatchingConfig, epoch: int = 0, world_size: int
                       f"{int(lengths[skipped].max())} frames)", stacklevel=2)
         stream = stream[lengths[stream] <= config.max_length]
     budget = stream_budget(lengths, config)
-    positions, cuts = stream_cuts(lengths[stream], budget, config.bucket_interval)
+    key = CostKey(lengths[stream]) if config.stream_key == "cost" and stream.size else None
+    buckets = bucket_ids(lengths[stream], config.bucket_interval, key)
+    positions, cuts = stream_cuts(lengths[stream], buckets, budget)
     order, cuts, seq = arrange(stream[positions], cuts, lengths, world_size, config.drop_last,
                                rng if config.br else None)
     return GlobalPlan(order, cuts, seq, world_size, skipped=skipped)

@@ -124,9 +124,13 @@ class MelExtractor(torch.nn.Module):
 
 
 def griffin_lim(log_mel: np.ndarray | torch.Tensor, cfg: MelConfig = MelConfig(), n_iter: int = 60) -> np.ndarray:
-    """Approximate waveform from a log mel: invert the filter bank, then Griffin-Lim phases."""
+    """Approximate waveform from a log mel: invert the filter bank, then Griffin-Lim phases.
+    Fewer than 2 frames have no overlap to estimate phases from (librosa cannot pad them): they
+    become hop_length samples of silence a frame, and the caller says so."""
     if isinstance(log_mel, torch.Tensor):
         log_mel = log_mel.detach().cpu().numpy()
+    if log_mel.shape[1] < 2:
+        return np.zeros(log_mel.shape[1] * cfg.hop_length, dtype=np.float32)
     magnitude = librosa.feature.inverse.mel_to_stft(
         np.exp(np.asarray(log_mel, dtype=np.float32)), sr=cfg.sample_rate, n_fft=cfg.n_fft, power=1.0,
         fmin=cfg.fmin, fmax=cfg.fmax, htk=False, norm="slaney")

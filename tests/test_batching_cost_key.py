@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from batching import BatchingConfig, plan_digest, plan_epoch
 from batching.analysis import describe, resolve_width
 from batching.cli import main
-from batching.cost_key import cost_key, cost_order
+from batching.cost_key import CostKey, cost_key, cost_order
 from batching.errors import UserError
 from tests.kit import AWKWARD
 
@@ -39,6 +39,24 @@ def test_order_sorts_key_plus_noise(lengths, width, seed):
     assert np.array_equal(np.sort(order), np.arange(lengths.size))
     noisy = (cost_key(lengths) + noise)[order]
     assert (np.diff(noisy) >= -(1 + width) * 2.0**-31).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(reference=AWKWARD, unseen=st.lists(st.integers(1, 5000), max_size=50), n_buckets=st.integers(1, 40))
+def test_a_fitted_key_clamps_unseen_lengths_into_the_end_buckets(reference, unseen, n_buckets):
+    """CostKey (stream_key=cost): G of the reference is cost_key's; lengths it did not span get G = 0
+    below it and 1 above it, are counted, and the buckets stay contiguous length ranges."""
+    reference, unseen = np.array(reference, np.int64), np.array(unseen, np.int64)
+    key = CostKey(reference)
+    assert np.array_equal(key(reference), cost_key(reference)) and key.outside(reference) == 0
+    below, above = unseen < reference.min(), unseen > reference.max()
+    assert key.outside(unseen) == below.sum() + above.sum()
+    assert key(unseen)[below] == pytest.approx(0, abs=1e-12) and key(unseen)[above] == pytest.approx(1)
+    everything = np.sort(np.concatenate([reference, unseen]))
+    buckets = key.buckets(everything, n_buckets)
+    assert (np.diff(buckets) >= 0).all() and buckets.min() >= 0 and buckets.max() <= n_buckets - 1
+    if reference.min() < reference.max():
+        assert key.buckets(reference, n_buckets).max() == n_buckets - 1 and key.buckets(reference, n_buckets).min() == 0
 
 
 def test_zero_width_is_strict_sorting():

@@ -118,10 +118,10 @@ def test_an_icefall_loop_restarted_mid_epoch_trains_each_cut_once(tmp_path, work
     assert after[1] == whole[1] != whole[0]
 
 
-def test_lazy_manifests_are_read_in_shar_and_packed_strategies_refused_and_other_cuts(tmp_path):
+def test_lazy_manifests_are_planned_shar_and_packed_strategies_refused_and_other_cuts(tmp_path):
     cuts = audio_cuts(tmp_path, n=6)
     cuts.to_file(tmp_path / "cuts.jsonl.gz")
-    lazy = PlanCutSampler(CutSet.from_jsonl_lazy(tmp_path / "cuts.jsonl.gz"), CONFIG)
+    lazy = PlanCutSampler(CutSet.from_jsonl_lazy(tmp_path / "cuts.jsonl.gz"), CONFIG, manifest_cache=tmp_path / "cache")
     assert ids(lazy) == ids(PlanCutSampler(cuts, CONFIG))
     (tmp_path / "shar").mkdir()
     dummy_cuts(DURATIONS[:8]).to_shar(tmp_path / "shar", fields={}, shard_size=4)

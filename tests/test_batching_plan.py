@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batching import STRATEGIES, BatchingConfig, plan_digest, plan_epoch, plan_global
-from batching.strategies import SSB_KEYS
+from batching.strategies import KEYS
 from tests.kit import AWKWARD
 
 # bload's batches are whole blocks of several utterances each (not <= batch_size samples):
@@ -26,7 +26,7 @@ def configs(draw, lengths):
         batching=batching, batch_size=draw(st.integers(1, 20)),
         lrf=draw(st.floats(0, 1)), bucket_size=draw(st.integers(1, 50)), n_bins=draw(st.integers(1, 20)),
         dbs=dbs, br=draw(st.booleans()), capacity=capacity, drop_last=draw(st.booleans()),
-        seed=draw(st.integers(0, 2**32)), ssb_key=draw(st.sampled_from(SSB_KEYS)) if batching == "ssb" else None)
+        seed=draw(st.integers(0, 2**32)), ssb_key=draw(st.sampled_from(KEYS)) if batching == "ssb" else None)
 
 
 def all_ranks(lengths, config, epoch, world_size):

@@ -31,7 +31,8 @@ def test_yields_the_plan_and_works_in_a_dataloader():
 @settings(max_examples=60, deadline=None)
 @given(old=st.integers(1, 8), new=st.integers(1, 8), fraction=st.floats(0, 1), config=st.sampled_from([
     CONFIG, BatchingConfig("rand"), BatchingConfig("sb", batch_size=7), BatchingConfig("ats", dbs=True),
-    BatchingConfig("ssb", ssb_key="cost", lrf=0.05, dbs=True, br=True)]))
+    BatchingConfig("ssb", ssb_key="cost", lrf=0.05, dbs=True, br=True),
+    BatchingConfig("stream", stream_key="cost", bucket_interval=100, br=True)]))
 def test_resume_mid_epoch_loses_and_repeats_nothing(old, new, fraction, config):
     before = samplers(old, config)
     steps = int(fraction * len(before[0]))

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from batching import BatchingConfig, StreamBucketer, deal_steps, plan_digest, plan_epoch, plan_global, skipped_samples
 from batching.cli import main
-from batching.stream import stream_budget
+from batching.cost_key import CostKey
+from batching.stream import bucket_ids, stream_budget
 import train
 from training.config import batching_config
 from training.hparams import load_hparams
@@ -30,7 +31,15 @@ def stream_configs(draw, lengths):
     capacity = draw(st.one_of(st.none(), st.integers(max(kept), 4 * max(kept) + 50)))
     return BatchingConfig("stream", batch_size=draw(st.integers(1, 20)), bucket_interval=draw(st.integers(1, 300)),
                           max_length=max_length, capacity=capacity, br=draw(st.booleans()),
-                          drop_last=draw(st.booleans()), seed=draw(st.integers(0, 2**32)))
+                          drop_last=draw(st.booleans()), seed=draw(st.integers(0, 2**32)),
+                          stream_key=draw(st.sampled_from([None, "length", "cost"])))
+
+
+def buckets_of(lengths, config):
+    """The bucket of each length as the planner files it (the cost key fitted on the kept lengths)."""
+    kept = lengths[lengths <= (config.max_length or lengths.max())]
+    key = CostKey(kept) if config.stream_key == "cost" and kept.size else None
+    return bucket_ids(lengths, config.bucket_interval, key)
 
 
 def quiet_plan(lengths, config, epoch=0, world_size=1):
@@ -60,22 +69,53 @@ def test_stream_plan_invariants(data, lengths, world_size, epoch):
         assert all(b.size == 1 for b in batches) and (counts[kept] >= 1).all()
     budget = stream_budget(lengths, config) if kept.size else 0
     assert all(b.size and b.size * lengths[b].max() <= budget for b in batches), "no batch over the budget"
-    assert all(np.unique(lengths[b] // config.bucket_interval).size == 1 for b in batches), "one bucket per batch"
+    buckets = buckets_of(lengths, config)
+    assert all(np.unique(buckets[b]).size == 1 for b in batches), "one bucket per batch"
     assert plan_digest(plan.batches()) == plan_digest(quiet_plan(lengths, config, epoch, world_size).batches())
 
 
 @settings(max_examples=60, deadline=None)
 @given(lengths=st.lists(st.integers(1, 900), min_size=0, max_size=300), interval=st.integers(1, 200),
-       batch_size=st.integers(1, 20), epoch=st.integers(0, 3))
-def test_compiled_planner_is_the_streaming_bucketer(lengths, interval, batch_size, epoch):
-    """plan_global (numba, arrays) emits exactly the batches of StreamBucketer (any iterator)."""
+       batch_size=st.integers(1, 20), epoch=st.integers(0, 3), key=st.sampled_from([None, "cost"]))
+def test_compiled_planner_is_the_streaming_bucketer(lengths, interval, batch_size, epoch, key):
+    """plan_global (numba, arrays) emits exactly the batches of StreamBucketer (any iterator), with
+    either key (the bucketer's CostKey fitted on the same lengths)."""
     lengths = np.array(lengths, np.int64)
-    config = BatchingConfig("stream", batch_size=batch_size, bucket_interval=interval, seed=5)
+    config = BatchingConfig("stream", batch_size=batch_size, bucket_interval=interval, seed=5, stream_key=key)
     planned = plan_epoch(lengths, config, epoch)
     stream = np.random.default_rng([5, epoch]).permutation(lengths.size)  # the documented seeded stream
     budget = stream_budget(lengths, config)
-    streamed = list(StreamBucketer(budget, interval).run(zip(stream.tolist(), lengths[stream].tolist())))
+    fitted = CostKey(lengths) if key and lengths.size else None
+    streamed = list(StreamBucketer(budget, interval, key=fitted).run(zip(stream.tolist(), lengths[stream].tolist())))
     assert [b.tolist() for b in planned] == streamed
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(1, 2000), min_size=1, max_size=300), sample=st.integers(1, 50),
+       interval=st.integers(1, 300))
+def test_a_key_fitted_on_a_sample_keeps_the_stream_within_budget(lengths, sample, interval):
+    """A true stream fits its key before it has seen the lengths: those outside the sample's range
+    go to the end buckets and are counted; no batch passes the budget, every sample once."""
+    lengths = np.array(lengths, np.int64)
+    key = CostKey(lengths[:sample])
+    budget = 4 * int(lengths.max())
+    bucketer = StreamBucketer(budget, interval, key=key)
+    batches = list(bucketer.run(enumerate(lengths.tolist())))
+    assert bucketer.outside == key.outside(lengths) and bucketer.seen == lengths.size
+    assert sorted(i for b in batches for i in b) == list(range(lengths.size))
+    assert all(len(b) * lengths[b].max() <= budget for b in batches)
+    buckets = bucket_ids(lengths, interval, key)
+    assert all(np.unique(buckets[b]).size == 1 for b in batches)
+
+
+def test_cost_key_buckets_count_and_one_bucket_is_the_length_keys():
+    """stream_key=cost cuts G into (L_max - L_min) // bucket_interval + 1 equal buckets; one bucket
+    (an interval past the range) plans what the length key's single bucket plans."""
+    lengths = np.random.default_rng(2).integers(100, 900, 2000)
+    key = CostKey(lengths)
+    assert np.unique(bucket_ids(lengths, 100, key)).tolist() == list(range((lengths.max() - 100) // 100 + 1))
+    one = [BatchingConfig("stream", bucket_interval=1000, stream_key=k, br=True, seed=1) for k in ("length", "cost")]
+    assert plan_digest(plan_epoch(lengths, one[0], 3)) == plan_digest(plan_epoch(lengths, one[1], 3))
 
 
 def test_flush_at_epoch_end_in_ascending_bucket_order():
@@ -126,10 +166,16 @@ def test_config_dbs_implied_and_validation():
         BatchingConfig("ssb", max_length=800)
     with pytest.raises(ValueError, match=r"bucket_interval=0 is invalid"):
         BatchingConfig("stream", bucket_interval=0)
+    with pytest.raises(ValueError, match=r"stream_key='frames' is invalid: expected one of 'length', 'cost'"):
+        BatchingConfig.from_hparams("batching=stream,stream_key=frames")
+    with pytest.raises(ValueError, match=r"stream_key=cost applies only to batching=stream"):
+        BatchingConfig("ssb", stream_key="cost")
+    assert BatchingConfig("stream", stream_key="cost").with_strategy("ssb").stream_key is None
     hp = load_hparams("batching=stream,bucket_interval=25,max_length=null")
     assert batching_config(hp, 2) == BatchingConfig(
         "stream", dbs=True, br=True, bucket_interval=25, max_length=None)
     assert batching_config(load_hparams("batching=stream,max_length=700"), 2).max_length == 700
+    assert batching_config(load_hparams("batching=stream,stream_key=cost"), 2).stream_key == "cost"
 
 
 @settings(max_examples=60, deadline=None)
@@ -147,12 +193,13 @@ def test_deal_steps_gives_every_rank_the_same_count(sizes, world_size, window):
         assert counts.max(initial=0) <= 1  # all held: the same rules as arrange
 
 
-def test_plan_batch_sampler_and_resume_on_another_world_size():
+@pytest.mark.parametrize("key", [None, "cost"])
+def test_plan_batch_sampler_and_resume_on_another_world_size(key):
     torch = pytest.importorskip("torch")
     from batching.sampler import PlanBatchSampler
 
     lengths = np.random.default_rng(3).integers(20, 800, 403)
-    config = BatchingConfig("stream", br=True, bucket_interval=25, seed=7)
+    config = BatchingConfig("stream", br=True, bucket_interval=25, seed=7, stream_key=key)
     sampler = PlanBatchSampler(lengths, config)
     sampler.set_epoch(2)
     loader = torch.utils.data.DataLoader(torch.arange(lengths.size), batch_sampler=sampler)

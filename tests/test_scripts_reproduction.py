@@ -233,6 +233,56 @@ def test_make_tables_adds_a_variant_sweep_beside_the_main_one(tmp_path):
         assert done.returncode == 2 and f"--variant {spec!r}" in done.stderr, done.stderr
 
 
+def test_compare_sweeps_reads_two_saved_tables_at_equal_epochs_and_steps(tmp_path):
+    """compare_sweeps: every row's loss at an epoch is the trailing mean of that validation and the
+    one before, per seed then over seeds; within steps it is each seed's last validation within the
+    steps the base's RAND needed; a sweep that stopped earlier leaves that cell empty."""
+    base, other = tmp_path / "base", tmp_path / "other"
+    base_runs = {"RAND": {s: synthetic(20, s) for s in (0, 1)}, "SSB-DBS-BR": {s: synthetic(20, 5 + s) for s in (0, 1)}}
+    for name, seeds in base_runs.items():
+        for seed, records in seeds.items():
+            write_run(base, name, records, seed=seed)
+    cost = {s: synthetic(10, 3 + s) for s in (0, 1)}
+    for seed, records in cost.items():
+        write_run(other, "SSB-DBS-BR", records, seed=seed)
+    from scripts.reproduction.make_tables import build
+    for root in (base, other):
+        (root / "tables.json").write_text(json.dumps(build(root, "valid")))
+    out = run(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"paper={base / 'tables.json'}",
+              f"cost={other / 'tables.json'}", "--epochs", "6,10,14")
+    rows = {r[0]: r[1:] for r in (line.strip("|").split("|") for line in out.splitlines() if line.startswith("| "))}
+    rows = {k.strip(): [c.strip() for c in v] for k, v in rows.items()}
+
+    def at(records, epoch):
+        losses = {r["epoch"] + 1: r["val_loss_valid"] for r in records if "val_loss_valid" in r}
+        return None if epoch not in losses else mean([losses[epoch - 2], losses[epoch]])
+
+    def within(records, budget):
+        done, last = 0, None
+        for r in records:
+            done += r["steps"]
+            if done > budget:
+                break
+            last = r.get("val_loss_valid", last)
+        return last if sum(r["steps"] for r in records) >= budget else None
+
+    rand_steps = {e: mean([sum(r["steps"] for r in records[:e]) for records in base_runs["RAND"].values()])
+                  for e in (6, 10, 14)}
+    for label, seeds in [("RAND (paper)", base_runs["RAND"]), ("SSB-DBS-BR (paper)", base_runs["SSB-DBS-BR"]),
+                         ("SSB-DBS-BR (cost)", cost)]:
+        cells = rows[label]
+        assert cells[0] == "2"
+        for i, e in enumerate((6, 10, 14)):
+            values = [at(r, e) for r in seeds.values()]
+            assert same(cells[3 + i], None if None in values else mean(values)), (label, e, cells)
+            hits = [within(r, rand_steps[e]) for r in seeds.values()]
+            assert same(cells[6 + i], None if None in hits else mean(hits)), (label, e, cells)
+    assert rows["SSB-DBS-BR (cost)"][5] == "" and rows["SSB-DBS-BR (paper)"][5] != ""
+    bad = run_command(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"a={base / 'tables.json'}",
+                      f"b={tmp_path / 'absent.json'}", env=ENV, expect=None)
+    assert bad.returncode == 2 and "absent.json" in bad.stderr and bad.stderr.startswith("error:")
+
+
 def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
     env = ENV
     out = run_command(sys.executable, "-m", "scripts.reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",

@@ -6,9 +6,9 @@ ZPR, padding, padded frames, decoder steps (sum of each batch's longest), batche
 and the largest padded batch over the budget, pair_repeat between epochs 0 and 1 (randomness) and
 the planning time of one epoch. Lhotse runs twice: over a CutSet reshuffled before each epoch (as a
 training loop over a shuffled manifest runs it) and over one kept in order (labelled in-order).
-(2) The frontier: each family's parameter swept (SSB with each ssb_key: lrf; stream: bucket_interval;
-BKT: bucket_size; ATS: n_bins), decoder steps against pair_repeat, one PNG per corpus with Lhotse as
-points, and a table saying for each Lhotse point whether a family beats it: the fewest decoder steps
+(2) The frontier: each family's parameter swept (SSB with each ssb_key: lrf; stream with each
+stream_key: bucket_interval; BKT: bucket_size; ATS: n_bins), decoder steps against pair_repeat, one
+PNG per corpus with Lhotse as points, and a table saying for each Lhotse point whether a family beats it: the fewest decoder steps
 among its points at a pair_repeat no higher than Lhotse's, as a change against Lhotse's steps, and
 SSB with ssb_key=cost calibrated to Lhotse's pair_repeat exactly (batching.analysis.resolve_width).
 
@@ -42,10 +42,11 @@ B0 = 16
 FRAME_SECONDS = 0.01
 COLUMNS = ["batcher", "batches", "ZPR %", "padding %", "padded frames", "decoder steps", "over budget",
            "largest / budget", "pair_repeat", "plan ms"]
-#: The swept families: label -> (strategy, parameter, ssb_key).
-FAMILIES = {"ssb key=cost": ("ssb", "lrf", "cost"), "ssb key=length": ("ssb", "lrf", None),
-            "stream": ("stream", "bucket_interval", None), "bkt": ("bkt", "bucket_size", None),
-            "ats": ("ats", "n_bins", None)}
+#: The swept families: label -> (strategy, parameter, fixed options).
+FAMILIES = {"ssb key=cost": ("ssb", "lrf", {"ssb_key": "cost"}), "ssb key=length": ("ssb", "lrf", {}),
+            "stream key=length": ("stream", "bucket_interval", {}),
+            "stream key=cost": ("stream", "bucket_interval", {"stream_key": "cost"}),
+            "bkt": ("bkt", "bucket_size", {}), "ats": ("ats", "n_bins", {})}
 CORPORA = ("file", "lognormal", "bimodal", "outliers")
 
 
@@ -127,9 +128,8 @@ def frontier(lengths: np.ndarray, points: int, budget: int) -> dict[str, list[di
     """Every family's sweep: one measured record per parameter value, with the value."""
     values = sweep_values(lengths, points)
     curves = {}
-    for label, (strategy, param, key) in FAMILIES.items():
-        extra = {"ssb_key": key} if key else {}
-        curves[label] = [dict(value=v, **ours(lengths, our_config(strategy, **{param: v}, **extra), budget))
+    for label, (strategy, param, fixed) in FAMILIES.items():
+        curves[label] = [dict(value=v, **ours(lengths, our_config(strategy, **{param: v}, **fixed), budget))
                          for v in values[param]]
     return curves
 
@@ -171,6 +171,7 @@ def bench(title: str, lengths: np.ndarray, args: argparse.Namespace, stem: str) 
     rows = {f"{n}{'' if our_config(n).plans_blocks else '-dbs-br'}": ours(lengths, our_config(n), budget)
             for n in STRATEGIES}
     rows["ssb-dbs-br ssb_key=cost"] = ours(lengths, our_config("ssb", ssb_key="cost"), budget)
+    rows["stream-dbs-br stream_key=cost"] = ours(lengths, our_config("stream", stream_key="cost"), budget)
     theirs = {f"lhotse num_buckets={n} {'reshuffled' if again else 'in-order'}":
               lhotse_bucketing(lengths, n, budget, again) for n in args.num_buckets for again in (True, False)}
     curves = frontier(lengths, args.points, budget)

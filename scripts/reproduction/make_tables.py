@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 from scripts.common import markdown_table
 from scripts.reproduction import parse_seeds
+from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, sample_sd
 from scripts.reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,
                                         PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
 from training.rundir import read_hparams, read_metrics
@@ -67,16 +67,6 @@ def stage_epochs(total: int, every: int) -> list[int]:
     return [min(validated, key=lambda v: (abs(v - e * total / PAPER_TOTAL_EPOCHS), -v)) for e in PAPER_EPOCHS]
 
 
-def mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def sample_sd(values: list[float]) -> float | None:
-    """The spread over seeds: the sample standard deviation (None for fewer than two)."""
-    if len(values) < 2:
-        return None
-    m = mean(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
 def run_row(records: list[dict], stages: list[int], key: str) -> dict:
@@ -132,16 +122,6 @@ def over_seeds(rows: dict[int, dict]) -> dict:
                              "steps": None if None in steps else mean(steps)})
     return out
 
-
-def loss_within(row: dict, budget: float, total: int, measure: str = "minutes") -> tuple[int, float] | None:
-    """(epoch, loss) of a seed's last validation reached within `budget` (of training minutes or
-    steps, the curve's `measure`); None when it has none that early, when the run is unfinished
-    and has not yet trained that long, or when its records lack the measure."""
-    curve = row["curve"]
-    if not curve or any(p[measure] is None for p in curve) or (row["epochs"] < total and curve[-1][measure] < budget):
-        return None
-    reached = [(p["epoch"], p["loss"]) for p in curve if p[measure] <= budget * (1 + 1e-9)]
-    return reached[-1] if reached else None
 
 
 def equal_budget(table2: dict, stages: list[int], total: int, measure: str) -> dict:
@@ -248,14 +228,6 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None,
                       "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
 
 
-def cell(value: float | int | None, digits: int, spec: str = "f") -> str:
-    """A number with `digits` decimals (spec f) or significant digits (spec g); empty when missing."""
-    return "" if value is None else f"{value:.{digits}{spec}}"
-
-
-def cell_sd(value: float | None, sd: float | None, digits: int) -> str:
-    """`mean ± sd` over seeds, or the mean alone (one seed), or empty."""
-    return cell(value, digits) + ("" if value is None or sd is None else f" ± {sd:.{digits}f}")
 
 
 def markdown(result: dict) -> str:

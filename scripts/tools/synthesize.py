@@ -45,6 +45,9 @@ def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: in
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "mel.npy", mel)
     wav = griffin_lim(mel, cfg.mel, n_iter=griffin_lim_iters)
+    if mel.shape[1] < 2:
+        print(f"warning: the gate stopped the decoder after {mel.shape[1]} frame(s): the model has not learned "
+              f"when to stop yet (train longer); audio.wav is {len(wav)} samples of silence", file=sys.stderr)
     save_wav(out_dir / "audio.wav", wav, cfg.mel.sample_rate)
     fig = plot_alignment(alignment[0].cpu().numpy(), f"{checkpoint.name}: {text[:60]}")
     fig.savefig(out_dir / "alignment.png", dpi=100, bbox_inches="tight")
