@@ -27,6 +27,17 @@ def dynamic_cuts(ordered_lengths: np.ndarray, capacity: int) -> np.ndarray:
     return _greedy_cuts(np.ascontiguousarray(ordered_lengths, dtype=np.int64), np.int64(capacity))
 
 
+def without_incomplete_last(cuts: np.ndarray, ordered_lengths: np.ndarray, capacity: int) -> np.ndarray:
+    """drop_last under a budget: the walk's last batch, the rest the data left, is dropped when it is
+    incomplete, i.e. one more sample as long as its longest would still fit (Lhotse's drop_last test,
+    close_to_exceeding); the fixed-size twin is fixed_cuts' n % B0 rest."""
+    if cuts.size < 2:
+        return cuts
+    start = cuts[-2]
+    size, longest = cuts[-1] - start, int(ordered_lengths[start:cuts[-1]].max())
+    return cuts[:-1] if (size + 1) * longest <= capacity else cuts
+
+
 @numba.njit(cache=True, nogil=True)
 def _greedy_cuts(lengths, capacity):  # pragma: no cover - compiled
     cuts = np.empty(lengths.size + 1, np.int64)

@@ -28,11 +28,13 @@ from lhotse import CutSet
 from lhotse.dataset.sampling.base import CutSampler, _filter_nothing, attach_dataloading_info
 from lhotse.lazy import is_dill_enabled
 
+from .accelerate_shard import calling_shard
 from .config import BatchingConfig
 from .errors import UserError
 from .lhotse_manifest import IndexedManifest, cut_source
-from .lhotse_options import (check_knobs, check_zipped, effective_durations, log, resolved_seed, split_positional,
-                             with_budget, with_lhotse_options)
+from .lhotse_measure import example_name, measure_from
+from .lhotse_options import (check_knobs, check_zipped, log, resolved_seed, split_positional, with_budget,
+                             with_lhotse_options)
 from .sampler import PlanBatchSampler
 
 TOO_LONG = ("error", "skip", "alone")
@@ -51,8 +53,11 @@ class PlanCutSampler(CutSampler):
     keeps the config's (shuffled); False plans sorted, the same batches every epoch (validation);
     True keeps the config. drop_last, seed (an int, "randomized" or "trng", as Lhotse's): None
     keeps the config's. quadratic_duration: plan with duration + duration**2 / quadratic_duration,
-    as Lhotse. too_long: what to do with cuts over the budget, found here: "error" (default),
-    "skip" (counted in `skipped` and reported) or "alone" (each in a batch of its own, as Lhotse).
+    as Lhotse. constraint: a Lhotse TimeConstraint, TokenConstraint (examples measured by
+    num_tokens, e.g. TextExample) or FixedBucketBatchSizeConstraint instead of the budget
+    arguments (batching/lhotse_measure.py). too_long: what to do with cuts over the budget, found
+    here: "error" (default), "skip" (counted in `skipped` and reported) or "alone" (each in a
+    batch of its own, as Lhotse).
     rank / world_size: as Lhotse's (arguments, else RANK/WORLD_SIZE, else torch.distributed).
     manifest_cache: the folder for a lazy `.jsonl.gz` manifest's uncompressed copy and the index of
     a lazy manifest (default: lhotse_manifest.default_cache()), rebuilt when the manifest changes.
@@ -63,8 +68,8 @@ class PlanCutSampler(CutSampler):
     def __init__(self, *cuts, config: BatchingConfig | None = None, max_duration: float | None = None,
                  max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
-                 quadratic_duration: float | None = None, frame_shift: float = 0.01, too_long: str = "error",
-                 manifest_cache: str | Path | None = None, **bucketing) -> None:
+                 quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
+                 too_long: str = "error", manifest_cache: str | Path | None = None, **bucketing) -> None:
         check_knobs(bucketing)
         cut_sets, config, max_duration = split_positional(cuts, config, max_duration)
         if too_long not in TOO_LONG:
@@ -73,19 +78,20 @@ class PlanCutSampler(CutSampler):
             raise UserError(f"frame_shift={frame_shift} must be a positive number of seconds")
         super().__init__(world_size=world_size, rank=rank)
         self.frame_shift, self.too_long = frame_shift, too_long
-        self.max_cuts, self.quadratic_duration = max_cuts, quadratic_duration
+        self.measure = measure_from(constraint, max_duration, max_cuts, quadratic_duration, frame_shift)
+        self.max_duration, self.max_cuts, self.constraint = max_duration, self.measure.max_cuts, constraint
         self._cut_lists = [cut_source(c, manifest_cache) for c in cut_sets]
         check_zipped(self._cut_lists)
-        config = with_budget(config, max_duration, frame_shift)
+        config = with_budget(config, self.measure.capacity)
         # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
         # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
         self._deferred_seed = seed if seed in ("randomized", "trng") and self.world_size == 1 else None
         if self._deferred_seed:
             seed = None
-        config = with_lhotse_options(config, max_cuts, shuffle, drop_last, resolved_seed(seed, self.world_size))
+        config = with_lhotse_options(config, self.max_cuts, shuffle, drop_last, resolved_seed(seed, self.world_size))
         self.shuffle, self.drop_last, self.seed = shuffle is not False, config.drop_last, config.seed
         self.skipped: dict[str, int] = {}
-        self._batches = None  # the running pass (see __iter__)
+        self._batches, self._position = None, 0  # the running pass and its batches so far (see __iter__)
         self._build(config)
 
     # --- planning -------------------------------------------------------------------------------------
@@ -96,13 +102,13 @@ class PlanCutSampler(CutSampler):
             raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
                             "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
         cuts = self._cut_lists[0]
-        durations = cut_durations(cuts)
-        lengths = cut_frames(effective_durations(durations, self.quadratic_duration), self.frame_shift)
+        values = cut_durations(cuts) if self.measure.unit == "s" else self.measure.values(cuts)
+        lengths = self.measure.lengths(values)
         kept = (np.ones(len(cuts), bool) if isinstance(self._filter_fn, _filter_nothing)
                 else np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts)))
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
-            kept, lengths = self._fit(lengths, kept, config.capacity, durations)
+            kept, lengths = self._fit(lengths, kept, config.capacity, values)
             if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
                 lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
         self._left_out = np.flatnonzero(~kept)
@@ -114,24 +120,20 @@ class PlanCutSampler(CutSampler):
                                       self.rank, self.world_size)
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
 
-    def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, durations: np.ndarray):
+    def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, values: np.ndarray):
         """Cuts over the budget: refused, skipped (counted) or planned alone, as too_long says."""
         over = kept & (lengths > capacity)
         if not over.any():
             return kept, lengths
         first = int(np.flatnonzero(over)[0])
+        what = f"{example_name(self._cut_lists[0][first], first)} {self.measure.over_limit(values[first])}"
         if self.too_long == "error":
-            quadratic = "" if self.quadratic_duration is None else (
-                f" ({effective_durations(durations[first:first + 1], self.quadratic_duration)[0]:.3g} s with "
-                f"quadratic_duration={self.quadratic_duration:g})")
-            raise UserError(f"cut {self._cut_lists[0][first].id!r} lasts {durations[first]:g} s{quadratic}, over "
-                            f"max_duration={capacity * self.frame_shift:g} s ({int(over.sum())} such cuts): raise "
-                            "max_duration, or pass too_long='skip' (leave them out, counted) or too_long='alone' "
-                            "(each in a batch of its own, as Lhotse does)")
+            such = f"{int(over.sum())} such {'cuts' if self.measure.unit == 's' else 'examples'}"
+            raise UserError(f"{what} ({such}): raise the budget, or pass too_long='skip' (leave them out, counted) "
+                            "or too_long='alone' (each in a batch of its own, as Lhotse does)")
         if self.too_long == "skip":
             self.skipped["too_long"] = int(over.sum())
-            log.warning("PlanCutSampler: skipped %d cuts over max_duration=%g s (the first: %r, %g s)",
-                        over.sum(), capacity * self.frame_shift, self._cut_lists[0][first].id, durations[first])
+            log.warning("PlanCutSampler: skipped %d examples over the budget (the first: %s)", over.sum(), what)
             return kept & ~over, lengths
         return kept, np.minimum(lengths, capacity)  # alone: as long as the budget, so nothing joins it
 
@@ -177,14 +179,41 @@ class PlanCutSampler(CutSampler):
         next() on the sampler itself): start the pass, then __next__ yields the batches. As in
         Lhotse, a new pass starts the epoch over, unless a state was just loaded (then it goes on
         from there; allow_iter_to_reset_state() or set_epoch of another epoch lifts that)."""
+        shard = calling_shard(self)
+        if shard:
+            self._adopt_shard(*shard)
         if not self._just_restored_state:
             self._sampler.restart_epoch()
             self.diagnostics.reset_current_epoch()
             self.diagnostics.discard(self._cut_lists[0][i] for i in self._left_out)
+            self.diagnostics.discard(self._cut_lists[0][self._source_index(i)] for i in self._dropped_by_plan())
         if self._deferred_seed:
             self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
         self._batches = iter(self._sampler) if self.num_cuts else iter(())  # no cuts: no (empty) batch
+        self._position = 0
+        return self
+
+    def _dropped_by_plan(self) -> np.ndarray:
+        """The kept cuts this epoch's plan leaves out (drop_last), counted as discarded as Lhotse does."""
+        if not (self.config.drop_last and self.num_cuts):
+            return np.zeros(0, np.int64)
+        planned = [_indices(batch) for batch in self.plan.batches()]
+        return np.setdiff1d(np.arange(self.num_cuts), np.concatenate(planned or [np.zeros(0, np.int64)]))
+
+    def _adopt_shard(self, processes: int, index: int) -> None:
+        """Under Accelerate's BatchSamplerShard (a loader from batching.lhotse_loader.cut_batch_loader,
+        prepared): yield every rank's batches step-major, so that the shard's pick is this rank's
+        (PlanBatchSampler.adopt_shard); a deferred random seed is drawn now, shared by the ranks."""
+        if self._deferred_seed and processes > 1:
+            self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, processes), None
+            self._build(dataclasses.replace(self.config, seed=self.seed))
+        self._sampler.adopt_shard(processes, index)
+        self.rank, self.world_size = index, processes
+
+    @property
+    def sampler(self) -> "PlanCutSampler":
+        """Itself: Accelerate's prepared loader passes set_epoch(e) on to `batch_sampler.sampler`."""
         return self
 
     def __next__(self):
@@ -193,7 +222,10 @@ class PlanCutSampler(CutSampler):
         batch = next(self._batches)
         self.allow_iter_to_reset_state()
         selected = tuple(CutSet.from_cuts(self._cut(cuts, entry) for entry in batch) for cuts in self._cut_lists)
-        self._log_diagnostics(selected if len(selected) > 1 else selected[0])
+        mine = not self._sampler.yields_all_ranks or self._position % self.world_size == self.rank
+        self._position += 1
+        if mine:  # under Accelerate's shard the other ranks' batches pass through, uncounted
+            self._log_diagnostics(selected if len(selected) > 1 else selected[0])
         for part in selected:
             attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
         selected = selected if len(selected) > 1 else selected[0]
@@ -211,13 +243,17 @@ class PlanCutSampler(CutSampler):
 
     def _cut(self, cuts, entry):
         """The kept cut `entry` (an index, or [index, occurrence] when the epoch repeats cuts); a
-        repeat (fewer cuts than ranks need) renamed as Lhotse does."""
+        repeat (fewer cuts than ranks need) renamed as Lhotse does (a text example has no id to rename)."""
         index, occurrence = entry if isinstance(entry, list) else (entry, 0)
         cut = cuts[self._source_index(index)]
-        return cut if occurrence == 0 else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
+        return cut if occurrence == 0 or not hasattr(cut, "with_id") else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
 
     def __len__(self) -> int:
-        """Batches the next iteration yields on this rank (the same on every rank)."""
+        """Batches the next iteration yields on this rank (the same on every rank); to Accelerate's
+        shard, every rank's."""
+        shard = calling_shard(self)
+        if shard:
+            self._adopt_shard(*shard)
         return len(self._sampler)
 
     @property
@@ -237,7 +273,10 @@ class PlanCutSampler(CutSampler):
         return sum(len(batch) for batch in self._left_in_pass())
 
     @property
-    def remaining_duration(self) -> float:
+    def remaining_duration(self) -> float | None:
+        """Seconds left in this pass (None when examples are measured in tokens, as Lhotse's None when unknown)."""
+        if self.measure.unit != "s":
+            return None
         durations = cut_durations(self._cut_lists[0])
         return float(sum(durations[self._source_index(_indices(batch))].sum() for batch in self._left_in_pass()))
 
@@ -319,15 +358,3 @@ def cut_durations(cuts) -> np.ndarray:
     if isinstance(cuts, IndexedManifest):
         return cuts.durations
     return np.fromiter((cut.duration for cut in cuts), np.float64, len(cuts))
-
-
-def cut_frames(durations, frame_shift: float) -> np.ndarray:
-    """Each duration (or cut's duration) in frames of frame_shift seconds, rounded up (at least 1);
-    computed in place, so that 10 million cuts need one float and one int array at a time."""
-    if not isinstance(durations, np.ndarray):
-        durations = np.fromiter((cut.duration for cut in durations), np.float64)
-    frames = durations / frame_shift
-    np.ceil(np.round(frames, 6, out=frames), out=frames)
-    lengths = frames.astype(np.int64)
-    del frames
-    return np.maximum(lengths, 1, out=lengths)

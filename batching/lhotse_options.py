@@ -9,7 +9,6 @@ import logging
 import secrets
 from typing import Iterator
 
-import numpy as np
 from lhotse import CutSet
 from lhotse.dataset.dataloading import resolve_seed
 from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater
@@ -28,15 +27,6 @@ _logged_knobs: set[str] = set()
 log = logging.getLogger("batching.lhotse")
 
 
-def effective_durations(durations: np.ndarray, quadratic_duration: float | None) -> np.ndarray:
-    """Lhotse's quadratic_duration: a cut costs duration + duration**2 / quadratic_duration."""
-    if quadratic_duration is None:
-        return durations
-    if not quadratic_duration > 0:
-        raise UserError(f"quadratic_duration={quadratic_duration} must be a positive number of seconds")
-    return durations + durations ** 2 / quadratic_duration
-
-
 def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: float | None):
     """Lhotse's positional forms: (cuts, ...), then a budget in seconds or a BatchingConfig."""
     *cut_sets, last = cuts if cuts else (None,)
@@ -46,12 +36,24 @@ def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: f
         max_duration = last
     else:
         cut_sets.append(last)
-    if not cut_sets or not all(isinstance(c, CutSet) for c in cut_sets):
-        raise UserError(f"PlanCutSampler takes one or more CutSets, then optionally max_duration or a BatchingConfig; "
-                        f"got {', '.join(type(c).__name__ for c in cuts) or 'nothing'}")
+    if not cut_sets or not all(isinstance(c, (CutSet, list, tuple)) or hasattr(c, "__next__") for c in cut_sets):
+        got = ", ".join(type(c).__name__ for c in cuts) or "nothing"
+        raise UserError(f"PlanCutSampler takes one or more CutSets (or lists of examples), then optionally "
+                        f"max_duration or a BatchingConfig; got {got}")
+    cut_sets = [_as_cut_set(c) for c in cut_sets]
     for lazy in (c for c in cut_sets if c.is_lazy):
         _refuse_unplannable(lazy)
     return cut_sets, config or DEFAULT_CONFIG, max_duration
+
+
+def _as_cut_set(source) -> CutSet:
+    """A list or tuple of examples (cuts, TextExamples...) as an eager CutSet; a one-pass iterator refused."""
+    if isinstance(source, CutSet):
+        return source
+    if isinstance(source, (list, tuple)):
+        return CutSet(list(source))
+    raise UserError(f"PlanCutSampler got a one-pass iterator ({type(source).__name__}), which it cannot plan: every "
+                    "epoch is planned whole and reads the examples again; pass a finite list or CutSet of them")
 
 
 def _chain(source, depth: int = 8) -> Iterator:
@@ -84,22 +86,19 @@ def check_zipped(cut_lists: list[list]) -> None:
                             "the same cuts in the same order")
 
 
-def with_budget(config: BatchingConfig, max_duration: float | None, frame_shift: float) -> BatchingConfig:
-    if max_duration is None:
+def with_budget(config: BatchingConfig, capacity: int | None) -> BatchingConfig:
+    """The config planning under `capacity` (the Measure's, in planning lengths), if there is one."""
+    if capacity is None:
         return config
     if config.capacity is not None:
-        raise UserError(f"the budget is given twice: max_duration={max_duration} s and capacity={config.capacity} "
+        raise UserError(f"the budget is given twice: by max_duration or constraint and by capacity={config.capacity} "
                         "frames; keep one")
-    if not max_duration > 0:
-        raise UserError(f"max_duration={max_duration} must be a positive number of seconds")
-    return dataclasses.replace(config, dbs=True, capacity=max(1, int(max_duration / frame_shift + 1e-9)))
+    return dataclasses.replace(config, dbs=True, capacity=capacity)
 
 
 def with_lhotse_options(config: BatchingConfig, max_cuts: int | None, shuffle: bool | None,
                          drop_last: bool | None, seed: int | None) -> BatchingConfig:
     """max_cuts alone: fixed batches of max_cuts; shuffle=False: sorted, the same every epoch."""
-    if max_cuts is not None and (isinstance(max_cuts, bool) or not isinstance(max_cuts, int) or max_cuts < 1):
-        raise UserError(f"max_cuts={max_cuts!r} must be a positive integer")
     if max_cuts is not None and config.capacity is None:
         config = dataclasses.replace(config, dbs=False, batch_size=max_cuts)
     if shuffle is False:
@@ -128,10 +127,6 @@ def resolved_seed(seed: int | str | None, world_size: int) -> int | None:
 
 
 def check_knobs(bucketing: dict) -> None:
-    if bucketing.get("constraint") is not None:
-        raise UserError("constraint= (a Lhotse SamplingConstraint) is not supported by PlanCutSampler: give the budget "
-                        "as max_duration (seconds, padding included) and/or max_cuts")
-    bucketing.pop("constraint", None)
     unknown = sorted(set(bucketing) - set(NO_EFFECT_KNOBS))
     if unknown:
         raise TypeError(f"PlanCutSampler got unexpected keyword arguments: {', '.join(unknown)}")

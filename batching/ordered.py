@@ -8,7 +8,7 @@ import numpy as np
 
 from .budget import token_budget
 from .config import BatchingConfig
-from .grouping import dynamic_cuts, fixed_cuts
+from .grouping import dynamic_cuts, fixed_cuts, without_incomplete_last
 from .plan import GlobalPlan
 from .sharding import arrange
 
@@ -28,8 +28,10 @@ def plan_ordered(lengths: np.ndarray, config: BatchingConfig, epoch: int, world_
     samples = order(lengths, config, rng)
     if capacity is None:
         cuts = fixed_cuts(samples.size, config.batch_size, config.drop_last)
-        samples = samples[: cuts[-1]]
     else:
         cuts = dynamic_cuts(lengths[samples], capacity)
+        if config.drop_last:
+            cuts = without_incomplete_last(cuts, lengths[samples], capacity)
+    samples = samples[: cuts[-1]]
     samples, cuts, seq = arrange(samples, cuts, lengths, world_size, config.drop_last, rng if config.br else None)
     return GlobalPlan(samples, cuts, seq, world_size)

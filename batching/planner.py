@@ -65,8 +65,9 @@ def plan_epoch(lengths, config: BatchingConfig, epoch: int = 0, rank: int = 0,
 
     Every rank builds the same global plan and takes every world_size-th batch, so all ranks
     get the same number of batches. Every sample appears exactly once per epoch, except:
-    with drop_last, fixed-size plans drop the incomplete last batch and multi-rank plans drop
-    the count % world_size smallest batches; without it, the largest batches are split in two
+    with drop_last, the incomplete last batch is dropped (fixed sizes: short of batch_size; dbs:
+    one that could still take another sample as long as its longest, as Lhotse's drop_last) and
+    multi-rank plans drop the count % world_size smallest batches; without it, the largest batches are split in two
     to reach a multiple of world_size, and samples are repeated (cyclically, as single-sample
     batches) only when there are fewer samples than that multiple, e.g. fewer than ranks.
     """

@@ -127,6 +127,11 @@ class PlanBatchSampler(Sampler[list]):
         return self._exhausted
 
     @property
+    def yields_all_ranks(self) -> bool:
+        """Under Accelerate's shard (adopt_shard): every rank's batches, step-major."""
+        return self._all_ranks
+
+    @property
     def sampler(self) -> "PlanBatchSampler":
         """Itself: Accelerate's prepared loader passes set_epoch(e) on to its batch sampler's
         `batch_sampler.sampler`, so this is how loader.set_epoch reaches the plan."""

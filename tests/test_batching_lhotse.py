@@ -1,6 +1,8 @@
 """batching.lhotse.PlanCutSampler: CutSet batches from the planner, in a DataLoader, on one and two
 processes, resumed mid-epoch on another world size (cuts built from generated audio)."""
+import json
 import os
+import re
 import sys
 from datetime import timedelta
 
@@ -22,7 +24,9 @@ from lhotse.features import Fbank  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.errors import UserError  # noqa: E402
-from batching.lhotse import PlanCutSampler, cut_frames  # noqa: E402
+from batching.lhotse import PlanCutSampler  # noqa: E402
+from batching.lhotse_loader import cut_batch_loader  # noqa: E402
+from batching.lhotse_measure import Measure  # noqa: E402
 from tests.kit import REPO, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
@@ -50,7 +54,7 @@ def test_batches_are_the_plan_of_the_cut_durations(tmp_path):
     cuts = audio_cuts(tmp_path)
     sampler = PlanCutSampler(cuts, CONFIG)
     sampler.set_epoch(2)
-    frames = cut_frames(cuts, 0.01)
+    frames = Measure(step=0.01).lengths(Measure().values(list(cuts)))
     expected = [[cuts[int(i)].id for i in b] for b in plan_epoch(frames, CONFIG, epoch=2)]
     assert ids(sampler) == expected and len(sampler) == len(expected) > 1
     assert sorted(sum(expected, [])) == sorted(cuts.ids)
@@ -319,3 +323,174 @@ def test_torchdata_stateful_dataloader_resumes_the_cut_sampler_exactly(workers):
     resumed = loader()
     resumed.load_state_dict(state)
     assert taken + list(resumed) == whole and sorted(sum(whole, [])) == sorted(cuts.ids)
+
+
+def test_drop_last_drops_the_incomplete_last_batch_as_lhotse_and_counts_it():
+    """Lhotse's own test: 100 one-second cuts, max_duration=15: six batches of 15, the rest of 10
+    dropped (and reported as discarded); without drop_last it is a seventh batch."""
+    cuts = dummy_cuts([1.0] * 100)
+    dropping = PlanCutSampler(cuts, max_duration=15.0, drop_last=True)
+    assert [len(b) for b in dropping] == [15] * 6
+    assert "cuts discarded 10" in dropping.get_report()
+    assert sorted(len(b) for b in PlanCutSampler(cuts, max_duration=15.0)) == [10] + [15] * 6
+    per_rank = [[len(b) for b in PlanCutSampler(cuts, max_duration=15.0, drop_last=True, rank=r, world_size=4)]
+                for r in range(4)]
+    assert per_rank == [[15]] * 4  # six full batches, then the tail that cannot fill a step on 4 ranks
+
+
+def text_examples(tokens) -> list:
+    from lhotse.cut.text import TextExample
+    return [TextExample(f"t{i}", np.zeros(int(n), np.int8)) for i, n in enumerate(tokens)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(tokens=st.lists(st.integers(1, 40), min_size=8, max_size=80), world_size=st.integers(1, 3),
+       slack=st.integers(0, 60), quadratic=st.sampled_from([None, 32]), drop_last=st.booleans())
+def test_a_token_constraint_plans_text_examples_by_tokens_within_the_budget(tokens, world_size, slack, quadratic,
+                                                                            drop_last):
+    from lhotse.dataset.sampling.base import TokenConstraint
+    examples = text_examples(tokens)
+    max_tokens = 2 * (40 + 40 ** 2 // 32) + slack
+    constraint = TokenConstraint(max_tokens=max_tokens, quadratic_length=quadratic)
+    ranks = [list(PlanCutSampler(examples, constraint=constraint, drop_last=drop_last, rank=r, world_size=world_size))
+             for r in range(world_size)]
+    assert len({len(r) for r in ranks}) == 1  # the same steps on every rank
+    taken = [example.text for r in ranks for batch in r for example in batch]
+    assert len(taken) == len(set(taken)) and (drop_last or sorted(taken) == sorted(e.text for e in examples))
+    for batch in (b for r in ranks for b in r):
+        longest = max(e.num_tokens + (0 if quadratic is None else e.num_tokens ** 2 / quadratic) for e in batch)
+        assert len(batch) * longest <= max_tokens  # padding included, as TokenConstraint's exceeded()
+
+
+class TokenIds(torch.utils.data.Dataset):
+    """Lhotse's text test dataset: token ids padded with -1, and their lengths."""
+
+    def __getitem__(self, examples):
+        from lhotse.dataset.collation import collate_vectors
+        tokens = collate_vectors([e.tokens.astype(np.int32) for e in examples], padding_value=-1)
+        return tokens, torch.LongTensor([e.num_tokens for e in examples])
+
+
+def test_lhotse_constraints_map_where_honest_and_are_refused_with_one_error_where_not():
+    from lhotse.dataset.sampling.base import SamplingConstraint, TimeConstraint, TokenConstraint
+    from lhotse.dataset.sampling.dynamic_bucketing import FixedBucketBatchSizeConstraint
+    cuts = dummy_cuts(DURATIONS)
+    assert ids(PlanCutSampler(cuts, constraint=TimeConstraint(max_duration=6.0, max_cuts=3))) == \
+        ids(PlanCutSampler(cuts, max_duration=6.0, max_cuts=3))
+    examples = text_examples([11, 12, 20] * 20)
+    assert sorted(map(len, PlanCutSampler(examples, constraint=TokenConstraint(max_examples=16)))) == [12, 16, 16, 16]
+    loader = torch.utils.data.DataLoader(TokenIds(), batch_size=None,
+                                         sampler=PlanCutSampler(examples, constraint=TokenConstraint(max_tokens=256)))
+    for tokens, lengths in loader:
+        assert tokens.shape == (len(lengths), int(lengths.max())) and tokens.shape[0] * tokens.shape[1] <= 256
+    # Lhotse's FixedBucketBatchSizeConstraint test: 1 s cuts two a batch, 2 s cuts alone, buckets never mixed
+    buckets = FixedBucketBatchSizeConstraint(max_seq_len_buckets=[1.5, 2.5], batch_sizes=[2, 1])
+    batches = list(PlanCutSampler(dummy_cuts([1.0] * 5 + [2.0] * 5), constraint=buckets))
+    assert sorted((len(b), sum(c.duration for c in b)) for b in batches) == [(1, 1.0)] + [(1, 2.0)] * 5 + [(2, 2.0)] * 2
+    with pytest.raises(UserError, match=r"cut 'dummy-mono-cut-0001' lasts 3 s, over the last bucket bound 2.5"):
+        PlanCutSampler(dummy_cuts([1.0, 3.0]), constraint=buckets)
+    coprime = FixedBucketBatchSizeConstraint(max_seq_len_buckets=list(range(1, 16)), batch_sizes=[
+        2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47])
+    with pytest.raises(UserError, match="least common multiple over"):
+        PlanCutSampler(cuts, constraint=coprime)
+    with pytest.raises(UserError, match=r"example 1 has 30 tokens, over max_tokens=20 \(1 such examples\)"):
+        PlanCutSampler(text_examples([5, 30]), constraint=TokenConstraint(max_tokens=20))
+    with pytest.raises(UserError, match="cut 'dummy-mono-cut-0000' has no num_tokens"):
+        PlanCutSampler(cuts, constraint=TokenConstraint(max_tokens=20))
+    with pytest.raises(UserError, match="the budget is given twice: constraint=TokenConstraint and max_duration=5"):
+        PlanCutSampler(examples, max_duration=5, constraint=TokenConstraint(max_tokens=20))
+    subclass = type("Custom", (TimeConstraint,), {})(max_duration=5)  # may count otherwise: not mapped
+    custom = type("Custom", (SamplingConstraint,), {m: lambda *_: None for m in SamplingConstraint.__abstractmethods__})
+    for refused in (TimeConstraint(max_duration=5, concatenate_cuts=True), subclass, custom()):
+        with pytest.raises(UserError, match="constraint=Custom cannot be planned|concatenate_cuts"):
+            PlanCutSampler(cuts, constraint=refused)
+    with pytest.raises(UserError, match="one-pass iterator .generator."):
+        PlanCutSampler((e for e in examples), constraint=TokenConstraint(max_tokens=256))
+
+
+def prepared_cut_loader(sampler, process: int, dataset=None):
+    """What accelerator.prepare does on process `process` of 2 to a cut_batch_loader."""
+    from accelerate.data_loader import prepare_data_loader
+    return prepare_data_loader(cut_batch_loader(dataset or CutIds(), sampler), num_processes=2,
+                               process_index=process, put_on_device=False)
+
+
+@pytest.mark.parametrize("built_as", ["the process's rank", "rank 0 of 1"])
+def test_under_accelerate_each_cut_is_trained_once_on_equal_steps_with_a_new_plan_each_epoch(tmp_path, built_as):
+    pytest.importorskip("accelerate", reason="pip install accelerate (requirements-dev.txt)")
+    cuts = audio_cuts(tmp_path, n=24)
+    dataset = K2SpeechRecognitionDataset(input_strategy=OnTheFlyFeatures(Fbank()), return_cuts=True)
+    epochs = []
+    for epoch in (0, 1):
+        ranks = []
+        for process in (0, 1):
+            sampler = PlanCutSampler(cuts, max_duration=3.0, seed=1,
+                                     **(dict(rank=process, world_size=2) if built_as == "the process's rank" else {}))
+            loader = prepared_cut_loader(sampler, process, dataset)
+            loader.set_epoch(epoch)
+            ranks.append([sorted(c.id for c in batch["supervisions"]["cut"]) for batch in loader])
+            kept = sum(map(len, ranks[-1]))
+            assert len(loader) == len(ranks[-1]) and sampler.epoch == epoch and sampler.world_size == 2
+            assert f"cuts kept {kept}/{kept} " in sampler.get_report()  # only this process's batches
+        assert sorted(i for r in ranks for b in r for i in b) == sorted(cuts.ids) and len(ranks[0]) == len(ranks[1])
+        epochs.append(ranks)
+    assert epochs[0] != epochs[1]
+    with pytest.raises(UserError, match="rank=accelerator.process_index, world_size=accelerator.num_processes"):
+        list(prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, rank=1, world_size=3), 1))
+
+
+def cut_recipe() -> str:
+    section = (REPO / "docs" / "lhotse.md").read_text().split("### PlanCutSampler (a Lhotse dataset) under")[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_docs_cut_recipe_on_two_processes_resumes_mid_epoch(tmp_path):
+    """torchrun, 2 gloo CPU processes: the recipe stopped after 3 steps, then restarted; together
+    they run exactly the uninterrupted plan (computed here, as the prepared loaders of 2 processes)."""
+    pytest.importorskip("accelerate", reason="pip install accelerate (requirements-dev.txt)")
+    cuts = audio_cuts(tmp_path, n=30)
+    cuts.to_file(tmp_path / "cuts.jsonl.gz")
+    (tmp_path / "recipe.py").write_text(cut_recipe())
+    whole = {epoch: [] for epoch in (0, 1)}
+    for epoch in (0, 1):
+        for process in (0, 1):
+            loader = prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, seed=1, rank=process, world_size=2),
+                                         process)
+            loader.set_epoch(epoch)
+            whole[epoch] += [(process, sorted(batch)) for batch in loader]
+
+    def run(*args):
+        done = run_command(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           "recipe.py", tmp_path / "cuts.jsonl.gz", tmp_path / "state.json", *args, cwd=tmp_path,
+                           timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)})
+        rows = [json.loads(row) for row in re.findall(r"\{[^{}]*\}", done.stdout)]  # the processes' lines interleave
+        return {epoch: [(r["rank"], sorted(r["cuts"])) for r in rows if r["epoch"] == epoch] for epoch in (0, 1)}
+
+    before = run("3")
+    after = run()
+    assert len(before[0]) == 6 and not before[1] and whole[0] != whole[1]
+    assert sorted(before[0] + after[0]) == sorted(whole[0]) and sorted(after[1]) == sorted(whole[1])
+    for epoch in (0, 1):
+        assert sorted(i for _, b in whole[epoch] for i in b) == sorted(cuts.ids)
+        assert sum(rank == 0 for rank, _ in whole[epoch]) == sum(rank == 1 for rank, _ in whole[epoch])
+
+
+@pytest.mark.slow  # a pytest subprocess that imports torch and lhotse: about 5-12 s on 2 cores
+def test_the_lhotse_suite_runner_rebinds_lhotses_samplers_in_a_copy_of_a_checkout(tmp_path, capfd):
+    from scripts.tools import lhotse_suite
+    suite = tmp_path / "lhotse" / "test" / "dataset" / "sampling"
+    suite.mkdir(parents=True)
+    source = ('"""A stand-in for a Lhotse sampler test module."""\nimport pytest\n\nfrom lhotse.dataset import '
+              '(\n    DynamicBucketingSampler,\n)\nfrom lhotse.dataset.sampling import SimpleCutSampler\n\n\n'
+              'def test_rebound():\n    assert DynamicBucketingSampler is SimpleCutSampler\n'
+              '    assert SimpleCutSampler.__name__ == "PlanCutSampler"\n')
+    (suite / "test_samplers.py").write_text(source)
+    assert lhotse_suite.main(["--lhotse", str(tmp_path / "lhotse"), "--work", str(tmp_path / "work"), "--", "-n", "0"]) == 0
+    assert "1 passed" in capfd.readouterr().out
+    assert (suite / "test_samplers.py").read_text() == source  # the checkout is only read
+    lhotse_suite.copy_suite(tmp_path / "lhotse", tmp_path / "own", substitute=False)
+    assert (tmp_path / "own" / "test" / "dataset" / "sampling" / "test_samplers.py").read_text() == source
+    assert lhotse_suite.main(["--lhotse", str(tmp_path)]) == 2
+    error = capfd.readouterr().err
+    assert error.startswith("error: ") and "must be a Lhotse checkout" in error

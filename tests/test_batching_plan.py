@@ -1,4 +1,6 @@
 """Invariants of plan_epoch for every strategy, with and without DBS/BR, on 1 to 8 ranks."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -116,6 +118,22 @@ def test_fewer_samples_than_ranks_repeats_cyclically():
 def test_drop_last_drops_smallest_batches_for_ranks():
     ranks = all_ranks(np.arange(1, 51), BatchingConfig("sb", drop_last=True), 0, world_size=2)
     assert [[b.size for b in r] for r in ranks] == [[16], [16]]  # 2 of 3 full batches; rest dropped
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=AWKWARD, batching=st.sampled_from(["rand", "sb", "ssb", "bkt", "ats"]), slack=st.integers(0, 50),
+       seed=st.integers(0, 2**32), epoch=st.integers(0, 3))
+def test_drop_last_under_a_budget_drops_only_an_incomplete_last_batch(lengths, batching, slack, seed, epoch):
+    """dbs + drop_last on one rank: the plan without drop_last, less the walk's last batch exactly
+    when one more sample as long as its longest would still fit the budget (Lhotse's drop_last)."""
+    lengths = np.array(lengths)
+    config = BatchingConfig(batching, dbs=True, capacity=int(lengths.max()) * 3 + slack, seed=seed)
+    whole = plan_global(lengths, config, epoch)
+    last = whole.order[whole.cuts[-2]:whole.cuts[-1]]
+    incomplete = (last.size + 1) * lengths[last].max() <= config.capacity
+    expected = [b for b in whole.batches() if not (incomplete and np.array_equal(b, last))]
+    dropped = plan_global(lengths, dataclasses.replace(config, drop_last=True), epoch).batches()
+    assert sorted(map(tuple, dropped)) == sorted(map(tuple, expected))
 
 
 def test_ranks_in_a_step_get_neighbouring_lengths():
