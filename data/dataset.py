@@ -5,6 +5,7 @@ audio; every mel is checked against its filelist length so the plan and the load
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from dataclasses import dataclass
@@ -47,10 +48,15 @@ class TextMelDataset(Dataset):
         self.texts = _encode_texts(self.utterances, unknown_chars)
         self.text_lengths = np.array([len(t) for t in self.texts], dtype=np.int64)
         self.frames = np.array([u.frames for u in self.utterances], dtype=np.int64)
-        self._extractor = MelExtractor(mel_cfg)
 
     def __len__(self) -> int:
         return len(self.utterances)
+
+    @functools.cached_property
+    def _extractor(self) -> MelExtractor:
+        """Built on the first mel not in the cache: its filter bank imports librosa.filters and with
+        it scipy.signal (seconds), which a run whose mels are all cached never needs."""
+        return MelExtractor(self.mel_cfg)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.texts[index], self.mel(index)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from data.shared import LJSPEECH_LENGTHS, LJSPEECH_MINI, SHARED_DIR
-from tests.kit import REPO, demo_corpus  # noqa: F401  (the session fixture, defined in the kit)
+from tests.kit import REPO, dealt_order, demo_corpus  # noqa: F401  (the session fixture, defined in the kit)
 from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
 SHARED = SHARED_DIR
@@ -79,6 +79,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, deal the tests marked slow round-robin to the starts of the workers'
+    first shares of the collection (the scheduler hands worker i the i-th contiguous share), each
+    followed by a quick test. Every worker then starts on long tests at once, no long test starts
+    near the end of the run, and no two long tests sit back to back, where the second could not be
+    stolen by an idle worker (a worker keeps the test after the running one). Without xdist the
+    order is the files'. Every worker computes the same order, as xdist requires."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers > 1:
+        items[:] = dealt_order(items, workers, lambda item: item.get_closest_marker("slow") is not None)
 
 
 _SHARED_BEFORE = pytest.StashKey[dict]()

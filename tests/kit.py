@@ -8,9 +8,10 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from data.collate import PackedCollate
 from model import Tacotron2, Tacotron2Config
 
 REPO = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 #: train.py hparams of the model the end-to-end runs train (seconds per epoch on the CPU; hparams.yaml).
 TINY_MODEL = "model_preset=tiny"
@@ -245,3 +247,30 @@ def icefall_loop(make_sampler, make_loader, ids_of, epochs: int = 2, state: dict
             if (epoch, step) == stop:
                 return seen, sampler.state_dict(consumed=step + 1)
     return seen, None
+
+
+def xdist_share_sizes(n_items: int, workers: int) -> list[int]:
+    """How many of n_items pytest-xdist's work-stealing scheduler first hands each worker: the i-th
+    of n gets the remaining items // (n - i), in collection order."""
+    sizes: list[int] = []
+    for worker in range(workers):
+        sizes.append((n_items - sum(sizes)) // (workers - worker))
+    return sizes
+
+
+def dealt_order(items: Sequence[T], workers: int, is_slow: Callable[[T], bool]) -> list[T]:
+    """`items` reordered for `workers` pytest-xdist workers (conftest.py's
+    pytest_collection_modifyitems): the slow ones dealt round-robin to the starts of the workers'
+    first shares, each followed by a quick one, the quick ones after them in their own order."""
+    slow = [item for item in items if is_slow(item)]
+    quick = [item for item in items if not is_slow(item)]
+    order: list[T] = []
+    for worker, size in enumerate(xdist_share_sizes(len(items), workers)):
+        share: list[T] = []
+        for item in slow[worker::workers]:
+            share += [item, *quick[:1]]
+            del quick[:1]
+        fill = max(0, size - len(share))
+        order += share + quick[:fill]
+        del quick[:fill]
+    return order + quick

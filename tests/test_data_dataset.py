@@ -63,6 +63,9 @@ def test_cache_is_filled_once_and_matches(two_wavs, tmp_path):
     assert precompute_mels(dataset, progress=False) == CacheFill(0, [])
     assert len(list(cache.glob("*.npy"))) == 2
     torch.testing.assert_close(dataset[0][1], TextMelDataset(two_wavs)[0][1])
+    cached = TextMelDataset(two_wavs, cache_dir=cache)
+    assert [cached[i][1].shape[1] for i in (0, 1)] == [u.frames for u in two_wavs]
+    assert "_extractor" not in vars(cached)  # all cached: no filter bank built (librosa.filters is slow to import)
     other_cfg = TextMelDataset(two_wavs, MelConfig(fmax=7600.0), cache_dir=cache)
     assert other_cfg.cache_path(0) != dataset.cache_path(0)
 

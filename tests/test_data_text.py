@@ -9,6 +9,7 @@ import pytest
 from data.text import (N_SYMBOLS, SYMBOLS, UnknownSymbolError, clean_text, find_unknown_symbols,
                        sequence_to_text, text_to_sequence)
 from data.textcheck import MAX_EXAMPLES, check_texts
+from tests.kit import run_command, tiny
 
 CASES = Path(__file__).parent / "data" / "normalisation_cases.tsv"
 
@@ -119,3 +120,11 @@ def test_the_check_refuses_unknown_characters_by_default_and_empty_lines_after_d
     problems, notes = check_texts([("t.txt", 1, "a ^ b"), ("t.txt", 2, "^^")], "drop")
     assert [p[:3] for p in problems] == [("t.txt", 2, "text '^^' is empty after cleaning")]
     assert notes.dropped == {"^": ["t.txt:1"]}
+
+
+def test_a_demo_check_never_imports_inflect(tmp_path, demo_corpus):
+    """data/text/numbers.py imports inflect (slower to import than torch) on the first number read:
+    train.py on the demo corpus, whose texts hold no digits, starts without it."""
+    probe = ("import sys, train; code = train.main(['--check', '--hparams', sys.argv[1]]); "
+             "assert code == 0 and 'inflect' not in sys.modules, (code, 'inflect' in sys.modules)")
+    run_command(sys.executable, "-c", probe, tiny(tmp_path, corpus=demo_corpus))

@@ -1,9 +1,11 @@
 """scripts/release/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
 that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
 skipped and why, nothing fails, and the report names every check."""
+import functools
 import inspect
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from _pytest.fixtures import FixtureFunctionDefinition
@@ -11,24 +13,54 @@ from _pytest.fixtures import FixtureFunctionDefinition
 from tests.kit import run_command
 
 
-@pytest.mark.slow
-def test_gpu_check_runs_every_part_at_toy_sizes_on_the_cpu(tmp_path):
-    out = tmp_path / "report"
-    done = run_command(sys.executable, "-m", "scripts.release.gpu_check", "--device", "cpu", "--tiny", "--out", out, timeout=900)
+def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str]) -> tuple[dict, str]:
+    """`make gpu-check ARGS="--device cpu --tiny --parts PARTS"`: it runs those parts and only them,
+    nothing fails, the CUDA-only checks (at most `skipped_at_most`) are skipped, the report has a row
+    for every check and the summary is the last line. Its checks by name, and report.md."""
+    done = run_command(sys.executable, "-m", "scripts.release.gpu_check", "--device", "cpu", "--tiny",
+                       "--parts", parts, "--out", out, timeout=900)
     checks = {c["name"]: c for c in json.loads((out / "report.json").read_text())}
-    assert {c["part"] for c in checks.values()} == {"env", "tests", "train", "bench", "graphed"}
+    assert {c["part"] for c in checks.values()} == set(parts.split(","))
     skipped = {name for name, c in checks.items() if c["ok"] is None}
-    assert skipped <= {"cuda-tests", "train-bf16", "train-fp16", "bench"}, skipped
-    assert {"cuda-tests", "train-bf16", "train-fp16"} <= skipped  # no CUDA here
+    assert skipped <= skipped_at_most, skipped
     assert not [name for name, c in checks.items() if c["ok"] is False]
-    assert checks["env"]["figures"]["matmul_fp32_tflops"] > 0
-    assert checks["graphed-tracks-eager"]["figures"]["eager"] == pytest.approx(
-        checks["graphed-tracks-eager"]["figures"]["graphed"], rel=1e-5)
     report = (out / "report.md").read_text()
     assert all(f"| {name} |" in report for name in checks)
-    if checks["bench-step"]["ok"]:  # the bench part ran (it needs ../shared's LJSpeech lengths)
-        assert report.index("## bench-step") < report.index("## ops per decoder step")
     assert done.stdout.strip().splitlines()[-1].startswith("gpu-check: ")
+    return checks, report
+
+
+# The five parts at toy sizes on the CPU, in two tests that the two pytest-xdist workers run side by
+# side (one run of every part took the suite's longest test); they sit apart in this file so that
+# neither waits queued behind the other, and test_every_part_runs_by_default_into_one_report shows
+# that a plain run runs all five.
+@pytest.mark.slow
+def test_gpu_check_trains_resumes_synthesises_and_runs_ddp_on_the_cpu(tmp_path):
+    checks, _ = run_gpu_check(tmp_path / "report", "train", {"train-bf16", "train-fp16"})
+    assert {"train-bf16", "train-fp16"} <= {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
+    assert {"train-fp32", "train-resume", "synthesis", "ddp-one-process", "ddp-two-ranks"} <= set(checks)
+
+
+def stub_part(part: str, setup) -> list:
+    """A part that only names itself (test_every_part_runs_by_default_into_one_report)."""
+    from scripts.release import gpu_check
+
+    return [gpu_check.Check(part, f"{part}-stub", True, 0.0, f"{setup.device} stub")]
+
+
+def test_every_part_runs_by_default_into_one_report(tmp_path, monkeypatch, capsys):
+    """Without --parts, gpu_check runs env, tests, train, bench and graphed in that order, and one
+    report (report.json, report.md) and the summary line name every check."""
+    from scripts.release import gpu_check
+
+    for part in gpu_check.PARTS:
+        monkeypatch.setitem(gpu_check.PART_RUNNERS, part, functools.partial(stub_part, part))
+    assert gpu_check.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
+    checks = json.loads((tmp_path / "report.json").read_text())
+    assert [c["part"] for c in checks] == list(gpu_check.PARTS) == ["env", "tests", "train", "bench", "graphed"]
+    report = (tmp_path / "report.md").read_text()
+    assert all(f"| {part} | {part}-stub | ok |" in report for part in gpu_check.PARTS)
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("gpu-check: 5 ok, 0 failed, 0 skipped")
 
 
 def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
@@ -73,3 +105,14 @@ def test_the_report_puts_each_table_of_bench_step_under_its_own_heading(tmp_path
     assert step.splitlines() == ["| variant | us / decoder step |", "|---|---|", "| eager | 10 |"]
     assert ops.splitlines() == ["| variant | forward |", "|---|---|", "| eager | 47.0 |"]
     assert "| bench | bench-step | ok | 1.0 | exit 0 |" in report
+
+
+@pytest.mark.slow
+def test_gpu_check_measures_tests_benches_and_graphs_on_the_cpu(tmp_path):
+    checks, report = run_gpu_check(tmp_path / "report", "env,tests,bench,graphed", {"cuda-tests", "bench"})
+    assert "cuda-tests" in {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
+    assert checks["env"]["figures"]["matmul_fp32_tflops"] > 0
+    assert checks["graphed-tracks-eager"]["figures"]["eager"] == pytest.approx(
+        checks["graphed-tracks-eager"]["figures"]["graphed"], rel=1e-5)
+    if "bench-step" in checks:  # the bench part ran (it needs ../shared's LJSpeech lengths)
+        assert report.index("## bench-step") < report.index("## ops per decoder step")

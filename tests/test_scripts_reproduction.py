@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.kit import REPO, run_command
+from tests.kit import DEMO_UTTERANCES, REPO, run_command
 
 NAMES = ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SB", "SSB", "SB-DBS", "SSB-DBS", "SSB-DBS-BR"]
 TABLE4 = [("SB", "SSB"), ("SB-BR", "SSB-BR"), ("SB-DBS", "SSB-DBS"), ("SB", "SB-BR"), ("SSB", "SSB-BR"),
@@ -311,11 +311,10 @@ def test_table2_skips_a_run_another_copy_holds(tmp_path):
 
 
 @pytest.mark.slow
-def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
+def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path, demo_corpus):
     """A demo-sized table2.sh: 3 experiments x 2 epochs, two of them resumed to 3; then Tables 2-4."""
     root = tmp_path / "runs"
-    extra = (f"demo_utterances=48,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},batch_size=8,"
-             f"val_batch_size=8,progress=false,{TINY}")
+    extra = f"demo_utterances={DEMO_UTTERANCES},{demo_corpus.hparams},batch_size=8,val_batch_size=8,progress=false,{TINY}"
     out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND,SSB-BR,SSB-DBS-BR",
               "--out", root, "--hparams", extra)
     assert out.count("training in") == 3
@@ -338,11 +337,10 @@ def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path):
 
 
 @pytest.mark.slow
-def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them(tmp_path):
+def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them(tmp_path, demo_corpus):
     """scripts/reproduction/quality.sh demo at a tiny size: the five experiments, SSB-DBS-BR again with each
     lr_batch_scaling rule at the paper's constant rate, and both losses' tables with the variants."""
-    extra = (f"demo_utterances=48,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},batch_size=8,"
-             f"val_batch_size=8,{TINY}")
+    extra = f"demo_utterances={DEMO_UTTERANCES},{demo_corpus.hparams},batch_size=8,val_batch_size=8,{TINY}"
     out = run("scripts/reproduction/quality.sh", "demo", "--epochs", "1", "--seeds", "0", "--out", tmp_path / "runs",
               "--tables", tmp_path / "docs", "--hparams", extra)
     assert out.count("training in") == 7

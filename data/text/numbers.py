@@ -3,9 +3,8 @@ times, dates, money, percentages and Roman numerals. Each `say_*` takes digits (
 and returns words; data.text.rules decides which applies where."""
 from __future__ import annotations
 
-import inflect
+import functools
 
-_inflect = inflect.engine()
 MAX_DIGITS = 15  # longer digit strings (ids, phone numbers) are read digit by digit
 _DIGITS = "zero one two three four five six seven eight nine".split()
 _FRACTIONS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
@@ -13,11 +12,20 @@ _ROMAN = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
 MONTHS = ("january february march april may june july august september october november december").split()
 
 
+@functools.cache
+def _inflect():
+    """inflect's engine, imported on the first number read: importing inflect takes longer than
+    importing torch (typeguard instruments its functions), and most texts (the demo's) hold no number."""
+    import inflect
+
+    return inflect.engine()
+
+
 def say_cardinal(n: int) -> str:
     """'one thousand two hundred thirty-four': no 'and', no commas inside a number."""
     if len(str(abs(n))) > MAX_DIGITS:
         return say_digits(str(abs(n))) if n >= 0 else "minus " + say_digits(str(-n))
-    words = _inflect.number_to_words(abs(n), andword="", comma="")
+    words = _inflect().number_to_words(abs(n), andword="", comma="")
     return f"minus {words}" if n < 0 else words
 
 
@@ -26,7 +34,7 @@ def say_digits(digits: str) -> str:
 
 
 def say_ordinal(n: int) -> str:
-    return _inflect.number_to_words(_inflect.ordinal(n), andword="", comma="")
+    return _inflect().number_to_words(_inflect().ordinal(n), andword="", comma="")
 
 
 def say_decimal(whole: str, fraction: str) -> str:
