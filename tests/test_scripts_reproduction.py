@@ -278,6 +278,9 @@ def test_compare_sweeps_reads_two_saved_tables_at_equal_epochs_and_steps(tmp_pat
             hits = [within(r, rand_steps[e]) for r in seeds.values()]
             assert same(cells[6 + i], None if None in hits else mean(hits)), (label, e, cells)
     assert rows["SSB-DBS-BR (cost)"][5] == "" and rows["SSB-DBS-BR (paper)"][5] != ""
+    no_rand = run(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"cost={other / 'tables.json'}",
+                  f"again={other / 'tables.json'}", "--epochs", "6")
+    assert "within" not in no_rand.splitlines()[-3] and "no RAND" in no_rand
     bad = run_command(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"a={base / 'tables.json'}",
                       f"b={tmp_path / 'absent.json'}", env=ENV, expect=None)
     assert bad.returncode == 2 and "absent.json" in bad.stderr and bad.stderr.startswith("error:")

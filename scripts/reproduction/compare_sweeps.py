@@ -73,14 +73,17 @@ def compare(sweeps: dict[str, dict], epochs: list[int], only: list[str] | None) 
 
 def markdown(result: dict) -> str:
     epochs, budgets = result["epochs"], result["step_budgets"]
+    steps = any(b is not None for b in budgets)  # the base has a RAND to take budgets from
     head = (["Batching", "seeds", "ZPR %", "steps/epoch"] + [f"epoch {e}" for e in epochs]
-            + [f"within {cell(b, 0)} steps" for b in budgets])
+            + ([f"within {cell(b, 0)} steps" for b in budgets] if steps else []))
     body = [[name, str(r["seeds"]), cell(r["zpr"], 2), cell(r["steps_per_epoch"], 1)]
-            + [cell_sd(m, sd, 3) for m, sd in r["at_epoch"]] + [cell_sd(m, sd, 3) for m, sd in r["within_steps"]]
+            + [cell_sd(m, sd, 3) for m, sd in r["at_epoch"]]
+            + ([cell_sd(m, sd, 3) for m, sd in r["within_steps"]] if steps else [])
             for name, r in result["rows"].items()]
+    within = ("within steps: the last validation within the steps the first sweep's RAND needed for that epoch"
+              if steps else "no equal-steps columns: the first sweep has no RAND to take the step budgets from")
     return (f"Validation loss `{result['val_loss']}`, mean ± sample sd over seeds; at an epoch: the mean of that "
-            "validation and the one before; within steps: the last validation within the steps the first "
-            "sweep's RAND needed for that epoch.\n\n" + "\n".join(markdown_table(head, body)))
+            f"validation and the one before; {within}.\n\n" + "\n".join(markdown_table(head, body)))
 
 
 def parse_sweep(spec: str) -> tuple[str, Path]:
