@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 
+from .budget import token_budget
 from .config import BatchingConfig
 from .errors import UserError
 from .grouping import ceil_div
@@ -22,6 +23,10 @@ BISECTED = {"lrf": (0.0, 1e-4), "bucket_interval": (1, 1)}
 #: Metrics that fall as the swept parameter grows (the others, zpr and padding, grow with it).
 FALLING = ("pair_repeat",)
 LRF_CEILING = 4.0  # beyond this the noise dwarfs every length difference: SSB is a shuffle
+#: target_zpr is bisected on a seeded sample of at most this many lengths. ZPR is a property of the
+#: length distribution, not of the corpus's size (a bisection over 10 million lengths takes minutes);
+#: pair_repeat falls as the corpus grows, so a target_pair_repeat is always bisected on every length.
+CALIBRATION_SAMPLE = 200_000
 
 
 def describe(lengths: np.ndarray, config: BatchingConfig, epoch: int = 0) -> dict:
@@ -139,20 +144,36 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
     if metric is None:
         return config, None
     low, step = BISECTED["lrf"]
-    found = bisect_parameter(lengths, config, "lrf", target, low, LRF_CEILING, step, metric)
+    bisected, on = _calibration_set(lengths, config, metric)
+    found = bisect_parameter(bisected, on, "lrf", target, low, LRF_CEILING, step, metric)
     if found["lrf"] is None:
-        edge = describe(lengths, config.with_strategy("ssb", lrf=0.0 if metric == "zpr" else LRF_CEILING))
+        edge = describe(bisected, on.with_strategy("ssb", lrf=0.0 if metric == "zpr" else LRF_CEILING))
         raise UserError(f"target_{metric}={target} is out of reach on these {lengths.size:,} lengths: "
                         f"ssb_key={config.ssb_key or 'length'} gives {metric} {edge[metric]:.4g} at best; ask for at least that")
     resolved = config.with_strategy("ssb", lrf=found["lrf"])
     record = describe(lengths, resolved)
     return resolved, dict(target=f"target_{metric}={target}", ssb_key=config.ssb_key, lrf=found["lrf"],
-                          zpr=record["zpr"], pair_repeat=record["pair_repeat"])
+                          zpr=record["zpr"], pair_repeat=record["pair_repeat"],
+                          bisected_on=None if bisected is lengths else int(bisected.size))
+
+
+def _calibration_set(lengths: np.ndarray, config: BatchingConfig, metric: str) -> tuple[np.ndarray, BatchingConfig]:
+    """The lengths (and config) the bisection plans: for a ZPR target on more than CALIBRATION_SAMPLE
+    lengths a sample drawn from config.seed (so every rank draws the same), with the DBS budget
+    pinned to the whole corpus's B0 * L_max, which the sample's own longest would change."""
+    if metric != "zpr" or lengths.size <= CALIBRATION_SAMPLE:
+        return lengths, config
+    sample = np.random.default_rng(config.seed).choice(lengths, CALIBRATION_SAMPLE, replace=False)
+    if config.dbs and config.capacity is None:
+        config = dataclasses.replace(config, capacity=token_budget(lengths, config))
+    return sample, config
 
 
 def calibrated_line(record: dict) -> str:
     """resolve_width's record as the one line a run logs."""
-    return (f"ssb_key={record['ssb_key'] or 'length'} lrf={record['lrf']} calibrated to {record['target']} on these lengths: "
+    sampled = record.get("bisected_on")
+    where = "these lengths" if sampled is None else f"a {sampled:,}-length sample of these lengths"
+    return (f"ssb_key={record['ssb_key'] or 'length'} lrf={record['lrf']} calibrated to {record['target']} on {where}: "
             f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}")
 
 

@@ -85,6 +85,28 @@ def test_a_target_resolves_lrf_that_meets_it(target):
     assert resolve_width(LENGTHS, COST) == (COST, None)
 
 
+def test_a_zpr_target_on_a_large_corpus_is_bisected_on_a_seeded_sample(monkeypatch):
+    """Over CALIBRATION_SAMPLE lengths a ZPR target is bisected on a sample drawn from the seed (the
+    same on every rank) under the whole corpus's budget; the ZPR logged is the whole corpus's and lands
+    near the target; a pair_repeat target (which depends on the corpus's size) is never sampled."""
+    import batching.analysis as analysis
+
+    monkeypatch.setattr(analysis, "CALIBRATION_SAMPLE", 20_000)
+    lengths = np.clip(np.random.default_rng(1).lognormal(6.0, 0.5, 100_000), 30, 3_000).astype(np.int64)
+    config = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, seed=3, target_zpr=8.0)
+    resolved, record = resolve_width(lengths, config)
+    sample = np.random.default_rng(3).choice(lengths, 20_000, replace=False)
+    pinned = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, seed=3, capacity=16 * int(lengths.max()))
+    assert record["bisected_on"] == 20_000 and resolved.capacity is None
+    assert record["lrf"] == analysis.bisect_parameter(sample, pinned, "lrf", 8.0, 0.0, analysis.LRF_CEILING, 1e-4)["lrf"]
+    assert record["zpr"] == pytest.approx(describe(lengths, resolved)["zpr"])
+    assert 7.5 < record["zpr"] <= 8.05  # a smaller sample pads a little more at a width: the lrf found errs low
+    assert "on a 20,000-length sample of these lengths" in analysis.calibrated_line(record)
+    assert resolve_width(lengths, config) == (resolved, record)
+    by_randomness = resolve_width(lengths, BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, target_pair_repeat=0.05))[1]
+    assert by_randomness["bisected_on"] is None and "on these lengths" in analysis.calibrated_line(by_randomness)
+
+
 def test_a_target_out_of_reach_is_a_user_error():
     with pytest.raises(UserError, match=r"target_zpr=0.001 is out of reach on these 600 lengths"):
         resolve_width(LENGTHS, BatchingConfig("ssb", dbs=False, target_zpr=0.001))
