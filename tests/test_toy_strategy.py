@@ -51,7 +51,7 @@ def register_toy(root: Path) -> None:
     edit(root / "batching" / "planner.py", "PLANNERS: dict[str, Callable[..., GlobalPlan]] = {\n",
          '    "toy": plan_toy,\n')
     edit(root / "batching" / "config.py", "    n_frames_per_step: int = 1\n", "    toy_width: int | None = None\n")
-    edit(root / "hparams.yaml", "drop_last: false\n", "toy_width: null  # toy: bucket width in frames; null = one bucket\n")
+    edit(root / "hparams.yaml", "batching (the paper)\n", "toy_width: null  # toy: bucket width in frames; null = one bucket\n")
 
 
 @pytest.fixture(scope="module")
