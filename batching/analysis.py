@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 
 from .budget import token_budget
-from .config import BatchingConfig
+from .config import PAPER_TARGET, BatchingConfig
 from .grouping import ceil_div
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
@@ -148,12 +148,17 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
         return config, None
     low, step = BISECTED["lrf"]
     bisected, on = _calibration_set(lengths, config, metric)
+    asked = f"target_{metric}={target}"
+    if target == PAPER_TARGET:  # the paper's SSB's ZPR on the same lengths, budget and seed
+        paper = on.with_strategy("ssb", ssb_key=None, lrf=TABLE1_CONFIGS["SSB"].lrf, target_zpr=None)
+        target = _padding(bisected, paper, with_randomness=False)["zpr"]
+        asked = f"target_zpr=paper (the paper's SSB's {target:.2f}%)"
     found = bisect_parameter(bisected, on, "lrf", target, low, LRF_CEILING, step, metric)
     reached = found["lrf"] is not None
     lrf = found["lrf"] if reached else low if metric == "zpr" else LRF_CEILING
     resolved = config.with_strategy("ssb", lrf=lrf)
     record = describe(lengths, resolved)
-    return resolved, dict(target=f"target_{metric}={target}", ssb_key=config.ssb_key, lrf=lrf, reached=reached,
+    return resolved, dict(target=asked, ssb_key=config.ssb_key, lrf=lrf, reached=reached,
                           zpr=record["zpr"], pair_repeat=record["pair_repeat"],
                           bisected_on=None if bisected is lengths else int(bisected.size))
 

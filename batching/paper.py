@@ -26,7 +26,3 @@ PAPER_TABLE1: dict[str, tuple[int, float | None, float | None]] = {
     "SB-DBS": (419, 0.47, 527.15),
     "SSB-DBS": (449, 6.62, 557.68),
 }
-
-#: The paper's SSB-DBS ZPR on LJSpeech (%): the target the recipe's and PlanCutSampler's default SSB
-#: (the cost key) is calibrated to on each corpus.
-PAPER_SSB_DBS_ZPR = PAPER_TABLE1["SSB-DBS"][1]

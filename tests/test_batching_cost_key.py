@@ -1,4 +1,6 @@
 """SSB's cost key (batching/cost_key.py) and the calibration of lrf to a target (batching.analysis.resolve_width)."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -105,6 +107,22 @@ def test_a_zpr_target_on_a_large_corpus_is_bisected_on_a_seeded_sample(monkeypat
     assert resolve_width(lengths, config) == (resolved, record)
     by_randomness = resolve_width(lengths, BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, target_pair_repeat=0.05))[1]
     assert by_randomness["bisected_on"] is None and "on these lengths" in analysis.calibrated_line(by_randomness)
+
+
+def test_target_zpr_paper_is_the_papers_ssbs_zpr_on_the_same_lengths(tmp_path):
+    """The recipe's default: the cost key padded as the paper's SSB (the length key, lrf 0.1) pads
+    these lengths under the same budget and seed, so it is never more padded than the paper's."""
+    for dbs in (True, False):
+        paper = describe(LENGTHS, BatchingConfig("ssb", dbs=dbs, br=True, seed=2, lrf=0.1))["zpr"]
+        resolved, record = resolve_width(LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2,
+                                                                  target_zpr="paper"))
+        explicit = resolve_width(LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2,
+                                                         target_zpr=paper))[0]
+        assert resolved == dataclasses.replace(explicit, target_zpr="paper") and record["zpr"] <= paper + 1e-9
+        assert record["target"] == f"target_zpr=paper (the paper's SSB's {paper:.2f}%)"
+    assert BatchingConfig.from_dict({"batching": "ssb", "target_zpr": "paper"}).target_zpr == "paper"
+    with pytest.raises(UserError, match="target_zpr='papers' is invalid"):
+        BatchingConfig.from_dict({"batching": "ssb", "target_zpr": "papers"})
 
 
 def test_a_target_out_of_reach_plans_at_the_nearest_width_and_says_so():

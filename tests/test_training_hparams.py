@@ -20,12 +20,13 @@ def test_defaults_resolve_with_the_demo_preset():
     assert hp["model"]["attention_rnn_dim"] == 256  # from the small preset
 
 
-def test_the_default_ssb_is_the_cost_key_calibrated_to_the_papers_zpr():
-    from batching.paper import PAPER_SSB_DBS_ZPR
-
+def test_the_default_ssb_is_the_cost_key_calibrated_to_the_papers_ssbs_zpr():
     batching = config().batching
-    assert (batching.batching, batching.ssb_key, batching.target_zpr) == ("ssb", "cost", PAPER_SSB_DBS_ZPR)
+    assert (batching.batching, batching.ssb_key, batching.target_zpr) == ("ssb", "cost", "paper")
     assert batching.target_pair_repeat is None
+    assert config("target_zpr=6.62").batching.target_zpr == 6.62 and config("target_zpr=paper").batching.target_zpr == "paper"
+    with pytest.raises(HParamsError, match=r"target_zpr='six' is invalid: expected a number in \(0, 100.0\), 'paper'"):
+        config("target_zpr=six")
 
 
 @pytest.mark.parametrize("text, key, zpr, pair_repeat, lrf", [

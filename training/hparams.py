@@ -26,7 +26,8 @@ RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "pr
                                "validate_every", "max_bad_steps", "log_every", "cuda_graphs", "force_ddp",
                                "dist_backend"})
 
-#: Settings with a default value that null turns off: SSB's default key and calibration target.
+#: Settings with a default value that null turns off (SSB's default key and calibration target): read
+#: as YAML, as an optional setting is, and checked by their config (target_zpr: a number or "paper").
 NULLABLE = frozenset({"ssb_key", "target_zpr"})
 _TARGETS = ("target_zpr", "target_pair_repeat")
 
@@ -54,7 +55,7 @@ def split_overrides(overrides: str | dict[str, Any]) -> dict[str, Any]:
 def _typed(key: str, raw: Any, default: Any) -> Any:
     """`raw` as the type of `default` (its YAML value); for a null default (an optional setting)
     as YAML reads it, checked by the config that owns the key."""
-    if default is None:
+    if default is None or key in NULLABLE:
         return _yaml_value(key, raw)
     kind = bool if isinstance(default, bool) else type(default) if isinstance(default, (int, float, str)) else object
     if kind is str and isinstance(raw, bool):  # YAML's true/false for a text setting (cuda_graphs)
@@ -62,7 +63,7 @@ def _typed(key: str, raw: Any, default: Any) -> Any:
     if kind is int and isinstance(raw, float) and not raw.is_integer():
         raise HParamsError(f"hparam '{key}': '{raw}' is not an integer")
     try:
-        return coerce(key, raw, kind, optional=key in NULLABLE)
+        return coerce(key, raw, kind)
     except OptionError as err:
         raise HParamsError(f"hparam {err}") from None
 
