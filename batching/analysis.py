@@ -157,7 +157,10 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
     reached = found["lrf"] is not None
     lrf = found["lrf"] if reached else low if metric == "zpr" else LRF_CEILING
     resolved = config.with_strategy("ssb", lrf=lrf)
-    record = describe(lengths, resolved)
+    # The figures logged: the whole corpus's; on a sampled one the sample's ZPR alone (planning two
+    # whole epochs to count repeated pairs would hold several times the plan's memory at 10M lengths)
+    record = describe(lengths, resolved) if bisected is lengths else dict(
+        zpr=_padding(bisected, on.with_strategy("ssb", lrf=lrf))["zpr"], pair_repeat=None)
     return resolved, dict(target=asked, ssb_key=config.ssb_key, lrf=lrf, reached=reached,
                           zpr=record["zpr"], pair_repeat=record["pair_repeat"],
                           bisected_on=None if bisected is lengths else int(bisected.size))
@@ -180,7 +183,8 @@ def calibrated_line(record: dict) -> str:
     sampled = record.get("bisected_on")
     where = "these lengths" if sampled is None else f"a {sampled:,}-length sample of these lengths"
     key = f"ssb_key={record['ssb_key'] or 'length'}"
-    figures = f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}"
+    figures = (f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}" if sampled is None
+               else f"ZPR {record['zpr']:.2f}% on the sample")
     if not record.get("reached", True):
         return (f"{record['target']} is out of reach on {where}: {key} plans at the nearest width, "
                 f"lrf={record['lrf']}: {figures}")

@@ -101,9 +101,11 @@ def test_a_zpr_target_on_a_large_corpus_is_bisected_on_a_seeded_sample(monkeypat
     pinned = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, seed=3, capacity=16 * int(lengths.max()))
     assert record["bisected_on"] == 20_000 and resolved.capacity is None
     assert record["lrf"] == analysis.bisect_parameter(sample, pinned, "lrf", 8.0, 0.0, analysis.LRF_CEILING, 1e-4)["lrf"]
-    assert record["zpr"] == pytest.approx(describe(lengths, resolved)["zpr"])
-    assert 7.5 < record["zpr"] <= 8.05  # a smaller sample pads a little more at a width: the lrf found errs low
-    assert "on a 20,000-length sample of these lengths" in analysis.calibrated_line(record)
+    assert record["zpr"] <= 8.0 and record["pair_repeat"] is None  # the sample's ZPR: no whole-corpus epochs planned
+    assert record["zpr"] == pytest.approx(describe(sample, dataclasses.replace(pinned, lrf=resolved.lrf))["zpr"])
+    assert 7.5 < describe(lengths, resolved)["zpr"] <= 8.05  # a sample pads a little more at a width: the lrf errs low
+    assert "on a 20,000-length sample of these lengths: ZPR" in analysis.calibrated_line(record)
+    assert analysis.calibrated_line(record).endswith("% on the sample")
     assert resolve_width(lengths, config) == (resolved, record)
     by_randomness = resolve_width(lengths, BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, target_pair_repeat=0.05))[1]
     assert by_randomness["bisected_on"] is None and "on these lengths" in analysis.calibrated_line(by_randomness)
