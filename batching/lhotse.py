@@ -11,8 +11,9 @@ docs/lhotse.md, which also says where it differs).
 
 The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed (each
 cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by offset;
-any other lazy CutSet is read in (metadata); infinite ones are refused with what to do, Shar ones
-pointed to batching/lhotse_shar.py. Lengths are cut durations in frames of `frame_shift` seconds,
+any other lazy CutSet is read in (metadata); Shar ones are pointed to batching/lhotse_shar.py. A
+one-pass or infinite source (a generator, `.repeat()`) gets a StreamCutSampler instead, which plans
+it a window at a time (batching/lhotse_stream.py). Lengths are cut durations in frames of `frame_shift` seconds,
 rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
@@ -61,6 +62,8 @@ class PlanCutSampler(CutSampler):
     manifest_cache: the folder for a lazy `.jsonl.gz` manifest's uncompressed copy and the index of
     a lazy manifest (default: lhotse_manifest.default_cache()), rebuilt when the manifest changes.
     Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
+    A one-pass or infinite source (lhotse_stream.is_stream) makes a StreamCutSampler instead, which
+    also takes buffer_size (the examples planned a window).
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
 

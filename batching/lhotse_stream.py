@@ -99,7 +99,7 @@ class StreamCutSampler(CutSampler):
         leaves out for good (filtered, too long with too_long='skip', dropped at the end)."""
         held, held_lengths, read, ahead = [], np.zeros(0, np.int64), 0, []
         for number in itertools.count():
-            fresh = ahead + list(itertools.islice(examples, self.window - len(ahead)))
+            fresh = ahead + list(itertools.islice(examples, max(0, self.window - len(ahead))))
             # a look ahead of world_size examples: a source that ends within it ends with this window, so
             # the last window never holds fewer examples than ranks (only a source that short repeats some)
             ahead = list(itertools.islice(examples, self.world_size))

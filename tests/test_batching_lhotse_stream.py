@@ -121,27 +121,30 @@ def test_two_ranks_read_the_same_windows_and_yield_what_they_read_but_a_bounded_
     assert seen == set(range(200)) and len(runs[0]) > 200 * 10 // 120 / 2
 
 
-def repeated_sampler(rank: int, world_size: int):
+def repeated_sampler(rank: int, world_size: int, window: int):
     durations = np.random.default_rng(2).uniform(0.5, 6.0, 9).tolist()
-    return PlanCutSampler(repeated_cuts(durations), max_duration=10.0, buffer_size=13, seed=4, rank=rank,
+    return PlanCutSampler(repeated_cuts(durations), max_duration=10.0, buffer_size=window, seed=4, rank=rank,
                           world_size=world_size)
 
 
-def test_resume_on_a_repeated_cutset_continues_where_it_stopped_on_every_rank():
-    for world_size, stop, consumed in ((1, 7, None), (2, 5, 3)):
-        for rank in range(world_size):
-            whole = [[c.id for c in b] for b in itertools.islice(repeated_sampler(rank, world_size), 20)]
-            first = repeated_sampler(rank, world_size)
-            for _ in range(stop):
-                next(first)
-            state = first.state_dict(consumed=consumed)
-            resumed = repeated_sampler(rank, world_size)
-            resumed.load_state_dict(state)
-            resumed.set_epoch(0)  # set_epoch of the saved epoch keeps the state (Lhotse's rule)
-            done = stop if consumed is None else consumed
-            rest = [[c.id for c in b] for b in itertools.islice(resumed, 20 - done)]
-            assert rest == whole[done:]
-            assert consumed or resumed.diagnostics.current_epoch_stats.kept_batches == 20
+@settings(max_examples=15, deadline=None)
+@given(world_size=st.integers(1, 3), window=st.integers(2, 30), stop=st.integers(0, 19), behind=st.integers(0, 3))
+def test_resume_on_a_repeated_cutset_continues_where_it_stopped_on_every_rank(world_size, window, stop, behind):
+    """Stopped after `stop` batches, saved with the steps trained (`behind` fewer: prefetched by
+    workers), resumed by a new sampler: the rest is the uninterrupted run's, on every rank."""
+    done = max(0, stop - behind)
+    for rank in range(world_size):
+        whole = [[c.id for c in b] for b in itertools.islice(repeated_sampler(rank, world_size, window), 20)]
+        first = repeated_sampler(rank, world_size, window)
+        for _ in range(stop):
+            next(first)
+        state = first.state_dict(consumed=done if behind else None)
+        resumed = repeated_sampler(rank, world_size, window)
+        resumed.load_state_dict(state)
+        resumed.set_epoch(0)  # set_epoch of the saved epoch keeps the state (Lhotse's rule)
+        rest = [[c.id for c in b] for b in itertools.islice(resumed, 20 - done)]
+        assert rest == whole[done:]
+        assert behind or resumed.diagnostics.current_epoch_stats.kept_batches == 20
 
 
 def test_a_one_pass_source_cannot_be_resumed_or_read_twice_with_one_error_each():
