@@ -172,6 +172,7 @@ def test_a_stream_is_detected_and_the_stream_settings_checked():
     muxed = CutSet.mux(text_stream([3] * 5), cuts.repeat())  # Lhotse's mixed text and audio source
     assert is_stream(muxed) and is_one_pass(muxed)
     assert type(PlanCutSampler(cuts, max_duration=5.0)) is PlanCutSampler  # the whole-epoch path, as before
+    assert isinstance(PlanCutSampler(iter(cuts), max_duration=5.0), StreamCutSampler)
     assert PlanCutSampler(iter(cuts), max_duration=5.0).window == DEFAULT_WINDOW
     with pytest.raises(UserError, match="buffer_size=0 must be a positive integer"):
         PlanCutSampler(cuts.repeat(), max_duration=5.0, buffer_size=0)
