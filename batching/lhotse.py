@@ -30,11 +30,12 @@ from lhotse.dataset.sampling.base import CutSampler, _filter_nothing, attach_dat
 from lhotse.lazy import is_dill_enabled
 
 from .accelerate_shard import calling_shard
+from .analysis import calibrated_line
 from .config import BatchingConfig
 from .errors import UserError
 from .lhotse_manifest import IndexedManifest, cut_source
 from .lhotse_measure import fit_budget
-from .lhotse_options import as_cut_sets, check_padded, check_zipped, resolved_seed, sampler_settings
+from .lhotse_options import as_cut_sets, check_padded, check_zipped, log, resolved_seed, sampler_settings
 from .lhotse_stream import StreamCutSampler, is_stream, occurrences
 from .sampler import PlanBatchSampler
 
@@ -115,6 +116,8 @@ class PlanCutSampler(CutSampler):
         del kept
         self._sampler = _IndexSampler(lengths if self._kept is None else lengths[self._kept], config,
                                       self.rank, self.world_size)
+        if self._sampler.calibration:  # the default target_zpr (or the config's target): the width found
+            log.info(calibrated_line(self._sampler.calibration))
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
 
     @property

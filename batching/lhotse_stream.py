@@ -26,10 +26,11 @@ from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
 from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater
 
 from .accelerate_shard import calling_shard
+from .analysis import calibrated_line, resolve_width
 from .config import BatchingConfig
 from .errors import UserError
 from .lhotse_measure import fit_budget
-from .lhotse_options import check_padded, lazy_chain, sampler_settings
+from .lhotse_options import check_padded, lazy_chain, log, sampler_settings
 from .planner import plan_global
 
 #: Examples read a window when buffer_size is not given (Lhotse's DynamicBucketingSampler default).
@@ -81,15 +82,13 @@ class StreamCutSampler(CutSampler):
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
             raise UserError(f"buffer_size={buffer_size!r} must be a positive integer: the examples read a window")
         check_padded(settings.config)
-        if settings.config.target_zpr is not None or settings.config.target_pair_repeat is not None:
-            raise UserError("a target_zpr / target_pair_repeat calibrates lrf over the whole corpus, which a one-pass "
-                            "or infinite source does not have: give lrf instead")
         self.source, self.one_pass = settings.sources[0], is_one_pass(settings.sources[0])
         self.measure, self.config, self.too_long = settings.measure, settings.config, settings.too_long
         self.max_duration, self.max_cuts = settings.max_duration, self.measure.max_cuts
         self.constraint = settings.constraint
         self.shuffle, self.drop_last, self.seed = settings.shuffle, self.config.drop_last, self.config.seed
         self.skipped: dict[str, int] = {}
+        self.calibration: dict | None = None  # a target_zpr's width, found on the pass's first window
         self._batches, self._spent, self._yielded, self._resume_at = None, False, 0, 0
 
     # --- windows ----------------------------------------------------------------------------------------
@@ -97,7 +96,7 @@ class StreamCutSampler(CutSampler):
     def _windows(self, examples: Iterator, epoch: int) -> Iterator[tuple[list[list], list]]:
         """Each window's batches (every rank's, step-major, lists of examples) and the examples it
         leaves out for good (filtered, too long with too_long='skip', dropped at the end)."""
-        held, held_lengths, read, ahead = [], np.zeros(0, np.int64), 0, []
+        held, held_lengths, read, ahead, planning = [], np.zeros(0, np.int64), 0, [], None
         for number in itertools.count():
             fresh = ahead + list(itertools.islice(examples, max(0, self.window - len(ahead))))
             # a look ahead of world_size examples: a source that ends within it ends with this window, so
@@ -109,7 +108,10 @@ class StreamCutSampler(CutSampler):
             kept, lengths, left_out = self._measured(fresh, read)
             read += len(fresh)
             pool, pool_lengths = held + kept, np.concatenate([held_lengths, lengths])
-            batches, rest = self._planned(pool_lengths, window_epoch(epoch if self.shuffle else 0, number), last)
+            if planning is None and pool:
+                planning = self._calibrated(pool_lengths)
+            batches, rest = self._planned(pool_lengths, planning, window_epoch(epoch if self.shuffle else 0, number),
+                                          last)
             if last:
                 left_out += [pool[i] for i in rest]
             else:
@@ -133,12 +135,21 @@ class StreamCutSampler(CutSampler):
                 self.skipped[reason] = self.skipped.get(reason, 0) + count
         return [fresh[i] for i in np.flatnonzero(kept)], lengths[kept], [fresh[i] for i in np.flatnonzero(~kept)]
 
-    def _planned(self, lengths: np.ndarray, key: int, last: bool) -> tuple[list[np.ndarray], np.ndarray]:
+    def _calibrated(self, lengths: np.ndarray) -> BatchingConfig:
+        """The config planning the pass's windows: a target_zpr (the default's) or target_pair_repeat
+        calibrates lrf on the first window, the only lengths known ahead (every rank reads the same)."""
+        config, self.calibration = resolve_width(lengths, self.config)
+        if self.calibration:
+            log.info("%s (a stream: its first window)", calibrated_line(self.calibration))
+        return config
+
+    def _planned(self, lengths: np.ndarray, config: BatchingConfig, key: int,
+                 last: bool) -> tuple[list[np.ndarray], np.ndarray]:
         """A window's plan (every rank's batches, step-major) and the examples it leaves out: the last
         window planned as an epoch is, any other with drop_last (what it leaves is carried on)."""
         if not lengths.size:
             return [], np.zeros(0, np.int64)
-        config = self.config if last else dataclasses.replace(self.config, drop_last=True)
+        config = config if last else dataclasses.replace(config, drop_last=True)
         batches = plan_global(lengths, config, key, self.world_size).batches()
         used = np.zeros(lengths.size, bool)
         if batches:

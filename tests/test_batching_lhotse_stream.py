@@ -178,8 +178,9 @@ def test_a_stream_is_detected_and_the_stream_settings_checked():
         PlanCutSampler(cuts.repeat(), max_duration=5.0, buffer_size=0)
     with pytest.raises(UserError, match="2 zipped sources"):
         PlanCutSampler(cuts.repeat(), cuts.repeat(), max_duration=5.0)
-    with pytest.raises(UserError, match="target_zpr"):
-        PlanCutSampler(cuts.repeat(), BatchingConfig("ssb", target_zpr=5.0), max_duration=5.0)
+    default = PlanCutSampler(cuts.repeat(), max_duration=5.0, buffer_size=3)
+    next(default)  # the default's target_zpr calibrates the width on the stream's first window
+    assert default.calibration["target"].startswith("target_zpr=paper") and default.calibration["lrf"] is not None
     with pytest.raises(UserError, match="padded strategy"):
         PlanCutSampler(cuts.repeat(), BatchingConfig("bload"))
 
