@@ -11,8 +11,9 @@ docs/lhotse.md, which also says where it differs).
 
 The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed (each
 cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by offset;
-any other lazy CutSet is read in (metadata); infinite ones are refused with what to do, Shar ones
-pointed to batching/lhotse_shar.py. Lengths are cut durations in frames of `frame_shift` seconds,
+any other lazy CutSet is read in (metadata); Shar ones are pointed to batching/lhotse_shar.py. A
+one-pass or infinite source (a generator, `.repeat()`) gets a StreamCutSampler instead, which plans
+it a window at a time (batching/lhotse_stream.py). Lengths are cut durations in frames of `frame_shift` seconds,
 rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
 """
@@ -33,12 +34,11 @@ from .analysis import calibrated_line
 from .config import BatchingConfig
 from .errors import UserError
 from .lhotse_manifest import IndexedManifest, cut_source
-from .lhotse_measure import example_name, measure_from
-from .lhotse_options import (check_knobs, check_zipped, log, resolved_seed, split_positional, with_budget,
-                             with_lhotse_options)
+from .lhotse_measure import fit_budget
+from .lhotse_options import as_cut_sets, check_padded, check_zipped, log, resolved_seed, sampler_settings
+from .lhotse_stream import StreamCutSampler, is_stream, occurrences
 from .sampler import PlanBatchSampler
 
-TOO_LONG = ("error", "skip", "alone")
 STATE_KIND = "batching.lhotse.PlanCutSampler"
 
 
@@ -63,34 +63,33 @@ class PlanCutSampler(CutSampler):
     manifest_cache: the folder for a lazy `.jsonl.gz` manifest's uncompressed copy and the index of
     a lazy manifest (default: lhotse_manifest.default_cache()), rebuilt when the manifest changes.
     Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
+    A one-pass or infinite source (lhotse_stream.is_stream) makes a StreamCutSampler instead, which
+    also takes buffer_size (the examples planned a window).
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
+
+    def __new__(cls, *cuts, **options):
+        """A one-pass or infinite source (is_stream) is planned a window at a time: a StreamCutSampler."""
+        if cls is PlanCutSampler and any(is_stream(source) for source in cuts):
+            return StreamCutSampler(*cuts, **options)
+        return super().__new__(cls)
 
     def __init__(self, *cuts, config: BatchingConfig | None = None, max_duration: float | None = None,
                  max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
                  quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
                  too_long: str = "error", manifest_cache: str | Path | None = None, **bucketing) -> None:
-        check_knobs(bucketing)
-        cut_sets, config, max_duration = split_positional(cuts, config, max_duration)
-        if too_long not in TOO_LONG:
-            raise UserError(f"too_long={too_long!r} must be one of {', '.join(map(repr, TOO_LONG))}")
-        if not frame_shift > 0:
-            raise UserError(f"frame_shift={frame_shift} must be a positive number of seconds")
         super().__init__(world_size=world_size, rank=rank)
-        self.frame_shift, self.too_long = frame_shift, too_long
-        self.measure = measure_from(constraint, max_duration, max_cuts, quadratic_duration, frame_shift)
-        self.max_duration, self.max_cuts, self.constraint = max_duration, self.measure.max_cuts, constraint
-        self._cut_lists = [cut_source(c, manifest_cache) for c in cut_sets]
+        settings = sampler_settings(cuts, self.world_size, True, config=config, max_duration=max_duration,
+                                    max_cuts=max_cuts, shuffle=shuffle, drop_last=drop_last, seed=seed,
+                                    quadratic_duration=quadratic_duration, constraint=constraint,
+                                    frame_shift=frame_shift, too_long=too_long, **bucketing)
+        self.frame_shift, self.too_long, self.measure = frame_shift, too_long, settings.measure
+        self.max_duration, self.max_cuts, self.constraint = settings.max_duration, self.measure.max_cuts, constraint
+        self._cut_lists = [cut_source(c, manifest_cache) for c in as_cut_sets(settings.sources)]
         check_zipped(self._cut_lists)
-        config = with_budget(config, self.measure.capacity)
-        # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
-        # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
-        self._deferred_seed = seed if seed in ("randomized", "trng") and self.world_size == 1 else None
-        if self._deferred_seed:
-            seed = None
-        config = with_lhotse_options(config, self.max_cuts, shuffle, drop_last, resolved_seed(seed, self.world_size))
-        self.shuffle, self.drop_last, self.seed = shuffle is not False, config.drop_last, config.seed
+        config, self._deferred_seed = settings.config, settings.deferred_seed
+        self.shuffle, self.drop_last, self.seed = settings.shuffle, config.drop_last, config.seed
         self.skipped: dict[str, int] = {}
         self._batches, self._position = None, 0  # the running pass and its batches so far (see __iter__)
         self._build(config)
@@ -99,9 +98,7 @@ class PlanCutSampler(CutSampler):
 
     def _build(self, config: BatchingConfig) -> None:
         """Plan over the kept cuts (the filter's and too_long's choice) with their planning lengths."""
-        if config.plans_blocks:
-            raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
-                            "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+        check_padded(config)
         cuts = self._cut_lists[0]
         values = cut_durations(cuts) if self.measure.unit == "s" else self.measure.values(cuts)
         lengths = self.measure.lengths(values)
@@ -109,9 +106,9 @@ class PlanCutSampler(CutSampler):
                 else np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts)))
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
-            kept, lengths = self._fit(lengths, kept, config.capacity, values)
-            if self.max_cuts is not None:  # a cut shorter than capacity / max_cuts counts as that long
-                lengths = np.maximum(lengths, -(-config.capacity // self.max_cuts))
+            kept, lengths, too_long = fit_budget(self.measure, config.capacity, self.too_long, values, lengths,
+                                                 kept, cuts)
+            self.skipped.update({"too_long": too_long} if too_long else {})
         self._left_out = np.flatnonzero(~kept)
         # the kept cuts' indices; None when all are kept (8 bytes a cut fewer on a 10-million-cut manifest)
         self._kept = np.flatnonzero(kept) if self._left_out.size else None
@@ -122,23 +119,6 @@ class PlanCutSampler(CutSampler):
         if self._sampler.calibration:  # the default target_zpr (or the config's target): the width found
             log.info(calibrated_line(self._sampler.calibration))
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
-
-    def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, values: np.ndarray):
-        """Cuts over the budget: refused, skipped (counted) or planned alone, as too_long says."""
-        over = kept & (lengths > capacity)
-        if not over.any():
-            return kept, lengths
-        first = int(np.flatnonzero(over)[0])
-        what = f"{example_name(self._cut_lists[0][first], first)} {self.measure.over_limit(values[first])}"
-        if self.too_long == "error":
-            such = f"{int(over.sum())} such {'cuts' if self.measure.unit == 's' else 'examples'}"
-            raise UserError(f"{what} ({such}): raise the budget, or pass too_long='skip' (leave them out, counted) "
-                            "or too_long='alone' (each in a batch of its own, as Lhotse does)")
-        if self.too_long == "skip":
-            self.skipped["too_long"] = int(over.sum())
-            log.warning("PlanCutSampler: skipped %d examples over the budget (the first: %s)", over.sum(), what)
-            return kept & ~over, lengths
-        return kept, np.minimum(lengths, capacity)  # alone: as long as the budget, so nothing joins it
 
     @property
     def config(self) -> BatchingConfig:
@@ -339,16 +319,6 @@ class _IndexSampler(PlanBatchSampler):
         occurrence = occurrences(flat)
         pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
         return pairs if rank is None else pairs[rank::plan.world_size]
-
-
-def occurrences(values: np.ndarray) -> np.ndarray:
-    """For each position, how many times its value occurred before it."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if values.size else np.zeros(0, np.int64)
-    out = np.empty_like(values)
-    out[order] = np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
-    return out
 
 
 def _indices(batch: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ constraint (padding included) holds for it. A constraint that cannot be mapped i
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from lhotse.dataset.sampling.base import TimeConstraint, TokenConstraint
 from lhotse.dataset.sampling.dynamic_bucketing import FixedBucketBatchSizeConstraint
 
 from .errors import UserError
+
+log = logging.getLogger("batching.lhotse")
 
 #: The largest budget in planning lengths (batch sizes per bucket are planned as lcm / size, exactly).
 MAX_CAPACITY = 2 ** 40
@@ -84,6 +87,32 @@ class Measure:
         quadratic = "" if self.quadratic is None else (
             f" ({self.effective(np.array([value]))[0]:.3g} with {quadratic_name}={self.quadratic:g})")
         return f"{amount}{quadratic}, over {limit_name}={self.limit:g}{' s' if self.unit == 's' else ''}"
+
+
+def fit_budget(measure: Measure, capacity: int, too_long: str, values: np.ndarray, lengths: np.ndarray,
+               kept: np.ndarray, examples, offset: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """Examples over the budget (`capacity`, in planning lengths): refused, skipped or planned alone,
+    as too_long says; then, with max_cuts, an example shorter than capacity / max_cuts counts as that
+    long. Returns (kept, lengths, how many were skipped). examples[i] is the source's example
+    `offset + i` (named by that place in the error when it has no id)."""
+    over = kept & (lengths > capacity)
+    skipped = 0
+    if over.any():
+        first = int(np.flatnonzero(over)[0])
+        what = f"{example_name(examples[first], offset + first)} {measure.over_limit(values[first])}"
+        if too_long == "error":
+            such = f"{int(over.sum())} such {'cuts' if measure.unit == 's' else 'examples'}"
+            raise UserError(f"{what} ({such}): raise the budget, or pass too_long='skip' (leave them out, counted) "
+                            "or too_long='alone' (each in a batch of its own, as Lhotse does)")
+        if too_long == "skip":
+            skipped = int(over.sum())
+            log.warning("PlanCutSampler: skipped %d examples over the budget (the first: %s)", skipped, what)
+            kept = kept & ~over
+        else:  # alone: as long as the budget, so nothing joins it
+            lengths = np.minimum(lengths, capacity)
+    if measure.max_cuts is not None:
+        lengths = np.maximum(lengths, -(-capacity // measure.max_cuts))
+    return kept, lengths, skipped
 
 
 def example_name(example, index: int) -> str:

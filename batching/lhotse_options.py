@@ -1,21 +1,23 @@
 """Lhotse's sampler constructor arguments, checked and mapped onto a BatchingConfig for PlanCutSampler
-(batching/lhotse.py): the positional forms, zipped and lazy CutSets, max_duration / max_cuts /
-shuffle / drop_last / seed / quadratic_duration, and the bucketing knobs that have no effect here.
+(batching/lhotse.py) and its windowed twin for streams (batching/lhotse_stream.py): the positional
+forms, zipped and lazy CutSets, max_duration / max_cuts / shuffle / drop_last / seed /
+quadratic_duration / constraint / too_long, and the bucketing knobs that have no effect here.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
 import secrets
+from dataclasses import dataclass
 from typing import Iterator
 
 from lhotse import CutSet
 from lhotse.dataset.dataloading import resolve_seed
-from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater
 from lhotse.shar.readers.lazy import LazySharIterator
 
 from .config import PAPER_TARGET, BatchingConfig
 from .errors import UserError
+from .lhotse_measure import Measure, measure_from
 
 #: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches,
 #: on the cost key calibrated to the paper's SSB's ZPR on the cuts (docs/batching/ssb_key.md), as the recipe's.
@@ -25,7 +27,56 @@ DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True, ssb_key="cost", target
 NO_EFFECT_KNOBS = ("num_buckets", "duration_bins", "buffer_size", "shuffle_buffer_size", "concurrent", "sync_buckets",
                    "num_cuts_for_bins_estimate", "consistent_ids", "strict")
 _logged_knobs: set[str] = set()
+TOO_LONG = ("error", "skip", "alone")
 log = logging.getLogger("batching.lhotse")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A sampler's Lhotse arguments, checked: the example sources as given (CutSets, lists or
+    iterators), how examples are measured, the config planning them (budget, max_cuts, shuffle,
+    drop_last and seed applied; the seed left unset while `deferred_seed` waits to be drawn)."""
+
+    sources: list
+    measure: Measure
+    config: BatchingConfig
+    deferred_seed: str | None
+    too_long: str
+    frame_shift: float
+    max_duration: float | None
+    constraint: object
+    shuffle: bool
+
+
+def sampler_settings(cuts: tuple, world_size: int, defer_seed: bool, config: BatchingConfig | None = None,
+                     max_duration: float | None = None, max_cuts: int | None = None, shuffle: bool | None = None,
+                     drop_last: bool | None = None, seed: int | str | None = None,
+                     quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
+                     too_long: str = "error", **bucketing) -> Settings:
+    """PlanCutSampler's arguments (see its docstring) checked and mapped. defer_seed: a "randomized" /
+    "trng" seed on one rank is drawn later, where the sampler first iterates (as Lhotse does)."""
+    check_knobs(bucketing)
+    sources, config, max_duration = split_positional(cuts, config, max_duration)
+    if too_long not in TOO_LONG:
+        raise UserError(f"too_long={too_long!r} must be one of {', '.join(map(repr, TOO_LONG))}")
+    if not frame_shift > 0:
+        raise UserError(f"frame_shift={frame_shift} must be a positive number of seconds")
+    measure = measure_from(constraint, max_duration, max_cuts, quadratic_duration, frame_shift)
+    config = with_budget(config, measure.capacity)
+    # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
+    # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
+    deferred = seed if defer_seed and seed in ("randomized", "trng") and world_size == 1 else None
+    config = with_lhotse_options(config, measure.max_cuts, shuffle, drop_last,
+                                 None if deferred else resolved_seed(seed, world_size))
+    return Settings(sources, measure, config, deferred, too_long, frame_shift, max_duration, constraint,
+                    shuffle is not False)
+
+
+def check_padded(config: BatchingConfig) -> None:
+    """The samplers yield padded batches of examples: a strategy that packs them into blocks is refused."""
+    if config.plans_blocks:
+        raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
+                        "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
 
 
 def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: float | None):
@@ -41,42 +92,30 @@ def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: f
         got = ", ".join(type(c).__name__ for c in cuts) or "nothing"
         raise UserError(f"PlanCutSampler takes one or more CutSets (or lists of examples), then optionally "
                         f"max_duration or a BatchingConfig; got {got}")
-    cut_sets = [_as_cut_set(c) for c in cut_sets]
-    for lazy in (c for c in cut_sets if c.is_lazy):
-        _refuse_unplannable(lazy)
     return cut_sets, config or DEFAULT_CONFIG, max_duration
 
 
-def _as_cut_set(source) -> CutSet:
-    """A list or tuple of examples (cuts, TextExamples...) as an eager CutSet; a one-pass iterator refused."""
-    if isinstance(source, CutSet):
-        return source
-    if isinstance(source, (list, tuple)):
-        return CutSet(list(source))
-    raise UserError(f"PlanCutSampler got a one-pass iterator ({type(source).__name__}), which it cannot plan: every "
-                    "epoch is planned whole and reads the examples again; pass a finite list or CutSet of them")
+def as_cut_sets(sources: list) -> list[CutSet]:
+    """Finite, re-iterable sources (CutSets, lists or tuples of examples) as CutSets to plan whole; a
+    CutSet read from Shar shards, which can only be read in order, refused."""
+    cut_sets = [s if isinstance(s, CutSet) else CutSet(list(s)) for s in sources]
+    if any(isinstance(s, LazySharIterator) for c in cut_sets if c.is_lazy for s in lazy_chain(c.data)):
+        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
+                        "batching.lhotse_shar.SharCutSampler (the streaming strategy over the shards), or plan from a "
+                        "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')")
+    return cut_sets
 
 
-def _chain(source, depth: int = 8) -> Iterator:
-    """A lazy CutSet's chain of lhotse iterators (filters, maps, muxes...) down to its readers."""
+def lazy_chain(source, depth: int = 8) -> Iterator:
+    """A lazy CutSet's chain of lhotse iterators (filters, maps, muxes...) down to its readers, and any
+    other iterator they read (e.g. a generator muxed in), not looked into."""
     yield source
     inner = [v for v in getattr(source, "__dict__", {}).values() for v in (v if isinstance(v, (list, tuple)) else [v])]
     for value in inner:
         if depth > 0 and type(value).__module__.startswith("lhotse"):
-            yield from _chain(value, depth - 1)
-
-
-def _refuse_unplannable(cuts: CutSet) -> None:
-    """A lazy CutSet must be finite and not read from Shar shards to be read in for planning."""
-    chain = list(_chain(cuts.data))
-    if any(isinstance(s, LazySharIterator) for s in chain):
-        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
-                        "batching.lhotse_shar.SharCutSampler (the streaming strategy over the shards), or plan from a "
-                        "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')")
-    if any(isinstance(s, LazyRepeater) and s.times is None or isinstance(s, LazyInfiniteApproximateMultiplexer)
-           for s in chain):
-        raise UserError("PlanCutSampler plans whole epochs and got an infinite lazy CutSet (.repeat() or an infinite "
-                        "mux): pass the finite CutSet and let set_epoch run the epochs")
+            yield from lazy_chain(value, depth - 1)
+        elif hasattr(value, "__next__"):
+            yield value
 
 
 def check_zipped(cut_lists: list[list]) -> None:
