@@ -77,6 +77,26 @@ def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> s
     return base + ("," + extra if extra else "")
 
 
+def docs_recipe(page: str, heading: str) -> str:
+    """The first Python block under `heading` of docs/PAGE: the code a test runs exactly as the docs show it."""
+    section = (REPO / "docs" / page).read_text().split(heading + "\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+#: Runs recipes one after another in one process (each `[script, *args]` of the JSON list argv[1],
+#: as `python script args`; a recipe's sys.exit(0) ends only it), so that one torchrun start-up
+#: serves several recipes. A recipe that ends its process group (accelerator.end_training) goes last.
+RECIPES_IN_ONE_PROCESS = """import json, runpy, sys
+for argv in json.loads(sys.argv[1]):
+    sys.argv = argv
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+"""
+
+
 def run_command(*args: str | Path, cwd: Path = REPO, env: Mapping[str, str] | None = None, timeout: float = 900,
                 expect: int | None = 0) -> subprocess.CompletedProcess:
     """Run a command as a user would, on one torch thread with unbuffered output, in `env` (default:
