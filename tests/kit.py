@@ -224,9 +224,10 @@ def step_parts_and_batches(r: int = 2):
     return parts, batches
 
 
-def check_demo_learns(tmp_path: Path, extra: str = "") -> None:
+def check_demo_learns(tmp_path: Path, extra: str = "") -> list[dict]:
     """The README's demo, shrunk (160 utterances, 10 epochs, a narrower model): validation loss falls
-    well under 60% of its first value and the teacher-forced alignment becomes diagonal."""
+    well under 60% of its first value and the teacher-forced alignment becomes diagonal. Returns the
+    run's metrics records, for a caller's checks of its own on the same run."""
     import train
     from training.rundir import read_metrics
 
@@ -241,6 +242,7 @@ def check_demo_learns(tmp_path: Path, extra: str = "") -> None:
     # the end of training is judged by its best of the last three validations.
     assert min(r["val_loss_valid"] for r in last3) < 0.6 * first["val_loss_valid"]
     assert first["val_diagonality"] < 0.6 < 0.9 < max(r["val_diagonality"] for r in last3)
+    return records
 
 
 #: Lengths lists that break naive planners (hypothesis strategy).
