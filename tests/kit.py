@@ -35,21 +35,23 @@ N_SYMBOLS, N_MELS = 12, 6
 
 @dataclass(frozen=True)
 class DemoCorpus:
-    """A demo corpus (wavs, filelists) and the mel cache beside it: `demo_dir` and `mel_cache_dir`."""
+    """A demo corpus (wavs, filelists) and the mel cache beside it: `demo_dir` and `mel_cache_dir`, of
+    `utterances` utterances."""
 
     demo_dir: Path
     mel_cache_dir: Path
+    utterances: int = DEMO_UTTERANCES
 
     @property
     def hparams(self) -> str:
         return f"demo_dir={self.demo_dir},mel_cache_dir={self.mel_cache_dir}"
 
 
-def build_demo_corpus(folder: Path) -> DemoCorpus:
+def build_demo_corpus(folder: Path, utterances: int = DEMO_UTTERANCES) -> DemoCorpus:
     """The corpus of tiny runs with its mels computed and its data check cached (train.py --check)."""
     import train
 
-    corpus = DemoCorpus(folder / "demo", folder / "mels")
+    corpus = DemoCorpus(folder / "demo", folder / "mels", utterances)
     hparams = tiny(folder, corpus=corpus)
     if train.main(["--check", "--hparams", hparams]) != 0:
         raise RuntimeError(f"train.py --check --hparams {hparams} failed: the demo corpus for the tests was not built")
@@ -71,7 +73,7 @@ def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> s
     paper's constant learning rate (the demo preset's warm-up would outlast such a run).
     `corpus`: a built one to read (the demo_corpus fixture), else train.py builds one under tmp_path."""
     where = corpus.hparams if corpus else f"demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'}"
-    base = (f"demo_utterances={DEMO_UTTERANCES},{where},"
+    base = (f"demo_utterances={corpus.utterances if corpus else DEMO_UTTERANCES},{where},"
             f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
             f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}")
     return base + ("," + extra if extra else "")
