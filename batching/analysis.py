@@ -6,8 +6,7 @@ import dataclasses
 import numpy as np
 
 from .budget import token_budget
-from .config import BatchingConfig
-from .errors import UserError
+from .config import PAPER_TARGET, BatchingConfig
 from .grouping import ceil_div
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
@@ -138,6 +137,10 @@ def _measured(lengths: np.ndarray, base: BatchingConfig, param: str, low: float,
 def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[BatchingConfig, dict | None]:
     """The config with lrf calibrated to its target_zpr or target_pair_repeat on these lengths (the
     targets stay, to say where lrf came from), and what was found: (config, None) without a target.
+    A target out of reach (a ZPR below the sorted plan's, a pair_repeat below a shuffle's) plans at
+    the nearest width, lrf 0 or LRF_CEILING, and the record says so (`reached`): the recipe's and
+    PlanCutSampler's default target meets corpora nobody calibrated it for, and the nearest width
+    is what the target asks for as far as the corpus allows.
     The bisection plans single-rank epochs 0 and 1, so every rank resolves the same width."""
     metric, target = next(((m, getattr(config, f"target_{m}")) for m in ("zpr", "pair_repeat")
                            if getattr(config, f"target_{m}") is not None), (None, None))
@@ -145,14 +148,17 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
         return config, None
     low, step = BISECTED["lrf"]
     bisected, on = _calibration_set(lengths, config, metric)
+    asked = f"target_{metric}={target}"
+    if target == PAPER_TARGET:  # the paper's SSB's ZPR on the same lengths, budget and seed
+        paper = on.with_strategy("ssb", ssb_key=None, lrf=TABLE1_CONFIGS["SSB"].lrf, target_zpr=None)
+        target = _padding(bisected, paper, with_randomness=False)["zpr"]
+        asked = f"target_zpr=paper (the paper's SSB's {target:.2f}%)"
     found = bisect_parameter(bisected, on, "lrf", target, low, LRF_CEILING, step, metric)
-    if found["lrf"] is None:
-        edge = describe(bisected, on.with_strategy("ssb", lrf=0.0 if metric == "zpr" else LRF_CEILING))
-        raise UserError(f"target_{metric}={target} is out of reach on these {lengths.size:,} lengths: "
-                        f"ssb_key={config.ssb_key or 'length'} gives {metric} {edge[metric]:.4g} at best; ask for at least that")
-    resolved = config.with_strategy("ssb", lrf=found["lrf"])
+    reached = found["lrf"] is not None
+    lrf = found["lrf"] if reached else low if metric == "zpr" else LRF_CEILING
+    resolved = config.with_strategy("ssb", lrf=lrf)
     record = describe(lengths, resolved)
-    return resolved, dict(target=f"target_{metric}={target}", ssb_key=config.ssb_key, lrf=found["lrf"],
+    return resolved, dict(target=asked, ssb_key=config.ssb_key, lrf=lrf, reached=reached,
                           zpr=record["zpr"], pair_repeat=record["pair_repeat"],
                           bisected_on=None if bisected is lengths else int(bisected.size))
 
@@ -173,8 +179,12 @@ def calibrated_line(record: dict) -> str:
     """resolve_width's record as the one line a run logs."""
     sampled = record.get("bisected_on")
     where = "these lengths" if sampled is None else f"a {sampled:,}-length sample of these lengths"
-    return (f"ssb_key={record['ssb_key'] or 'length'} lrf={record['lrf']} calibrated to {record['target']} on {where}: "
-            f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}")
+    key = f"ssb_key={record['ssb_key'] or 'length'}"
+    figures = f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}"
+    if not record.get("reached", True):
+        return (f"{record['target']} is out of reach on {where}: {key} plans at the nearest width, "
+                f"lrf={record['lrf']}: {figures}")
+    return f"{key} lrf={record['lrf']} calibrated to {record['target']} on {where}: {figures}"
 
 
 def _grid_value(low: float, k: int, step: float):

@@ -29,7 +29,8 @@ class BatchingConfig:
     always shuffled).
     target_zpr / target_pair_repeat (ssb only, at most one): the width lrf is to be calibrated to
     this ZPR (%) or pair_repeat on the training lengths (batching.analysis.resolve_width, which
-    the samplers call once); lrf is then the resolved width.
+    the samplers call once); lrf is then the resolved width. target_zpr="paper": the ZPR the
+    paper's SSB (the length key, lrf 0.1) plans on the same lengths.
     """
 
     batching: str = "rand"
@@ -47,7 +48,7 @@ class BatchingConfig:
     block_length: int | None = None
     n_frames_per_step: int = 1
     ssb_key: str | None = None
-    target_zpr: float | None = None
+    target_zpr: float | str | None = None
     target_pair_repeat: float | None = None
     stream_key: str | None = None
 
@@ -92,9 +93,12 @@ class BatchingConfig:
                 _bad(name, getattr(self, name), "one of " + ", ".join(repr(k) for k in KEYS))
         for name, top in TARGETS.items():
             value = getattr(self, name)
+            if name == "target_zpr" and value == PAPER_TARGET:
+                continue
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not 0 < value < top):
-                _bad(name, value, f"a number in (0, {top}), or null (None) to leave it unset")
+                also = f", '{PAPER_TARGET}' (the paper's SSB's ZPR on these lengths)" if name == "target_zpr" else ""
+                _bad(name, value, f"a number in (0, {top}){also}, or null (None) to leave it unset")
         if self.target_zpr is not None and self.target_pair_repeat is not None:
             raise OptionError(f"target_zpr={self.target_zpr} and target_pair_repeat={self.target_pair_repeat} "
                               "both calibrate lrf: keep one")
@@ -156,9 +160,12 @@ OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for na
 #: The `int | None` fields (capacity and the owned options): a positive integer, or None for unset.
 OPTIONAL_INTS = tuple(f.name for f in dataclasses.fields(BatchingConfig) if f.type == "int | None")
 _KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str, "float | None": float,
-          "str | None": str}
+          "str | None": str, "float | str | None": float}
 #: The calibration targets and their (exclusive) upper bounds: ZPR in percent, pair_repeat a fraction.
 TARGETS = {"target_zpr": 100.0, "target_pair_repeat": 1.0}
+#: target_zpr's one word: the ZPR the paper's SSB (the length key, lrf 0.1) plans on the same lengths,
+#: budget and seed (batching.analysis.resolve_width), so another key pads as much as the paper's SSB.
+PAPER_TARGET = "paper"
 
 
 def _bad(name: str, value: Any, allowed: str) -> None:
@@ -173,8 +180,8 @@ def _check_int(name: str, value: Any, minimum: int, unset: bool = False) -> None
 
 def _coerce(name: str, value: Any, annotation: str) -> Any:
     """Command-line strings as the field's type; other values pass through to validation."""
-    if not isinstance(value, str):
-        return value
+    if not isinstance(value, str) or (name == "target_zpr" and value.strip() == PAPER_TARGET):
+        return value.strip() if isinstance(value, str) else value
     try:
         return coerce(name, value, _KINDS[annotation], optional=annotation.endswith("| None"))
     except OptionError:

@@ -29,6 +29,7 @@ from lhotse.dataset.sampling.base import CutSampler, _filter_nothing, attach_dat
 from lhotse.lazy import is_dill_enabled
 
 from .accelerate_shard import calling_shard
+from .analysis import calibrated_line
 from .config import BatchingConfig
 from .errors import UserError
 from .lhotse_manifest import IndexedManifest, cut_source
@@ -118,6 +119,8 @@ class PlanCutSampler(CutSampler):
         del kept
         self._sampler = _IndexSampler(lengths if self._kept is None else lengths[self._kept], config,
                                       self.rank, self.world_size)
+        if self._sampler.calibration:  # the default target_zpr (or the config's target): the width found
+            log.info(calibrated_line(self._sampler.calibration))
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
 
     def _fit(self, lengths: np.ndarray, kept: np.ndarray, capacity: int, values: np.ndarray):

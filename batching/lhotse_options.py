@@ -14,11 +14,12 @@ from lhotse.dataset.dataloading import resolve_seed
 from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater
 from lhotse.shar.readers.lazy import LazySharIterator
 
-from .config import BatchingConfig
+from .config import PAPER_TARGET, BatchingConfig
 from .errors import UserError
 
-#: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches.
-DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True)
+#: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches,
+#: on the cost key calibrated to the paper's SSB's ZPR on the cuts (docs/batching/ssb_key.md), as the recipe's.
+DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True, ssb_key="cost", target_zpr=PAPER_TARGET)
 #: Lhotse's bucketing and buffering knobs: accepted so that a datamodule runs unchanged, without effect
 #: here (the whole epoch is planned at once: no buckets, no buffers), each logged once.
 NO_EFFECT_KNOBS = ("num_buckets", "duration_bins", "buffer_size", "shuffle_buffer_size", "concurrent", "sync_buckets",

@@ -1,11 +1,13 @@
 """SSB's cost key (batching/cost_key.py) and the calibration of lrf to a target (batching.analysis.resolve_width)."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batching import BatchingConfig, plan_digest, plan_epoch
-from batching.analysis import describe, resolve_width
+from batching.analysis import LRF_CEILING, calibrated_line, describe, resolve_width
 from batching.cli import main
 from batching.cost_key import CostKey, cost_key, cost_order
 from batching.errors import UserError
@@ -107,9 +109,34 @@ def test_a_zpr_target_on_a_large_corpus_is_bisected_on_a_seeded_sample(monkeypat
     assert by_randomness["bisected_on"] is None and "on these lengths" in analysis.calibrated_line(by_randomness)
 
 
-def test_a_target_out_of_reach_is_a_user_error():
-    with pytest.raises(UserError, match=r"target_zpr=0.001 is out of reach on these 600 lengths"):
-        resolve_width(LENGTHS, BatchingConfig("ssb", dbs=False, target_zpr=0.001))
+def test_target_zpr_paper_is_the_papers_ssbs_zpr_on_the_same_lengths(tmp_path):
+    """The recipe's default: the cost key padded as the paper's SSB (the length key, lrf 0.1) pads
+    these lengths under the same budget and seed, so it is never more padded than the paper's."""
+    for dbs in (True, False):
+        paper = describe(LENGTHS, BatchingConfig("ssb", dbs=dbs, br=True, seed=2, lrf=0.1))["zpr"]
+        resolved, record = resolve_width(LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2,
+                                                                  target_zpr="paper"))
+        explicit = resolve_width(LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2,
+                                                         target_zpr=paper))[0]
+        assert resolved == dataclasses.replace(explicit, target_zpr="paper") and record["zpr"] <= paper + 1e-9
+        assert record["target"] == f"target_zpr=paper (the paper's SSB's {paper:.2f}%)"
+    assert BatchingConfig.from_dict({"batching": "ssb", "target_zpr": "paper"}).target_zpr == "paper"
+    with pytest.raises(UserError, match="target_zpr='papers' is invalid"):
+        BatchingConfig.from_dict({"batching": "ssb", "target_zpr": "papers"})
+
+
+def test_a_target_out_of_reach_plans_at_the_nearest_width_and_says_so():
+    """A ZPR below the sorted plan's is met by the sorted plan (lrf 0); a pair_repeat below a
+    shuffle's (fewer repeats than the widest noise gives) by the widest noise."""
+    resolved, record = resolve_width(LENGTHS, BatchingConfig("ssb", dbs=False, target_zpr=0.001))
+    assert resolved.lrf == record["lrf"] == 0.0 and record["reached"] is False
+    assert record["zpr"] == pytest.approx(describe(LENGTHS, resolved)["zpr"]) and record["zpr"] > 0.001
+    assert calibrated_line(record).startswith("target_zpr=0.001 is out of reach on these lengths: ssb_key=length "
+                                              "plans at the nearest width, lrf=0.0: ZPR ")
+    widest, record = resolve_width(LENGTHS, BatchingConfig("ssb", dbs=True, ssb_key="cost", target_pair_repeat=1e-9))
+    assert widest.lrf == LRF_CEILING and record["reached"] is False and record["pair_repeat"] > 1e-9
+    sorted_zpr = describe(LENGTHS, BatchingConfig("ssb", dbs=True, lrf=0.0))["zpr"]
+    assert resolve_width(LENGTHS, BatchingConfig("ssb", dbs=True, target_zpr=sorted_zpr + 1))[1]["reached"] is True
 
 
 def test_the_sampler_resolves_once_and_a_resume_keeps_the_saved_width():

@@ -265,6 +265,43 @@ def test_bucketing_knobs_are_accepted_and_logged_once(caplog):
         PlanCutSampler(cuts, max_frames=100)
 
 
+def nemo_sampler(cuts, rank: int, world_size: int) -> PlanCutSampler:
+    """The call NeMo 2.4's get_lhotse_dataloader_from_config makes for DynamicBucketingSampler (its
+    bucketing branch, 1D, audio), keyword for keyword, with its defaults where a config has them:
+    a TimeConstraint of batch_duration, batch_size and quadratic_duration, shard_seed "trng". NeMo
+    itself is not installed here (its import pulls Lightning and more): docs/lhotse.md says so."""
+    from lhotse.dataset.sampling.base import TimeConstraint
+
+    return PlanCutSampler(cuts, constraint=TimeConstraint(max_cuts=5, max_duration=6.0, quadratic_duration=15.0),
+                          shuffle=True, drop_last=False, shuffle_buffer_size=10000, seed="trng", num_buckets=30,
+                          duration_bins=None, num_cuts_for_bins_estimate=10000, buffer_size=10000, concurrent=False,
+                          rank=rank, world_size=world_size)
+
+
+def test_nemos_sampler_call_runs_on_a_lazy_filtered_manifest_map_style_and_iterable(tmp_path):
+    """NeMo's two ways to drive the sampler: map-style (sampler=..., batch_size=None; NeMo passes
+    the global rank) and IterableDatasetWrapper (rank 0 of 1 in every worker, NeMo's worker_init_fn).
+    Its manifests come lazily, through cuts.filter(...) (NeMo's duration and token filters)."""
+    from lhotse.dataset import make_worker_init_fn
+    from lhotse.dataset.iterable_dataset import IterableDatasetWrapper
+
+    dummy_cuts(DURATIONS).to_file(tmp_path / "cuts.jsonl.gz")
+    cuts = CutSet.from_file(tmp_path / "cuts.jsonl.gz").filter(lambda c: c.duration > 1.0)
+    kept = sorted(c.id for c in cuts)
+    sampler = nemo_sampler(cuts, rank=0, world_size=1)
+    loader = torch.utils.data.DataLoader(CutIds(), sampler=sampler, batch_size=None)
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        batches = list(loader)
+        assert sorted(sum(batches, [])) == kept and max(map(len, batches)) <= 5
+    for batch in sampler:
+        longest = max(c.duration for c in batch)
+        assert len(batch) * (longest + longest ** 2 / 15.0) <= 6.0 + 1e-6
+    wrapped = torch.utils.data.DataLoader(IterableDatasetWrapper(CutIds(), nemo_sampler(cuts, rank=0, world_size=1)),
+                                          batch_size=None, worker_init_fn=make_worker_init_fn(rank=0, world_size=1, seed=0))
+    assert sorted(sum(list(wrapped), [])) == kept
+
+
 def test_a_state_wins_over_other_arguments_and_a_foreign_or_damaged_state_is_one_error():
     cuts = dummy_cuts(DURATIONS)
     sampler = PlanCutSampler(cuts, max_duration=6.0)

@@ -301,6 +301,25 @@ def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
     assert bad.returncode == 2 and "--seeds '0,x'" in bad.stderr
 
 
+def test_the_papers_ssb_rows_pin_the_length_key_and_a_variant_may_calibrate_them():
+    """The recipe's default SSB is the cost key calibrated to a ZPR; the Table 2 sweeps run the paper's
+    unless the extras ask for an SSB variant (the quality study's arm), which other rows ignore."""
+    from scripts.reproduction.__main__ import plan
+    from training.config import resolve_config
+    from training.hparams import load_hparams
+
+    def batching(name, extra=""):
+        hp = dict(item.split("=", 1) for item in plan([name], [0], Path("/runs"), "demo", 2, extra)[0][4].split(","))
+        return resolve_config(load_hparams(hp)).batching
+
+    paper = batching("SSB-DBS-BR")
+    assert (paper.ssb_key, paper.lrf, paper.target_zpr) == ("length", 0.1, None)
+    variant = batching("SSB-DBS-BR", "ssb_key=cost,target_zpr=10.04")
+    assert (variant.ssb_key, variant.target_zpr) == ("cost", 10.04)
+    rand = batching("RAND", "ssb_key=cost,target_zpr=10.04")
+    assert (rand.batching, rand.ssb_key, rand.target_zpr) == ("rand", None, None)
+
+
 def test_table2_skips_a_run_another_copy_holds(tmp_path):
     """A run whose lock another table2.sh holds is left to it, and the script says so."""
     import fcntl

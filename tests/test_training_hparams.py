@@ -20,6 +20,42 @@ def test_defaults_resolve_with_the_demo_preset():
     assert hp["model"]["attention_rnn_dim"] == 256  # from the small preset
 
 
+def test_the_default_ssb_is_the_cost_key_calibrated_to_the_papers_ssbs_zpr():
+    batching = config().batching
+    assert (batching.batching, batching.ssb_key, batching.target_zpr) == ("ssb", "cost", "paper")
+    assert batching.target_pair_repeat is None
+    assert config("target_zpr=6.62").batching.target_zpr == 6.62 and config("target_zpr=paper").batching.target_zpr == "paper"
+    with pytest.raises(HParamsError, match=r"target_zpr='six' is invalid: expected a number in \(0, 100.0\), 'paper'"):
+        config("target_zpr=six")
+
+
+@pytest.mark.parametrize("text, key, zpr, pair_repeat, lrf", [
+    ("ssb_key=length", "length", None, None, 0.1),  # the paper's SSB, one option away
+    ("ssb_key=null", None, None, None, 0.1),
+    ("lrf=0.2", "cost", None, None, 0.2),  # a width given: the default target gives way
+    ("ssb_key=length,target_zpr=5", "length", 5.0, None, 0.1),  # the paper's key, calibrated
+    ("target_pair_repeat=0.05", "cost", None, 0.05, 0.1),  # the other target: the default ZPR gives way
+    ("target_zpr=null", "cost", None, None, 0.1),
+    ("batching=bkt", None, None, None, 0.1),  # SSB's defaults do not follow another strategy
+    ("batching=stream,lrf=0.3", None, None, None, 0.3),
+])
+def test_one_rule_between_ssbs_width_settings(text, key, zpr, pair_repeat, lrf):
+    batching = config(text).batching
+    assert (batching.ssb_key, batching.target_zpr, batching.target_pair_repeat, batching.lrf) == (key, zpr, pair_repeat, lrf)
+
+
+def test_a_width_and_a_target_both_given_is_an_error_and_a_resume_keeps_the_target(tmp_path):
+    with pytest.raises(HParamsError, match=r"hparams 'lrf' and 'target_zpr' both set SSB's noise width: keep lrf"):
+        load_hparams("lrf=0.2,target_zpr=5")
+    with pytest.raises(HParamsError, match="ssb_key=cost applies only to batching=ssb"):
+        config("batching=rand,ssb_key=cost")
+    stored = load_hparams("target_zpr=8")
+    assert resume_hparams(stored, "epochs=3")["target_zpr"] == 8.0
+    older = {k: v for k, v in load_hparams("ssb_key=length").items() if k not in ("ssb_key", "target_zpr", "target_pair_repeat")}
+    resumed = resume_hparams(older, "")  # written before the cost key: planned with the paper's
+    assert (resumed["ssb_key"], resumed["target_zpr"], resumed["lrf"]) == (None, None, 0.1)
+
+
 def test_overrides_are_typed_and_beat_the_preset():
     hp = load_hparams("batching=bkt,dbs=false,lrf=0.25,epochs=3,model_preset=full,model.attention_dim=32")
     assert (hp["batching"], hp["dbs"], hp["lrf"], hp["epochs"]) == ("bkt", False, 0.25, 3)

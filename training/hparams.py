@@ -13,7 +13,9 @@ from typing import Any
 
 import yaml
 
+from batching.config import OWNED_OPTIONS
 from batching.errors import UserError
+from batching.strategies import STRATEGY_TABLE
 from batching.options import OptionError, coerce, parse_overrides
 
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
@@ -23,6 +25,11 @@ RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "pr
                                "checkpoint_every_minutes", "collective_timeout_s", "stop_after_steps",
                                "validate_every", "max_bad_steps", "log_every", "cuda_graphs", "force_ddp",
                                "dist_backend"})
+
+#: Settings with a default value that null turns off (SSB's default key and calibration target): read
+#: as YAML, as an optional setting is, and checked by their config (target_zpr: a number or "paper").
+NULLABLE = frozenset({"ssb_key", "target_zpr"})
+_TARGETS = ("target_zpr", "target_pair_repeat")
 
 
 class HParamsError(UserError):
@@ -48,7 +55,7 @@ def split_overrides(overrides: str | dict[str, Any]) -> dict[str, Any]:
 def _typed(key: str, raw: Any, default: Any) -> Any:
     """`raw` as the type of `default` (its YAML value); for a null default (an optional setting)
     as YAML reads it, checked by the config that owns the key."""
-    if default is None:
+    if default is None or key in NULLABLE:
         return _yaml_value(key, raw)
     kind = bool if isinstance(default, bool) else type(default) if isinstance(default, (int, float, str)) else object
     if kind is str and isinstance(raw, bool):  # YAML's true/false for a text setting (cuda_graphs)
@@ -89,14 +96,37 @@ def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEF
     if dataset not in presets:
         raise HParamsError(f"hparam 'dataset': '{dataset}' is not one of {', '.join(presets)}")
     hp = dict(base)
-    for key, value in {**presets[dataset], **flat}.items():
+    given = {**presets[dataset], **flat}
+    for key, value in given.items():
         hp[key] = dict(value) if key == "model" else _typed(key, value, base[key])
+    _ssb_width(hp, set(given))
     hp["model"] = {**hp.get("model", {}),
                    **{k: _yaml_value(f"model.{k}", v) for k, v in model_overrides.items()}}
     if hp["model_preset"] not in model_presets:
         raise HParamsError(f"hparam 'model_preset': '{hp['model_preset']}' is not one of {', '.join(model_presets)}")
     hp["model"] = {**model_presets[hp["model_preset"]], **hp["model"]}
     return hp
+
+
+def _ssb_width(hp: dict[str, Any], given: set[str]) -> None:
+    """The one rule between SSB's width settings, in place. The default target calibrates the
+    default key; a setting given (by the dataset's preset or --hparams) takes its place:
+    - another strategy than ssb: the settings other strategies own (SSB's key and target among
+      them) that were not given are unset (the chosen strategy would refuse them);
+    - a target given: the other target's default is unset; lrf given as well is an error (both
+      set the width);
+    - lrf given, or ssb_key=length (the paper's key), without a target: the width is lrf (0.1 by
+      default), the default target unset: `ssb_key=length` alone is the paper's SSB."""
+    owned = STRATEGY_TABLE[hp["batching"]].options if hp["batching"] in STRATEGY_TABLE else ()
+    hp.update({key: None for key in OWNED_OPTIONS if key not in owned and key not in given})
+    if "ssb_key" not in owned:
+        return
+    targets = [key for key in _TARGETS if key in given and hp[key] is not None]
+    if targets and "lrf" in given:
+        raise HParamsError(f"hparams 'lrf' and '{targets[0]}' both set SSB's noise width: keep lrf (a fixed width) "
+                           f"or {targets[0]} (calibrated on the training lengths at start-up)")
+    if targets or "lrf" in given or ("ssb_key" in given and hp["ssb_key"] in (None, "length")):
+        hp.update({key: None for key in _TARGETS if key not in given})
 
 
 def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
@@ -111,4 +141,9 @@ def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
     # Runs written before 2026-11-24 stored 0 for "unset" in the settings whose default is now null
     # (capacity, max_length, block_length, n_utterances): a resume reads that 0 as null. Only here: a new run's 0 is an error.
     known = {k: None if base[k] is None and type(v) is int and v == 0 else v for k, v in stored.items() if k in base}
+    # Runs written before the cost key was the default stored no SSB key and target: they planned
+    # with the paper's. A stored target made the width; the lrf stored beside it is unused.
+    known = {**dict.fromkeys(NULLABLE), **known}
+    if any(known.get(key) is not None for key in _TARGETS):
+        known.pop("lrf", None)
     return load_hparams({**known, **changes})

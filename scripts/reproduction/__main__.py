@@ -16,7 +16,7 @@ from training.hparams import RESUME_MAY_CHANGE
 from training.rundir import has_checkpoint, last_epoch
 
 from . import parse_seeds
-from .paper import EXPERIMENTS, FIXED_HPARAMS
+from .paper import EXPERIMENTS, FIXED_HPARAMS, SSB_VARIANT_KEYS, experiment_hparams
 
 
 def run_dir_of(root: Path, name: str, seed: int) -> Path:
@@ -27,7 +27,8 @@ def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: i
          extra: str) -> list[tuple[str, int, str, Path, str]]:
     """(name, seed, action, run dir, hparams) per experiment and seed, seeds outermost (a stopped
     sweep then has whole seeds done); extras override the fixed settings but never the
-    experiment's own batching keys or the seed, so a typo cannot turn SB-BR into something else."""
+    experiment's own batching keys or the seed, so a typo cannot turn SB-BR into something else,
+    except an SSB variant's key and target (paper.experiment_hparams)."""
     rows = []
     for seed, name in ((s, n) for s in seeds for n in names):
         run_dir = run_dir_of(root, name, seed)
@@ -38,8 +39,10 @@ def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: i
             hp = {k: v for k, v in parse_overrides(extra).items() if k in RESUME_MAY_CHANGE} | {"epochs": str(epochs)}
         else:
             action = "new"
-            hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs), **parse_overrides(extra),
-                  **EXPERIMENTS[name], "seed": str(seed), "output_dir": str(run_dir)}
+            extras = parse_overrides(extra)
+            hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs),
+                  **{k: v for k, v in extras.items() if k not in SSB_VARIANT_KEYS},
+                  **experiment_hparams(name, extras), "seed": str(seed), "output_dir": str(run_dir)}
         rows.append((name, seed, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
     return rows
 

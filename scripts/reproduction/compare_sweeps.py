@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from scripts.common import markdown_table
-from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, sample_sd
+from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, spread
 
 
 def trailing_loss(curve: list[dict], epoch: int) -> float | None:
@@ -33,13 +33,6 @@ def trailing_loss(curve: list[dict], epoch: int) -> float | None:
         return None
     i = epochs.index(epoch)
     return mean([p["loss"] for p in curve[max(i - 1, 0): i + 1]])
-
-
-def spread(values: list[float | None]) -> tuple[float | None, float | None]:
-    """(mean, sample sd) over seeds; (None, None) unless every seed has a value."""
-    if not values or None in values:
-        return None, None
-    return mean(values), sample_sd(values)
 
 
 def within_steps(seed_row: dict, budget: float | None) -> float | None:

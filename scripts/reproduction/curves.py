@@ -17,6 +17,13 @@ def sample_sd(values: list[float]) -> float | None:
     return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
+def spread(values: list[float | None]) -> tuple[float | None, float | None]:
+    """(mean, sample sd) over seeds; (None, None) unless every seed has a value."""
+    if not values or None in values:
+        return None, None
+    return mean(values), sample_sd(values)
+
+
 def loss_within(row: dict, budget: float, total: int, measure: str = "minutes") -> tuple[int, float] | None:
     """(epoch, loss) of a seed's last validation reached within `budget` (of training minutes or
     steps, the curve's `measure`); None when it has none that early, when the run is unfinished

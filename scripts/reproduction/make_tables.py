@@ -32,7 +32,7 @@ from pathlib import Path
 
 from scripts.common import markdown_table
 from scripts.reproduction import parse_seeds
-from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, sample_sd
+from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, spread
 from scripts.reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,
                                         PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
 from training.rundir import read_hparams, read_metrics
@@ -108,10 +108,9 @@ def over_seeds(rows: dict[int, dict]) -> dict:
     steps: means)."""
     out: dict = {"epochs": min(r["epochs"] for r in rows.values()), "seeds": list(rows), "per_seed": rows}
     for col in ROW_COLUMNS:
-        values = [r[col] for r in rows.values()]
-        out[col] = None if None in values else mean(values)
+        out[col], sd = spread([r[col] for r in rows.values()])
         if col.startswith("vl"):
-            out[col + "_sd"] = None if None in values else sample_sd(values)
+            out[col + "_sd"] = sd
     points = [{point["epoch"]: point for point in r["curve"]} for r in rows.values()]
     common = sorted(set.intersection(*(set(p) for p in points)))
     out["curve"] = []
@@ -137,10 +136,8 @@ def equal_budget(table2: dict, stages: list[int], total: int, measure: str) -> d
         for budget in budgets:
             hits = [None if budget is None else loss_within(seed, budget, total, measure)
                     for seed in row["per_seed"].values()]
-            ok = None not in hits
-            cells.append({"loss": mean([h[1] for h in hits]) if ok else None,
-                          "sd": sample_sd([h[1] for h in hits]) if ok else None,
-                          "epoch": mean([h[0] for h in hits]) if ok else None})
+            loss, sd = spread([None if h is None else h[1] for h in hits])
+            cells.append({"loss": loss, "sd": sd, "epoch": spread([None if h is None else h[0] for h in hits])[0]})
         out["rows"][name] = cells
     return out
 

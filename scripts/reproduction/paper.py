@@ -5,6 +5,9 @@ Interspeech 2021. Numbers are copied from the paper so reports can print them be
 """
 from __future__ import annotations
 
+from batching.options import NONE_WORDS
+from batching.strategies import STRATEGY_TABLE
+
 #: The paper's fixed settings: B0 = 16, fp32, validation every 2 epochs, and NVIDIA's loss (the
 #: mean over the padded tensor). The seed (the paper's 0, +1 per epoch) comes from table2.sh --seeds.
 FIXED_HPARAMS = {"batch_size": "16", "amp": "off", "validate_every": "2", "loss_norm": "padded"}
@@ -13,8 +16,14 @@ FIXED_HPARAMS = {"batch_size": "16", "amp": "off", "validate_every": "2", "loss_
 _TABLE1 = {"lrf": "0.1", "bucket_size": "1024", "n_bins": "58"}
 
 
+def _has_ssb_key(batching: str) -> bool:
+    return "ssb_key" in STRATEGY_TABLE[batching].options
+
+
 def _exp(batching: str, dbs: bool = False, br: bool = False) -> dict[str, str]:
-    return {"batching": batching, "dbs": str(dbs).lower(), "br": str(br).lower(), **_TABLE1}
+    """SSB's rows pin the paper's key (the recipe's default is the cost key calibrated to a ZPR)."""
+    key = {"ssb_key": "length"} if _has_ssb_key(batching) else {}
+    return {"batching": batching, "dbs": str(dbs).lower(), "br": str(br).lower(), **_TABLE1, **key}
 
 
 #: Experiment name -> batching hparams, in the order of the paper's Table 2.
@@ -30,6 +39,23 @@ EXPERIMENTS: dict[str, dict[str, str]] = {
     "SSB-DBS": _exp("ssb", dbs=True),
     "SSB-DBS-BR": _exp("ssb", dbs=True, br=True),
 }
+
+#: What a sweep's extra hparams may change in an SSB experiment: its key and a calibration target,
+#: which takes the place of the paper's lrf (a variant such as the ssb_key quality study's arm).
+SSB_VARIANT_KEYS = ("ssb_key", "target_zpr", "target_pair_repeat")
+
+
+def experiment_hparams(name: str, extra: dict[str, str]) -> dict[str, str]:
+    """The experiment's batching hparams with the SSB variant `extra` asks for; the variant keys do
+    not apply to the other strategies' experiments and are left out of them."""
+    hparams = dict(EXPERIMENTS[name])
+    variant = {k: v for k, v in extra.items() if k in SSB_VARIANT_KEYS}
+    if _has_ssb_key(hparams["batching"]) and variant:
+        if any(k.startswith("target_") and str(v).strip().lower() not in NONE_WORDS for k, v in variant.items()):
+            hparams.pop("lrf")
+        hparams |= variant
+    return hparams
+
 
 #: The epochs (1-based) at which Table 2 reports the smoothed validation loss, and the run length.
 PAPER_EPOCHS = (100, 160, 220)
