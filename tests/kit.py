@@ -35,21 +35,23 @@ N_SYMBOLS, N_MELS = 12, 6
 
 @dataclass(frozen=True)
 class DemoCorpus:
-    """A demo corpus (wavs, filelists) and the mel cache beside it: `demo_dir` and `mel_cache_dir`."""
+    """A demo corpus (wavs, filelists) and the mel cache beside it: `demo_dir` and `mel_cache_dir`, of
+    `utterances` utterances."""
 
     demo_dir: Path
     mel_cache_dir: Path
+    utterances: int = DEMO_UTTERANCES
 
     @property
     def hparams(self) -> str:
         return f"demo_dir={self.demo_dir},mel_cache_dir={self.mel_cache_dir}"
 
 
-def build_demo_corpus(folder: Path) -> DemoCorpus:
+def build_demo_corpus(folder: Path, utterances: int = DEMO_UTTERANCES) -> DemoCorpus:
     """The corpus of tiny runs with its mels computed and its data check cached (train.py --check)."""
     import train
 
-    corpus = DemoCorpus(folder / "demo", folder / "mels")
+    corpus = DemoCorpus(folder / "demo", folder / "mels", utterances)
     hparams = tiny(folder, corpus=corpus)
     if train.main(["--check", "--hparams", hparams]) != 0:
         raise RuntimeError(f"train.py --check --hparams {hparams} failed: the demo corpus for the tests was not built")
@@ -71,10 +73,30 @@ def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> s
     paper's constant learning rate (the demo preset's warm-up would outlast such a run).
     `corpus`: a built one to read (the demo_corpus fixture), else train.py builds one under tmp_path."""
     where = corpus.hparams if corpus else f"demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'}"
-    base = (f"demo_utterances={DEMO_UTTERANCES},{where},"
+    base = (f"demo_utterances={corpus.utterances if corpus else DEMO_UTTERANCES},{where},"
             f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
             f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}")
     return base + ("," + extra if extra else "")
+
+
+def docs_recipe(page: str, heading: str) -> str:
+    """The first Python block under `heading` of docs/PAGE: the code a test runs exactly as the docs show it."""
+    section = (REPO / "docs" / page).read_text().split(heading + "\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+#: Runs recipes one after another in one process (each `[script, *args]` of the JSON list argv[1],
+#: as `python script args`; a recipe's sys.exit(0) ends only it), so that one torchrun start-up
+#: serves several recipes. A recipe that ends its process group (accelerator.end_training) goes last.
+RECIPES_IN_ONE_PROCESS = """import json, runpy, sys
+for argv in json.loads(sys.argv[1]):
+    sys.argv = argv
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+"""
 
 
 def run_command(*args: str | Path, cwd: Path = REPO, env: Mapping[str, str] | None = None, timeout: float = 900,
@@ -204,9 +226,10 @@ def step_parts_and_batches(r: int = 2):
     return parts, batches
 
 
-def check_demo_learns(tmp_path: Path, extra: str = "") -> None:
+def check_demo_learns(tmp_path: Path, extra: str = "") -> list[dict]:
     """The README's demo, shrunk (160 utterances, 10 epochs, a narrower model): validation loss falls
-    well under 60% of its first value and the teacher-forced alignment becomes diagonal."""
+    well under 60% of its first value and the teacher-forced alignment becomes diagonal. Returns the
+    run's metrics records, for a caller's checks of its own on the same run."""
     import train
     from training.rundir import read_metrics
 
@@ -221,6 +244,7 @@ def check_demo_learns(tmp_path: Path, extra: str = "") -> None:
     # the end of training is judged by its best of the last three validations.
     assert min(r["val_loss_valid"] for r in last3) < 0.6 * first["val_loss_valid"]
     assert first["val_diagonality"] < 0.6 < 0.9 < max(r["val_diagonality"] for r in last3)
+    return records
 
 
 #: Lengths lists that break naive planners (hypothesis strategy).

@@ -28,7 +28,7 @@ from batching.lhotse import PlanCutSampler  # noqa: E402
 from batching.lhotse_loader import cut_batch_loader  # noqa: E402
 from batching.lhotse_measure import Measure  # noqa: E402
 from batching.lhotse_stream import StreamCutSampler  # noqa: E402
-from tests.kit import REPO, icefall_loop, run_command  # noqa: E402
+from tests.kit import REPO, RECIPES_IN_ONE_PROCESS, docs_recipe, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
 CONFIG = BatchingConfig("ssb", batch_size=4, dbs=True, br=True, seed=3)
@@ -476,41 +476,62 @@ def test_under_accelerate_each_cut_is_trained_once_on_equal_steps_with_a_new_pla
         list(prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, rank=1, world_size=3), 1))
 
 
-def cut_recipe() -> str:
-    section = (REPO / "docs" / "lhotse.md").read_text().split("### PlanCutSampler (a Lhotse dataset) under")[1]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
+def recipe_rows(stdout: str, key: str) -> dict[int, list[tuple[int, list]]]:
+    """The recipe's printed batches (the lines holding `key`) per epoch, as (rank, sorted ids)."""
+    rows = [json.loads(row) for row in re.findall(r"\{[^{}]*\}", stdout)]  # the processes' lines interleave
+    return {epoch: sorted((r["rank"], sorted(r[key])) for r in rows if key in r and r["epoch"] == epoch)
+            for epoch in (0, 1)}
 
 
 @pytest.mark.slow
-def test_the_docs_cut_recipe_on_two_processes_resumes_mid_epoch(tmp_path):
-    """torchrun, 2 gloo CPU processes: the recipe stopped after 3 steps, then restarted; together
-    they run exactly the uninterrupted plan (computed here, as the prepared loaders of 2 processes)."""
+def test_the_docs_accelerate_recipes_on_two_processes_resume_mid_epoch(tmp_path):
+    """torchrun, 2 gloo CPU processes, the two recipes of docs/lhotse.md (PlanBatchSampler, and
+    PlanCutSampler through cut_batch_loader) sharing 3 torchrun starts. PlanBatchSampler: an
+    uninterrupted run (sampler built Accelerate's way, rank 0 of 1), then one built with the
+    process's rank stopped after 3 steps and restarted. PlanCutSampler: stopped after 3 steps, then
+    restarted; together they run exactly the uninterrupted plan (computed here, as the prepared
+    loaders of 2 processes)."""
     pytest.importorskip("accelerate", reason="pip install accelerate (requirements-dev.txt)")
+    recipe = docs_recipe("lhotse.md", "## Hugging Face Accelerate")
+    own_way = recipe.replace(",\n                           rank=accelerator.process_index, world_size=accelerator.num_processes", "")
+    assert own_way != recipe
+    for name, text in (("recipe.py", recipe), ("own_way.py", own_way), ("in_one.py", RECIPES_IN_ONE_PROCESS),
+                       ("cut_recipe.py", docs_recipe("lhotse.md", "### PlanCutSampler (a Lhotse dataset) under Accelerate"))):
+        (tmp_path / name).write_text(text)
     cuts = audio_cuts(tmp_path, n=30)
     cuts.to_file(tmp_path / "cuts.jsonl.gz")
-    (tmp_path / "recipe.py").write_text(cut_recipe())
-    whole = {epoch: [] for epoch in (0, 1)}
+    whole_cuts = {epoch: [] for epoch in (0, 1)}
     for epoch in (0, 1):
         for process in (0, 1):
             loader = prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, seed=1, rank=process, world_size=2),
                                          process)
             loader.set_epoch(epoch)
-            whole[epoch] += [(process, sorted(batch)) for batch in loader]
+            whole_cuts[epoch] += [(process, sorted(batch)) for batch in loader]
 
-    def run(*args):
+    def run(*recipes):
         done = run_command(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                           "recipe.py", tmp_path / "cuts.jsonl.gz", tmp_path / "state.json", *args, cwd=tmp_path,
-                           timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)})
-        rows = [json.loads(row) for row in re.findall(r"\{[^{}]*\}", done.stdout)]  # the processes' lines interleave
-        return {epoch: [(r["rank"], sorted(r["cuts"])) for r in rows if r["epoch"] == epoch] for epoch in (0, 1)}
+                           "in_one.py", json.dumps([[str(a) for a in r] for r in recipes]), cwd=tmp_path, timeout=240,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        return recipe_rows(done.stdout, "items"), recipe_rows(done.stdout, "cuts")
 
-    before = run("3")
-    after = run()
-    assert len(before[0]) == 6 and not before[1] and whole[0] != whole[1]
-    assert sorted(before[0] + after[0]) == sorted(whole[0]) and sorted(after[1]) == sorted(whole[1])
+    cut_recipe = ["cut_recipe.py", tmp_path / "cuts.jsonl.gz", tmp_path / "cut_state.json"]
+    # each process's last recipe is one that runs to its end (accelerator.end_training ends the process group)
+    whole, cuts_before = run([*cut_recipe, "3"], ["own_way.py", tmp_path / "whole.json"])
+    before, cuts_after = run(["recipe.py", tmp_path / "state.json", "3"], cut_recipe)
+    after, _ = run(["recipe.py", tmp_path / "state.json"])
+
     for epoch in (0, 1):
-        assert sorted(i for _, b in whole[epoch] for i in b) == sorted(cuts.ids)
-        assert sum(rank == 0 for rank, _ in whole[epoch]) == sum(rank == 1 for rank, _ in whole[epoch])
+        steps = [sum(rank == r for rank, _ in whole[epoch]) for r in (0, 1)]
+        assert steps[0] == steps[1] and sorted(i for _, b in whole[epoch] for i in b) == list(range(400))
+    assert whole[0] != whole[1] and len(before[0]) == 6 and not before[1]
+    assert sorted(before[0] + after[0]) == whole[0] and after[1] == whole[1]
+
+    assert len(cuts_before[0]) == 6 and not cuts_before[1] and whole_cuts[0] != whole_cuts[1]
+    assert sorted(cuts_before[0] + cuts_after[0]) == sorted(whole_cuts[0])
+    assert sorted(cuts_after[1]) == sorted(whole_cuts[1])
+    for epoch in (0, 1):
+        assert sorted(i for _, b in whole_cuts[epoch] for i in b) == sorted(cuts.ids)
+        assert sum(rank == 0 for rank, _ in whole_cuts[epoch]) == sum(rank == 1 for rank, _ in whole_cuts[epoch])
 
 
 @pytest.mark.slow  # a pytest subprocess that imports torch and lhotse: about 5-12 s on 2 cores

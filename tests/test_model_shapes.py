@@ -98,20 +98,3 @@ def test_a_whole_ljspeech_ssb_dbs_br_run_needs_one_shape_per_frame_bucket(ljspee
     row_steps = sum(s.rows * s.frames for s in shapes) / sum(len(b) * int(frames[b].max()) for b in batches)
     print(f"decoder steps x{sum(s.frames for s in shapes) / own:.4f}, row-steps x{row_steps:.4f}")
     assert row_steps < 1.25
-
-
-@pytest.mark.slow  # two training runs: about 10 s
-def test_a_bucketed_run_trains_like_a_plain_one(tmp_path, demo_corpus):
-    """The same tiny run with and without graph_bucket: per-epoch losses agree to float32 rounding."""
-    import train
-    from tests.kit import tiny
-    from training.rundir import read_metrics
-
-    losses = {}
-    for g in (0, 16):
-        out = tmp_path / f"g{g}"
-        assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,graph_bucket={g}", demo_corpus)]) == 0
-        losses[g] = [(r["train_loss"], r.get("val_loss")) for r in read_metrics(out / "run")]
-    for (a, va), (b, vb) in zip(losses[0], losses[16]):
-        assert a == pytest.approx(b, rel=1e-4) and (va is None) == (vb is None)
-        assert va is None or va == pytest.approx(vb, rel=1e-4)

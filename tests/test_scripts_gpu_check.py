@@ -4,21 +4,20 @@ skipped and why, nothing fails, and the report names every check."""
 import functools
 import inspect
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from _pytest.fixtures import FixtureFunctionDefinition
 
-from tests.kit import run_command
 
+def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str], capsys) -> tuple[dict, str]:
+    """`make gpu-check ARGS="--device cpu --tiny --parts PARTS"` (its main here: each check runs in a
+    process of its own anyway, and one start-up less saves seconds): it runs those parts and only
+    them, nothing fails, the CUDA-only checks (at most `skipped_at_most`) are skipped, the report has
+    a row for every check and the summary is the last line. Its checks by name, and report.md."""
+    from scripts.release import gpu_check
 
-def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str]) -> tuple[dict, str]:
-    """`make gpu-check ARGS="--device cpu --tiny --parts PARTS"`: it runs those parts and only them,
-    nothing fails, the CUDA-only checks (at most `skipped_at_most`) are skipped, the report has a row
-    for every check and the summary is the last line. Its checks by name, and report.md."""
-    done = run_command(sys.executable, "-m", "scripts.release.gpu_check", "--device", "cpu", "--tiny",
-                       "--parts", parts, "--out", out, timeout=900)
+    assert gpu_check.main(["--device", "cpu", "--tiny", "--parts", parts, "--out", str(out)]) == 0
     checks = {c["name"]: c for c in json.loads((out / "report.json").read_text())}
     assert {c["part"] for c in checks.values()} == set(parts.split(","))
     skipped = {name for name, c in checks.items() if c["ok"] is None}
@@ -26,7 +25,7 @@ def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str]) -> tuple[dic
     assert not [name for name, c in checks.items() if c["ok"] is False]
     report = (out / "report.md").read_text()
     assert all(f"| {name} |" in report for name in checks)
-    assert done.stdout.strip().splitlines()[-1].startswith("gpu-check: ")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("gpu-check: ")
     return checks, report
 
 
@@ -35,8 +34,8 @@ def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str]) -> tuple[dic
 # neither waits queued behind the other, and test_every_part_runs_by_default_into_one_report shows
 # that a plain run runs all five.
 @pytest.mark.slow
-def test_gpu_check_trains_resumes_synthesises_and_runs_ddp_on_the_cpu(tmp_path):
-    checks, _ = run_gpu_check(tmp_path / "report", "train", {"train-bf16", "train-fp16"})
+def test_gpu_check_trains_resumes_synthesises_and_runs_ddp_on_the_cpu(tmp_path, capsys):
+    checks, _ = run_gpu_check(tmp_path / "report", "train", {"train-bf16", "train-fp16"}, capsys)
     assert {"train-bf16", "train-fp16"} <= {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
     assert {"train-fp32", "train-resume", "synthesis", "ddp-one-process", "ddp-two-ranks"} <= set(checks)
 
@@ -108,8 +107,8 @@ def test_the_report_puts_each_table_of_bench_step_under_its_own_heading(tmp_path
 
 
 @pytest.mark.slow
-def test_gpu_check_measures_tests_benches_and_graphs_on_the_cpu(tmp_path):
-    checks, report = run_gpu_check(tmp_path / "report", "env,tests,bench,graphed", {"cuda-tests", "bench"})
+def test_gpu_check_measures_tests_benches_and_graphs_on_the_cpu(tmp_path, capsys):
+    checks, report = run_gpu_check(tmp_path / "report", "env,tests,bench,graphed", {"cuda-tests", "bench"}, capsys)
     assert "cuda-tests" in {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
     assert checks["env"]["figures"]["matmul_fp32_tflops"] > 0
     assert checks["graphed-tracks-eager"]["figures"]["eager"] == pytest.approx(

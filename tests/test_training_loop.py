@@ -14,8 +14,9 @@ from torch.utils.weak import WeakIdKeyDictionary
 import train
 import training.loop
 from data.collate import HOST_FIELDS
-from tests.kit import step_parts_and_batches, tiny
+from tests.kit import DemoCorpus, build_demo_corpus, step_parts_and_batches, tiny
 from training.device_sums import DeviceSums
+from training.rundir import read_metrics
 from training.step import load_optimizer_state, train_step
 
 #: Tensor methods that copy a device value to the host (and wait for the device to get there).
@@ -138,17 +139,26 @@ def host_marked_batches(device_batches, syncs_mode: DeviceSyncs, loader, device)
 SLOW = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def half_demo_corpus(tmp_path_factory) -> DemoCorpus:
+    """A 20-utterance demo corpus (16 train, 4 validation): every step under the two modes costs
+    their bookkeeping, and 4 steps an epoch still log (log_every=3), checkpoint mid-epoch
+    (checkpoint_every_steps=5: in epoch 1) and cross an epoch."""
+    return build_demo_corpus(tmp_path_factory.mktemp("half_demo_corpus"), utterances=20)
+
+
+
 @pytest.mark.parametrize("variant", ["graph_bucket=0", pytest.param("graph_bucket=16", marks=SLOW),
                                      pytest.param("graph_bucket=16,cuda_graphs=true", marks=SLOW),
                                      pytest.param("batching=bload", marks=SLOW),
                                      pytest.param("batching=bload,fast_decoder=false", marks=SLOW)])
-def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant, demo_corpus):
+def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant, half_demo_corpus):
     """Two epochs with log_every=3 and a mid-epoch checkpoint, plain, with the bucketed decoder loop
     (eager, and on its static buffers: the CUDA-graph path) and with BLoad blocks (fast and plain decoder loops): every host read of the loop falls before
     the first step, after the last one or in the checkpoint (the function mode sees those: it is
     live), and no step runs an ATen operation that would wait for a CUDA device (the dispatch
     mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live)."""
-    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}", demo_corpus)
+    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}", half_demo_corpus)
     reads = Reads()
     device_syncs = DeviceSyncs(reads)
     monkeypatch.setattr(training.loop, "device_batches",
@@ -158,6 +168,8 @@ def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkey
     assert not reads.in_steps, sorted(set(reads.in_steps))
     assert reads.allowed, "the function mode saw no read at all; it would not see one in the steps either"
     assert device_syncs.host_reads > 0, "the dispatch mode saw no operation at all in the steps"
+    steps = [r["steps"] for r in read_metrics(tmp_path / "run")]
+    assert 3 <= steps[0] < 5 < sum(steps), steps  # a log step in epoch 0, the step-5 checkpoint inside epoch 1
 
 
 def test_the_dispatch_mode_flags_every_syncing_op_and_only_those():

@@ -89,11 +89,11 @@ def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys, demo_corpus):
         assert err.startswith("error: BatchingConfig.") and "or null" in err and err.count("\n") == 1, err
 
 
-def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path):
+def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path, demo_corpus):
     """Runs written before 2026-11-24 stored 0 for unset capacity, max_length and block_length (now
     null; a new run's 0 is an error): --resume reads that 0 as null and records null."""
     run = tmp_path / "run"
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,stop_after_steps=2")]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,stop_after_steps=2", demo_corpus)]) == 0
     ckpt = load_checkpoint(run / LAST)
     legacy = ckpt["hparams"] | {"capacity": 0, "max_length": 0, "block_length": 0}
     torch.save(ckpt | {"hparams": legacy}, run / LAST)
