@@ -253,6 +253,18 @@ def test_lhotse_constructor_forms():
     assert randomized[0] != randomized[1]
 
 
+def test_the_default_is_the_cost_key_calibrated_to_the_papers_ssb_logged_once_built(caplog):
+    cuts = dummy_cuts(DURATIONS)
+    with caplog.at_level("INFO", logger="batching.lhotse"):
+        sampler = PlanCutSampler(cuts, max_duration=6.0)
+    config = sampler.config
+    assert (config.batching, config.ssb_key, config.target_zpr, config.dbs, config.br) == ("ssb", "cost", "paper", True, True)
+    line = [r.getMessage() for r in caplog.records if "calibrated to target_zpr=paper" in r.getMessage()]
+    assert len(line) == 1 and f"lrf={config.lrf} " in line[0]
+    paper = PlanCutSampler(cuts, BatchingConfig("ssb", dbs=True, br=True), max_duration=6.0).config
+    assert (paper.ssb_key, paper.lrf, paper.target_zpr) == (None, 0.1, None)
+
+
 def test_bucketing_knobs_are_accepted_and_logged_once(caplog):
     cuts = dummy_cuts(DURATIONS)
     with caplog.at_level("WARNING", logger="batching.lhotse"):
