@@ -159,8 +159,12 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
     resolved = config.with_strategy("ssb", lrf=lrf)
     # The figures logged: the whole corpus's; on a sampled one the sample's ZPR alone (planning two
     # whole epochs to count repeated pairs would hold several times the plan's memory at 10M lengths)
-    record = describe(lengths, resolved) if bisected is lengths else dict(
-        zpr=_padding(bisected, on.with_strategy("ssb", lrf=lrf))["zpr"], pair_repeat=None)
+    # (the bisection measured it at the width found; out of reach, the edge is measured here)
+    if bisected is lengths:
+        record = describe(lengths, resolved)
+    else:
+        record = dict(pair_repeat=None, zpr=found["zpr"] if reached else
+                      _padding(bisected, on.with_strategy("ssb", lrf=lrf))["zpr"])
     return resolved, dict(target=asked, ssb_key=config.ssb_key, lrf=lrf, reached=reached,
                           zpr=record["zpr"], pair_repeat=record["pair_repeat"],
                           bisected_on=None if bisected is lengths else int(bisected.size))
