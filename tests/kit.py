@@ -209,14 +209,15 @@ def float64_pass(cfg, state: dict, inputs, shape=None, seed: int = 7, graphs=Non
     return out, {name: p.grad for name, p in model.named_parameters()}
 
 
-def step_parts_and_batches(r: int = 2):
-    """The training step's parts for SMALL_MODEL on the CPU, and three random batches of three."""
+def step_parts_and_batches(r: int = 2, extra: str = ""):
+    """The training step's parts for SMALL_MODEL (with the train.py hparams `extra`) on the CPU, and
+    three random batches of three."""
     from data.collate import TextMelCollate
     from training.config import resolve_config
     from training.hparams import load_hparams
     from training.step import build_step_parts
 
-    hp = load_hparams(f"dataset=demo,{SMALL_MODEL}")
+    hp = load_hparams(f"dataset=demo,{SMALL_MODEL}" + (f",{extra}" if extra else ""))
     cfg = resolve_config(hp)
     parts = build_step_parts(cfg.train, cfg.model, torch.device("cpu"))
     g = torch.Generator().manual_seed(0)

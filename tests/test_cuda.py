@@ -80,10 +80,17 @@ def test_a_cuda_step_equals_the_cpu_step_in_fp32(fast):
     loss_cpu, grads_cpu, weights_cpu = step_on(torch.device("cpu"), fast)
     loss_gpu, grads_gpu, weights_gpu = step_on(CUDA, fast)
     assert loss_gpu == pytest.approx(loss_cpu, rel=1e-4)
-    for a, b in zip(grads_gpu, grads_cpu):
-        assert relative(a, b) < 1e-3
-    for a, b in zip(weights_gpu, weights_cpu):
-        assert relative(a, b) < 1e-4
+    # A convolution's bias before BatchNorm has a gradient of zero in exact arithmetic: on either
+    # device it is rounding noise (about 1e-8 of the whole gradient), which no relative error can
+    # compare, and Adam turns that noise into an update of a random sign. Those tensors must be
+    # noise on both devices; every other gradient and weight must agree.
+    scale = torch.cat([g.flatten() for g in grads_cpu]).norm()
+    zero = [i for i, g in enumerate(grads_cpu) if g.norm() < 1e-6 * scale]
+    assert zero and all(grads_gpu[i].cpu().norm() < 1e-6 * scale for i in zero)
+    compared = [i for i in range(len(grads_cpu)) if i not in zero]
+    for i in compared:
+        assert relative(grads_gpu[i], grads_cpu[i]) < 1e-3
+        assert relative(weights_gpu[i], weights_cpu[i]) < 1e-4
 
 
 def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
@@ -105,7 +112,8 @@ def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
 def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
     from training.step import AMP_DTYPES
 
-    parts, (batch, *_) = step_parts_and_batches()
+    # no dropout: on CUDA the masks drawn for bf16 or fp16 tensors differ from fp32's under one seed
+    parts, (batch, *_) = step_parts_and_batches(extra=NO_DROPOUT)
     parts.core.to(CUDA)
     on = to_device(batch, CUDA)
     torch.manual_seed(0)  # lr 0: both steps see the same weights
