@@ -69,6 +69,35 @@ def test_ljspeech_switch_brings_the_full_model():
     assert hp["model_preset"] == "full" and hp["n_frames_per_step"] == 1 and hp["epochs"] == 220
 
 
+@pytest.mark.parametrize("text, fast, bucket", [
+    ("dataset=ljspeech", True, 64),                                   # the GPU recipe: graphs on CUDA
+    ("dataset=filelist,train_filelist=a.txt,val_filelist=b.txt", True, 64),
+    ("dataset=demo", True, 0),                                        # CPU-sized: no padded loop
+    ("dataset=ljspeech,graph_bucket=0", True, 0),
+    ("dataset=ljspeech,graph_bucket=32", True, 32),
+    ("dataset=ljspeech,batching=bload,block_length=1600", True, 0),   # blocks have one shape already
+    ("dataset=ljspeech,fast_decoder=false", False, 0),                # the plain loop cannot pad
+    ("dataset=ljspeech,n_frames_per_step=3", True, 0),                # 64 is not a multiple of 3
+    ("dataset=ljspeech,n_frames_per_step=4", True, 64),
+])
+def test_a_presets_graph_bucket_gives_way_where_the_run_cannot_pad(text, fast, bucket):
+    cfg = config(text)
+    assert (cfg.model.fast_decoder, cfg.train.graph_bucket, cfg.train.cuda_graphs) == (fast, bucket, "auto")
+
+
+def test_a_graph_bucket_given_where_the_run_cannot_pad_is_an_error_and_a_resume_keeps_its_own():
+    with pytest.raises(HParamsError, match="'graph_bucket': 64 must be a multiple of n_frames_per_step=1 and needs "
+                                           "fast_decoder=true and a strategy whose plan is not a block plan"):
+        config("dataset=ljspeech,batching=bload,block_length=1600,graph_bucket=64")
+    for bad in ("sixty", "-64", "6.5"):
+        with pytest.raises(HParamsError, match=f"'graph_bucket': '{bad}' is invalid: expected auto or a whole number"):
+            config(f"dataset=ljspeech,graph_bucket={bad}")
+    assert config("graph_bucket=auto").train.graph_bucket == 64  # the demo's r=2 divides 64
+    stored = load_hparams("dataset=ljspeech") | {"fast_decoder": False, "graph_bucket": 0}  # a run from before the preset
+    hp = resume_hparams(stored, "epochs=5")
+    assert (hp["fast_decoder"], hp["graph_bucket"], hp["epochs"]) == (False, 0, 5)
+
+
 def test_optional_settings_are_null_and_a_given_value_is_read_as_yaml():
     hp = load_hparams()
     assert hp["capacity"] is hp["max_length"] is hp["block_length"] is None

@@ -84,7 +84,7 @@ class TrainConfig:
         _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
                                 "max_bad_steps", "validate_every", "val_batch_size",
                                 "collective_timeout_s", "log_every"),
-                non_negative=("weight_decay", "warmup_steps", "guided_attention", "seed", "graph_bucket", "checkpoint_every_steps",
+                non_negative=("weight_decay", "warmup_steps", "guided_attention", "seed", "checkpoint_every_steps",
                               "checkpoint_every_minutes", "stop_after_steps", "num_workers", "threads"))
         device = self.device
         if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
@@ -106,16 +106,19 @@ class RunConfig:
 
 def resolve_config(hp: dict[str, Any]) -> RunConfig:
     """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it."""
-    train = TrainConfig(**_fields_of(TrainConfig, hp))
     r = frames_per_step(hp)
     try:
         data = DataConfig(**_fields_of(DataConfig, hp))
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
-        cfg = RunConfig(train, data, batching_config(hp, r), model_config(hp, mel, r), mel)
+        batching, model = batching_config(hp, r), model_config(hp, mel, r)
     except (UserError, ModelConfigError) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
         raise HParamsError(str(err)) from None
-    _check_graph_bucket(train, cfg.model.fast_decoder, r, cfg.batching)
-    return cfg
+    bucket = _graph_bucket(hp["graph_bucket"], model.fast_decoder, r, batching)
+    train = TrainConfig(**(_fields_of(TrainConfig, hp) | {"graph_bucket": bucket}))
+    if train.cuda_graphs == "true" and not bucket:
+        raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
+                           "loop the few fixed shapes a graph replays")
+    return RunConfig(train, data, batching, model, mel)
 
 
 def frames_per_step(hp: dict[str, Any]) -> int:
@@ -126,18 +129,26 @@ def frames_per_step(hp: dict[str, Any]) -> int:
     return r
 
 
-def _check_graph_bucket(train: TrainConfig, fast_decoder: bool, r: int, batching: BatchingConfig) -> None:
-    """graph_bucket pads the fast decoder loop of padded batches (model/shapes.py); CUDA graphs
-    replay those shapes. A block plan's batches have one shape already."""
-    g = train.graph_bucket
-    if train.cuda_graphs == "true" and not g:
-        raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
-                           "loop the few fixed shapes a graph replays")
-    if g and (g % r or not fast_decoder or batching.plans_blocks):
-        raise HParamsError(f"hparam 'graph_bucket': {g} must be a multiple of n_frames_per_step={r} and needs "
+#: graph_bucket=auto (the ljspeech and filelist presets): this bucket where the run can pad its loop.
+GRAPH_BUCKET_AUTO = 64
+
+
+def _graph_bucket(value: Any, fast_decoder: bool, r: int, batching: BatchingConfig) -> int:
+    """graph_bucket pads the fast decoder loop of padded batches (model/shapes.py) so that CUDA graphs
+    can replay a few shapes. `auto`: GRAPH_BUCKET_AUTO where the run can pad (the fast decoder, a
+    multiple of r, a plan that is not a block plan: blocks have one shape already), else 0. A number
+    given where the run cannot pad is an error."""
+    if value == "auto":
+        return GRAPH_BUCKET_AUTO if fast_decoder and not GRAPH_BUCKET_AUTO % r and not batching.plans_blocks else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise HParamsError(f"hparam 'graph_bucket': '{value}' is invalid: expected auto or a whole number >= 0 "
+                           f"(0: off)")
+    if value and (value % r or not fast_decoder or batching.plans_blocks):
+        raise HParamsError(f"hparam 'graph_bucket': {value} must be a multiple of n_frames_per_step={r} and needs "
                            f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
                            f"BLoad's, have one shape already); here fast_decoder={fast_decoder}, "
                            f"batching={batching.batching}")
+    return value
 
 
 def batching_config(hp: dict[str, Any], n_frames_per_step: int) -> BatchingConfig:

@@ -29,6 +29,9 @@ RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "pr
 #: Settings with a default value that null turns off (SSB's default key and calibration target): read
 #: as YAML, as an optional setting is, and checked by their config (target_zpr: a number or "paper").
 NULLABLE = frozenset({"ssb_key", "target_zpr"})
+#: Settings read as YAML whatever their default's type: the nullable ones, and graph_bucket (a
+#: number or auto; training/config.py resolves auto).
+_READ_AS_YAML = NULLABLE | {"graph_bucket"}
 _TARGETS = ("target_zpr", "target_pair_repeat")
 
 
@@ -55,7 +58,7 @@ def split_overrides(overrides: str | dict[str, Any]) -> dict[str, Any]:
 def _typed(key: str, raw: Any, default: Any) -> Any:
     """`raw` as the type of `default` (its YAML value); for a null default (an optional setting)
     as YAML reads it, checked by the config that owns the key."""
-    if default is None or key in NULLABLE:
+    if default is None or key in _READ_AS_YAML:
         return _yaml_value(key, raw)
     kind = bool if isinstance(default, bool) else type(default) if isinstance(default, (int, float, str)) else object
     if kind is str and isinstance(raw, bool):  # YAML's true/false for a text setting (cuda_graphs)

@@ -117,7 +117,9 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     preset = args.preset or ("small" if on_cpu else "full")
     subset = args.subset if args.subset is not None else (1024 if on_cpu else 0)
     max_batches = args.max_batches if args.max_batches is not None else (3 if on_cpu else 32)
-    graphed = f"fast_decoder=true,graph_bucket={args.graph_bucket}," if args.graph_bucket else ""
+    # without --graph-bucket: the plain decoder loop, the paper's (not the ljspeech preset's padded one)
+    graphed = (f"fast_decoder=true,graph_bucket={args.graph_bucket}," if args.graph_bucket
+               else "fast_decoder=false,graph_bucket=0,")
     cfg = resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
                                       f"seed={args.seed},{graphed}{args.hparams}"))
     if args.threads:

@@ -54,9 +54,9 @@ from training.step import forward_loss, loop_shape, train_step, with_graphs
 
 GRAPH_BUCKET = 64
 GRAPHED = f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=true"
-VARIANTS = {"eager": "fast_decoder=false", "fast": "fast_decoder=true",
+VARIANTS = {"eager": "fast_decoder=false,graph_bucket=0", "fast": "fast_decoder=true,graph_bucket=0",
             "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=false", "graphed": GRAPHED,
-            "bf16": "fast_decoder=true,amp=bf16", "graphed+bf16": f"{GRAPHED},amp=bf16"}
+            "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16", "graphed+bf16": f"{GRAPHED},amp=bf16"}
 CUDA_ONLY = ("bf16", "graphed+bf16")
 
 
