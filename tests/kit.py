@@ -228,14 +228,14 @@ def step_parts_and_batches(r: int = 2, extra: str = ""):
 
 
 def check_demo_learns(tmp_path: Path, extra: str = "") -> list[dict]:
-    """The README's demo, shrunk (160 utterances, 10 epochs, a narrower model): validation loss falls
+    """The README's demo, shrunk (160 utterances, 8 epochs, a narrower model): validation loss falls
     well under 60% of its first value and the teacher-forced alignment becomes diagonal. Returns the
     run's metrics records, for a caller's checks of its own on the same run."""
     import train
     from training.rundir import read_metrics
 
     hp = (f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
-          f"output_dir={tmp_path / 'run'},progress=false,epochs=10,batch_size=8,validate_every=1,"
+          f"output_dir={tmp_path / 'run'},progress=false,epochs=8,batch_size=8,validate_every=1,"
           "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
           "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64" + extra)
     assert train.main(["--hparams", hp]) == 0

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from data.atomic import atomic_open  # noqa: E402
+from model.plotting import render  # noqa: E402
 from training.rundir import TENSORBOARD  # noqa: E402
 
 
@@ -29,13 +30,17 @@ class RunLogger:
                 self.writer.add_scalar(f"{prefix}/{key}", value, step)
 
     def figure(self, tag: str, fig, step: int, png_name: str | None = None) -> None:
-        """Add a matplotlib figure to TensorBoard and, if named, save it as a PNG in the run dir."""
+        """Add a matplotlib figure to TensorBoard and, if named, save it as a PNG in the run dir,
+        from one drawing of it."""
         if self.writer is None:
             return
+        image = render(fig)
         if png_name:  # atomically: a kill mid-write leaves the previous PNG, not half of one
+            from matplotlib.image import imsave
+
             with atomic_open(self.run_dir / png_name, "wb") as out:
-                fig.savefig(out, format="png", dpi=100, bbox_inches="tight")
-        self.writer.add_figure(tag, fig, step, close=True)
+                imsave(out, image, format="png")
+        self.writer.add_image(tag, image, step, dataformats="HWC")
 
     def flush(self) -> None:
         """Put everything logged so far on disk (before a checkpoint: a kill then loses none of it)."""
