@@ -92,12 +92,12 @@ class BatchingConfig:
             if getattr(self, name) is not None and getattr(self, name) not in KEYS:
                 _bad(name, getattr(self, name), "one of " + ", ".join(repr(k) for k in KEYS))
         for name, top in TARGETS.items():
-            value = getattr(self, name)
-            if name == "target_zpr" and value == PAPER_TARGET:
+            value, words = getattr(self, name), TARGET_WORDS.get(name, {})
+            if value in words:
                 continue
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not 0 < value < top):
-                also = f", '{PAPER_TARGET}' (the paper's SSB's ZPR on these lengths)" if name == "target_zpr" else ""
+                also = "".join(f", '{word}' ({meaning})" for word, meaning in words.items())
                 _bad(name, value, f"a number in (0, {top}){also}, or null (None) to leave it unset")
         if self.target_zpr is not None and self.target_pair_repeat is not None:
             raise OptionError(f"target_zpr={self.target_zpr} and target_pair_repeat={self.target_pair_repeat} "
@@ -166,6 +166,9 @@ TARGETS = {"target_zpr": 100.0, "target_pair_repeat": 1.0}
 #: target_zpr's one word: the ZPR the paper's SSB (the length key, lrf 0.1) plans on the same lengths,
 #: budget and seed (batching.analysis.resolve_width), so another key pads as much as the paper's SSB.
 PAPER_TARGET = "paper"
+#: The words a calibration target takes beside a number, each with what it means (one home for both
+#: the parsing and the check).
+TARGET_WORDS = {"target_zpr": {PAPER_TARGET: "the paper's SSB's ZPR on these lengths"}}
 
 
 def _bad(name: str, value: Any, allowed: str) -> None:
@@ -180,8 +183,10 @@ def _check_int(name: str, value: Any, minimum: int, unset: bool = False) -> None
 
 def _coerce(name: str, value: Any, annotation: str) -> Any:
     """Command-line strings as the field's type; other values pass through to validation."""
-    if not isinstance(value, str) or (name == "target_zpr" and value.strip() == PAPER_TARGET):
-        return value.strip() if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    if value.strip() in TARGET_WORDS.get(name, {}):
+        return value.strip()
     try:
         return coerce(name, value, _KINDS[annotation], optional=annotation.endswith("| None"))
     except OptionError:
