@@ -262,20 +262,24 @@ def bench_part(setup: Setup) -> list[Check]:
     if not LJSPEECH_LENGTHS.is_file():
         return [Check("bench", "bench", None, 0.0, f"{LJSPEECH_LENGTHS} is absent (it ships in ../shared; SHARED_DIR names another folder)")]
     size = (["--preset", "small", "--batches", "1", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny
-            else ["--preset", "full", "--batches", "8"])
+            else ["--preset", "full", "--batches", "4"])
     code, output, seconds = run_logged(setup, "bench-step", [sys.executable, "-m", "scripts.bench.step", "--device",
                                                              setup.device, *size])
     tables = dict(zip(("bench-step", OPS_HEADING), markdown_tables(output)))
     ratio = re.search(r"fast/eager speed ratio: ([\d.]+)", output)
     checks = [Check("bench", "bench-step", code == 0 and ratio is not None, seconds,
                     f"exit {code}; fast/eager {ratio[1] if ratio else 'n/a'}", {"tables": tables}, tail(output))]
-    epoch = (["--subset", "96", "--max-batches", "1", "--warmup", "0", "--hparams",
-              f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny else ["--max-batches", "16"])
-    for label, extra in (("eager", []), ("graphed", ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"])):
+    # sized on an H100 and an H200 (docs/results.md#on-a-gpu) so that the part fits one 10-minute call:
+    # bench-step about 3 min (half of it capturing 2 x 11 shapes), eager epochs about 1.5 min, graphed
+    # about 2 min (1.5 min of it capturing the timed batches' shapes, hence fewer timed batches)
+    tiny_epoch = ["--subset", "96", "--warmup", "0", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"]
+    for label, timed, extra in (("eager", 8, []),
+                                ("graphed", 5, ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"])):
         name = f"bench-epoch-{label}"
+        size = [*tiny_epoch, "--max-batches", "1"] if setup.tiny else ["--max-batches", str(timed)]
         code, output, seconds = run_logged(setup, name, [
             sys.executable, "-m", "scripts.bench.epoch", "--device", setup.device, "--strategies", TABLE3, "--json",
-            *epoch, *extra])
+            *size, *extra])
         try:  # the JSON comes first (stdout), the per-batch timings after it (stderr)
             result = json.JSONDecoder().raw_decode(output[output.index("{"):])[0]
         except ValueError:
