@@ -96,7 +96,8 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
         run.log(calibrated_line(run.train_sampler.calibration))
     if run.shapes is not None:
         graphs = run.parts.graphs
-        how = "eager" if graphs is None else "CUDA graphs" if graphs.captured else "static buffers, eager"
+        how = ("eager" if graphs is None else f"CUDA graphs, captured in {graphs.seconds:.1f} s" if graphs.captured
+               else f"static buffers, eager, built in {graphs.seconds:.1f} s")
         run.log(f"decoder loop: {len(run.shapes.shapes())} padded shapes (graph_bucket={run.shapes.graph_bucket}), {how}")
 
 

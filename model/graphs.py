@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -169,10 +170,12 @@ def static_inputs(shape: LoopShape, decoder: FastDecoder, like: TeacherForcing) 
 
 @dataclass(frozen=True)
 class LoopGraphs:
-    """Every shape's StaticLoop (captured on CUDA), and whether they were captured."""
+    """Every shape's StaticLoop (captured on CUDA), whether they were captured, and the seconds
+    building them took."""
 
     loops: Dict[LoopShape, StaticLoop]
     captured: bool
+    seconds: float = 0.0
 
     def runner(self, shape: LoopShape) -> Optional[LoopRunner]:
         """The loop hook (FastDecoder.loop_hook): the shape's static run, None for a shape it lacks."""
@@ -186,10 +189,13 @@ def memory_dim(decoder: FastDecoder) -> int:
 
 
 def build_loop_graphs(decoder: FastDecoder, shapes: Sequence[LoopShape], device: torch.device,
-                      amp_dtype: Optional[torch.dtype] = None, capture: Optional[bool] = None) -> LoopGraphs:
+                      amp_dtype: Optional[torch.dtype] = None, capture: Optional[bool] = None,
+                      on_shape: Optional[Callable[[LoopShape], None]] = None) -> LoopGraphs:
     """A StaticLoop per shape, largest first, sharing one memory pool; captured when `capture`
     (default: on CUDA). Runs under the run's autocast (the buffers take its dtypes) and leaves
-    every random generator as it found it (the probe pass draws dropout masks)."""
+    every random generator as it found it (the probe pass draws dropout masks). `on_shape` is
+    called after each shape (a progress bar: a full-model shape takes seconds to capture)."""
+    tick = time.perf_counter()
     capture = device.type == "cuda" if capture is None else capture
     pool = torch.cuda.graph_pool_handle() if capture else None
     loops: Dict[LoopShape, StaticLoop] = {}
@@ -199,7 +205,9 @@ def build_loop_graphs(decoder: FastDecoder, shapes: Sequence[LoopShape], device:
                         else contextlib.nullcontext())
             with autocast:
                 loops[shape] = StaticLoop(decoder, shape, probe(decoder, shape), capture, pool)
-    return LoopGraphs(loops, capture)
+            if on_shape is not None:
+                on_shape(shape)
+    return LoopGraphs(loops, capture, time.perf_counter() - tick)
 
 
 def probe(decoder: FastDecoder, shape: LoopShape) -> TeacherForcing:

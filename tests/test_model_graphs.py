@@ -8,6 +8,8 @@ model. The capture needs a GPU (tests/test_cuda.py)."""
 import dataclasses
 import random
 
+import re
+
 import pytest
 import torch
 
@@ -52,22 +54,31 @@ def test_building_the_loops_leaves_the_random_state_alone():
     assert torch.equal(torch.get_rng_state(), before)
 
 
-def test_bucketed_and_static_loop_runs_train_like_a_plain_one(tmp_path, demo_corpus):
+def test_bucketed_and_static_loop_runs_train_like_a_plain_one(tmp_path, demo_corpus, capsys):
     """The same tiny run three times: plain, with graph_bucket=16 (the bucketed decoder loop), and
     with cuda_graphs=true too (on the CPU every batch runs on its shape's static buffers, eagerly).
     The bucketed run's per-epoch losses agree with the plain one's to float32 rounding, and the
     static-buffer run's with the bucketed one's, tighter. (One test, so the bucketed run serves both
-    comparisons.)"""
+    comparisons.) The static run shows a bar over the shapes while it builds them (seconds each for
+    the full model on a GPU) and logs how long that took."""
     import train
     from tests.kit import tiny
     from training.rundir import read_metrics
 
     losses = {}
     for name, extra in (("plain", "graph_bucket=0"), ("bucketed", "graph_bucket=16,cuda_graphs=false"),
-                        ("static", "graph_bucket=16,cuda_graphs=true")):
+                        ("static", "graph_bucket=16,cuda_graphs=true,progress=true")):
         out = tmp_path / name
         assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,{extra}", demo_corpus)]) == 0
         losses[name] = [(r["train_loss"], r.get("val_loss")) for r in read_metrics(out / "run")]
+        logged = capsys.readouterr()
+        if name == "static":
+            line = re.search(r"decoder loop: (\d+) padded shapes \(graph_bucket=16\), static buffers, eager, built "
+                             r"in \d+\.\d s", logged.out)
+            assert line, logged.out
+            assert re.search(rf"decoder graphs: +0%\|.*\| 0/{line[1]} ", logged.err), logged.err[-2000:]
+        elif name == "bucketed":
+            assert "padded shapes (graph_bucket=16), eager" in logged.out
     for reference, other, rel in (("plain", "bucketed", 1e-4), ("bucketed", "static", 1e-5)):
         for (a, va), (b, vb) in zip(losses[reference], losses[other]):
             assert a == pytest.approx(b, rel=rel) and (va is None) == (vb is None)

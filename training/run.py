@@ -153,7 +153,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
             load_optimizer_state(parts.optimizer, resume.weights.optimizer)
             parts.scaler.load_state_dict(resume.weights.scaler)
         shapes = run_shape_table(cfg.train, loaders[1].config, loaders[0], info.world_size)
-        parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device)
+        parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device, cfg.train.progress and info.is_main)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
             # (dist_utils.average_buffers before validation and checkpoints instead); a static graph:

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm
 
 from model import Tacotron2, Tacotron2Config, Tacotron2Loss
 from model.graphs import LoopGraphs, build_loop_graphs
@@ -94,14 +95,19 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
                 optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
 
 
-def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, device: torch.device) -> StepParts:
+def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, device: torch.device,
+                progress: bool = False) -> StepParts:
     """The parts with every shape of the run's table on static buffers, captured as CUDA graphs on
     CUDA (cuda_graphs: auto does this for CUDA runs with graph_bucket > 0; true also on the CPU,
-    where the buffers run eagerly). Call it before DDP wraps the model and before the loaders start."""
+    where the buffers run eagerly). Call it before DDP wraps the model and before the loaders start.
+    `progress`: a bar over the shapes (the full model's take seconds each to capture)."""
     wanted = cuda_graphs == "true" or (cuda_graphs == "auto" and device.type == "cuda")
     if table is None or not wanted:
         return parts
-    graphs = build_loop_graphs(parts.core.decoder, table.shapes(), device, parts.amp_dtype)
+    shapes = table.shapes()
+    with tqdm(total=len(shapes), desc="decoder graphs", unit="shape", disable=not progress, leave=False) as bar:
+        graphs = build_loop_graphs(parts.core.decoder, shapes, device, parts.amp_dtype,
+                                   on_shape=lambda _: bar.update())
     return dataclasses.replace(parts, graphs=graphs)
 
 
