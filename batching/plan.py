@@ -48,6 +48,18 @@ class GlobalPlan:
         starts, stops = self.cuts[seq].tolist(), self.cuts[seq + 1].tolist()
         return list(map(self.order.__getitem__, map(slice, starts, stops)))
 
+    def extents(self, lengths: np.ndarray, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Each batch's longest length and its size, in the order of batches(rank), without a
+        Python loop over the batches (a run's shape table takes every epoch's of a large corpus)."""
+        seq = self.seq if rank is None else self.seq[rank::self.world_size]
+        starts, stops = self.cuts[:-1], self.cuts[1:]
+        filled = stops > starts  # reduceat reads one element for an empty batch: such a batch's longest is 0
+        longest = np.zeros(starts.size, np.int64)
+        if filled.any():
+            values = np.asarray(lengths, np.int64)[self.order[:stops[-1]]]
+            longest[filled] = np.maximum.reduceat(values, starts[filled])
+        return longest[seq], (stops - starts)[seq].astype(np.int64)
+
     def redeal(self, consumed_steps: int, world_size: int, lengths: np.ndarray,
                config: BatchingConfig) -> "GlobalPlan":
         """The batches not yet run after `consumed_steps` steps, dealt to `world_size` ranks (a resume
@@ -62,9 +74,8 @@ class GlobalPlan:
         """The epoch's padding figures, all ranks together (batch_stats), the decoder steps it runs
         (each batch runs ceil(longest / r) steps), skipped samples and, on several ranks, the
         straggler cost: in each step every rank waits for that step's longest batch."""
-        batches = self.batches()
-        record = batch_stats(lengths, batches)
-        longest = np.array([lengths[b].max(initial=0) for b in batches], dtype=np.int64)
+        record = batch_stats(lengths, self.batches())
+        longest, _ = self.extents(lengths)
         record["decoder_steps"] = int(ceil_div(longest, n_frames_per_step).sum())
         record["skipped"] = int(self.skipped.size)
         if self.world_size > 1 and longest.size:

@@ -66,18 +66,26 @@ class ShapeTable:
 def shape_table(batches: Iterable[np.ndarray], frames: np.ndarray, text_lengths: np.ndarray,
                 graph_bucket: int) -> ShapeTable:
     """The table of a run from its batches (sample indices; pass every epoch's batches of every
-    rank, so every epoch and rank uses the same shapes), the samples' mel frames and text lengths.
-    Text per frame bucket is the longest text of any sample short enough for that bucket, so a
-    bucket's text never depends on which batches were seen."""
+    rank, so every epoch and rank uses the same shapes), the samples' mel frames and text lengths."""
+    frames = np.asarray(frames)
+    extents = [(int(frames[batch].max()), len(batch)) for batch in batches]
+    longest, sizes = (np.array(column, dtype=np.int64) for column in zip(*extents)) if extents else (
+        np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return shape_table_of(longest, sizes, frames, text_lengths, graph_bucket)
+
+
+def shape_table_of(longest: np.ndarray, sizes: np.ndarray, frames: np.ndarray, text_lengths: np.ndarray,
+                   graph_bucket: int) -> ShapeTable:
+    """The table from each batch's longest mel frames and size (arrays, one entry a batch: a run of
+    many epochs of a large corpus passes millions, so no Python loop over them). Text per frame
+    bucket is the longest text of any sample short enough for that bucket, so a bucket's text never
+    depends on which batches were seen."""
     frames, text_lengths = np.asarray(frames), np.asarray(text_lengths)
-    rows: dict[int, int] = {}
-    for batch in batches:
-        bucket = round_up(int(frames[batch].max()), graph_bucket)
-        rows[bucket] = max(rows.get(bucket, 0), len(batch))
+    buckets, where = np.unique(round_up(np.asarray(longest, np.int64), graph_bucket), return_inverse=True)
+    most = np.zeros(buckets.size, np.int64)
+    np.maximum.at(most, where, np.asarray(sizes, np.int64))
     order = np.argsort(frames, kind="stable")
     longest_text = np.maximum.accumulate(text_lengths[order])  # over all samples up to each length
-    text = {}
-    for bucket in rows:
-        fits = int(np.searchsorted(frames[order], bucket, side="right"))
-        text[bucket] = round_up(int(longest_text[fits - 1]), TEXT_MULTIPLE)
-    return ShapeTable(graph_bucket, rows, text)
+    fits = np.searchsorted(frames[order], buckets, side="right")
+    text = round_up(longest_text[fits - 1], TEXT_MULTIPLE)
+    return ShapeTable(graph_bucket, dict(zip(buckets.tolist(), most.tolist())), dict(zip(buckets.tolist(), text.tolist())))

@@ -63,6 +63,11 @@ def test_plan_invariants(data, lengths, world_size, epoch):
                                     else -(-lengths.size // config.batch_size))
     again = all_ranks(lengths, config, epoch, world_size)
     assert [plan_digest(r) for r in ranks] == [plan_digest(r) for r in again]
+    plan = plan_global(lengths, config, epoch, world_size)
+    for rank in (None, 0, world_size - 1):  # the vectorised extents against each batch's own
+        longest, sizes = plan.extents(lengths, rank)
+        own = plan.batches(rank)
+        assert sizes.tolist() == [b.size for b in own] and longest.tolist() == [int(lengths[b].max()) for b in own]
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from batching import BatchingConfig, plan_global, read_lengths, train_split
 from model import Tacotron2
-from model.shapes import TEXT_MULTIPLE, LoopShape, round_up, shape_table
+from model.shapes import TEXT_MULTIPLE, LoopShape, ShapeTable, round_up, shape_table, shape_table_of
 from tests.kit import float64_pass, make_batch, relative_error, tiny_config
 from training.config import resolve_config
 from training.hparams import HParamsError, load_hparams
@@ -60,6 +60,10 @@ def test_every_batch_of_a_run_fits_a_shape_of_its_table(lengths, strategy, dbs, 
                                     "bucket_size": 16, "n_bins": 5, "seed": 0})
     plans = [plan_global(frames, cfg, epoch, world_size).batches() for epoch in range(epochs)]
     table = shape_table((b for batches in plans for b in batches), frames, text_lengths, graph_bucket)
+    assert table == reference_table([b for batches in plans for b in batches], frames, text_lengths, graph_bucket)
+    extents = [plan_global(frames, cfg, epoch, world_size).extents(frames) for epoch in range(epochs)]
+    assert table == shape_table_of(np.concatenate([e[0] for e in extents]), np.concatenate([e[1] for e in extents]),
+                                   frames, text_lengths, graph_bucket)  # training/run.py's way
     captured = set(table.shapes())
     assert len(captured) == len(table.rows)
     for batch in (b for batches in plans for b in batches):
@@ -69,6 +73,20 @@ def test_every_batch_of_a_run_fits_a_shape_of_its_table(lengths, strategy, dbs, 
         assert shape in captured
         assert shape.rows >= len(batch) and shape.frames >= padded and shape.frames % graph_bucket == 0
         assert shape.frames - padded < graph_bucket and shape.text >= text and shape.text % TEXT_MULTIPLE == 0
+
+
+def reference_table(batches, frames, text_lengths, graph_bucket) -> ShapeTable:
+    """The table by a loop over the batches and buckets, as model/shapes.py built it before it was
+    vectorised: the plain reference."""
+    rows: dict[int, int] = {}
+    for batch in batches:
+        bucket = round_up(int(frames[batch].max()), graph_bucket)
+        rows[bucket] = max(rows.get(bucket, 0), len(batch))
+    order = np.argsort(frames, kind="stable")
+    longest_text = np.maximum.accumulate(text_lengths[order])
+    text = {bucket: round_up(int(longest_text[int(np.searchsorted(frames[order], bucket, side="right")) - 1]),
+                             TEXT_MULTIPLE) for bucket in rows}
+    return ShapeTable(graph_bucket, rows, text)
 
 
 def test_graph_bucket_hparam_is_checked():

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -20,7 +21,7 @@ from data.collate import TextMelCollate
 from data.corpora import DataConfig, corpus_filelists
 from data.dataset import TextMelDataset, build_datasets
 from data.loader import loader_parts
-from model.shapes import ShapeTable, shape_table
+from model.shapes import ShapeTable, shape_table_of
 from training import distributed as dist_utils
 from training.checkpoint import CheckpointClock, ResumePoint
 from training.config import RunConfig, TrainConfig
@@ -127,9 +128,10 @@ def run_shape_table(train: TrainConfig, batching: BatchingConfig, train_set: Tex
     sampler's config (lrf as it calibrated it, when the hparams ask for a target)."""
     if not train.graph_bucket:
         return None
-    batches = (batch for epoch in range(train.epochs)
-               for batch in plan_global(train_set.frames, batching, epoch, world_size).batches())
-    return shape_table(batches, train_set.frames, train_set.text_lengths, train.graph_bucket)
+    longest, sizes = zip(*(plan_global(train_set.frames, batching, epoch, world_size).extents(train_set.frames)
+                           for epoch in range(train.epochs)))
+    return shape_table_of(np.concatenate(longest), np.concatenate(sizes), train_set.frames, train_set.text_lengths,
+                          train.graph_bucket)
 
 
 def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) -> Run:
