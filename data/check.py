@@ -12,8 +12,8 @@ DOUBLE samples, mono, at the mel sample rate. 8-bit, mu-law, A-law and ADPCM cli
 even though libsndfile decodes them: their quantisation noise ends up in the mel targets.
 
 No pool: the per-clip cost is Python/cffi overhead under the GIL, not I/O, so neither threads nor
-processes made header reads faster, and a whole cold check of LJSpeech takes seconds (README, "Data
-pipeline", has the figures; scripts/bench/check.py measures them). Texts are checked by
+processes made header reads faster, and a whole cold check of LJSpeech takes seconds (docs/data.md, "The data
+check", and results.md have the figures; scripts/bench/check.py measures them). Texts are checked by
 data/textcheck.py, once per distinct text, since inflect's number expansion is the slow part.
 
 With a cache folder, the report is stored under a hash of both filelists, every clip's

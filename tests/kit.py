@@ -80,7 +80,7 @@ def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> s
 
 
 def docs_recipe(page: str, heading: str) -> str:
-    """The first Python block under `heading` of docs/PAGE: the code a test runs exactly as the docs show it."""
+    """The first Python block under `heading` of a page under docs/: the code a test runs exactly as the docs show it."""
     section = (REPO / "docs" / page).read_text().split(heading + "\n", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 

@@ -2,7 +2,8 @@
 manual (a line budget, no dates, years of the project's history or commit hashes), every script a
 page names exists, and every code block that claims to run does run (`<!-- runs: quick -->`) or
 names the test that runs it (`<!-- runs: tests/FILE.py::TEST -->`); the rest are illustrative
-(docs/development.md, "Documentation checks")."""
+(docs/development.md, "Documentation checks"). The code points into the docs too: every README
+section or docs path that a source file names exists, and so does every file a docs table names."""
 from __future__ import annotations
 
 import os
@@ -31,6 +32,13 @@ SCRIPT_PATH = re.compile(r"\bscripts/[\w/]+\.(?:py|sh|txt)\b")
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 MACHINES = re.compile(r"\b(EPYC|Xeon|H100|H200)\b")
+#: A pointer from the code into the docs: README or docs/PATH, an optional #anchor, and an optional
+#: section name in quotes after it: `docs/gpu.md#defaults`, `(README, "Tests")`, `docs/lhotse.md, 'Shar'`.
+POINTER = re.compile(r"\b(README(?:\.md)?|docs/[\w./-]*[\w/])(?:#([\w-]+))?(?:(?:,| \(|:) ?[\"']([^\"'\n]{2,60})[\"'])?")
+SOURCE_SUFFIXES = {".py", ".yaml", ".sh", ".toml"}
+SOURCE_NAMES = {"Makefile", "Dockerfile"}
+#: A file named in a docs table cell, in backticks: `batching/planner.py`, `table2.sh`.
+TABLE_FILE = re.compile(r"`([\w./-]+\.(?:py|md|sh|yaml|txt|json|png|tsv|toml))`")
 
 
 @dataclass(frozen=True)
@@ -202,3 +210,78 @@ def test_quick_blocks_run(block):
 
 def test_there_are_quick_blocks_and_the_readme_has_one():
     assert any(b.page == README for b in quick_blocks())
+
+
+def source_files() -> list[Path]:
+    """The kinds of source that may point into the docs; not this file, whose check's examples are stale on
+    purpose, nor the top-level folders of environments and outputs."""
+    skip = {".venv", ".git", "runs", "corpora", ".cache", "wheelhouse", ".gpu", ".hypothesis", ".pytest_cache"}
+    return sorted(p for p in REPO.rglob("*") if p.is_file() and p.relative_to(REPO).parts[0] not in skip
+                  and (p.suffix in SOURCE_SUFFIXES or p.name in SOURCE_NAMES) and p != Path(__file__).resolve())
+
+
+def names_a_heading(page: Path, section: str) -> bool:
+    """Whether `section` names a heading of `page`: its anchor, or the first words of one."""
+    wanted = slug(section)
+    return any(anchor == wanted or anchor.startswith(wanted + "-") for anchor in anchors(page))
+
+
+def stale_pointers(path: Path) -> list[str]:
+    """Each README section or docs path that `path` names and that does not exist. Line breaks and the
+    comment marks of a wrapped comment are read as one space, so a name split over two lines counts."""
+    text = re.sub(r"\s*\n\s*(?:#+\s*)?", " ", path.read_text(encoding="utf-8"))
+    stale = []
+    for target, anchor, section in POINTER.findall(text):
+        page = REPO / ("README.md" if target.startswith("README") else target)
+        where = f"{path.relative_to(REPO)}: {target}{'#' + anchor if anchor else ''}{f' {section!r}' if section else ''}"
+        if not page.exists():
+            stale.append(f"{where} (no such file)")
+        elif page.suffix == ".md" and anchor and anchor not in anchors(page):
+            stale.append(f"{where} (no heading #{anchor} in {page.name})")
+        elif page.suffix == ".md" and section and not names_a_heading(page, section):
+            stale.append(f"{where} (no heading {section!r} in {page.name})")
+    return stale
+
+
+def test_every_docs_pointer_in_the_code_resolves():
+    stale = [line for path in source_files() for line in stale_pointers(path)]
+    assert not stale, "the code points at docs that are not there:\n" + "\n".join(stale)
+
+
+def test_the_pointer_check_finds_stale_pointers(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Title\n\n## The settings that matter\n")
+    (tmp_path / "docs" / "gpu.md").write_text("# GPU\n\n## Defaults\n\n## Shar: `SharCutSampler`\n")
+    code = tmp_path / "code.py"
+    code.write_text('"""(README, "The settings\n    that matter") docs/gpu.md#defaults (docs/gpu.md, \'Shar\')\n'
+                    '(README, "Settings") docs/gpu.md#nope docs/gone.md"""\n# see docs/gpu.md, "Gone\n# away"\n')
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "REPO", tmp_path)
+        found = stale_pointers(code)
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "README 'Settings' (no heading 'Settings' in README.md)",
+        "docs/gpu.md#nope (no heading #nope in gpu.md)",
+        "docs/gone.md (no such file)",
+        "docs/gpu.md 'Gone away' (no heading 'Gone away' in gpu.md)",
+    ]
+
+
+def missing_table_files(page: Path, everywhere: set[str]) -> list[str]:
+    """Files named in `page`'s table rows that exist neither from the checkout's root nor from the page's
+    folder; a bare file name counts when a file of that name is anywhere in the checkout."""
+    missing = []
+    for number, line in enumerate(split_page(page)[0], 1):
+        if not line.lstrip().startswith("|"):
+            continue
+        for name in TABLE_FILE.findall(line):
+            found = (REPO / name).exists() or (page.parent / name).exists() or ("/" not in name and name in everywhere)
+            if not found:
+                missing.append(f"{page.relative_to(REPO)}:{number}: {name}")
+    return missing
+
+
+def test_every_file_a_docs_table_names_exists():
+    everywhere = {p.name for p in source_files()} | {p.name for p in REPO.rglob("*.md")} | {
+        p.name for p in (REPO / "docs").rglob("*")}
+    missing = [line for page in PAGES for line in missing_table_files(page, everywhere)]
+    assert not missing, "docs tables name files that are not there:\n" + "\n".join(missing)

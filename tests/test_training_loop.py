@@ -135,7 +135,7 @@ def host_marked_batches(device_batches, syncs_mode: DeviceSyncs, loader, device)
         yield batch
 
 
-# The plain loop runs in the quick lane, the other four in `make test` only (README, "Tests").
+# The plain loop runs in the quick lane, the other four in `make test` only (docs/development.md, "Lanes").
 SLOW = pytest.mark.slow
 
 

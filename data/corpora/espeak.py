@@ -10,11 +10,12 @@ transcript, which the dataset cleans again.
 Speaking rate. At DEFAULT_RATE_WPM the frame counts follow LJSpeech's over all its transcripts;
 eSpeak keeps one pace where LJSpeech's clips stop at 10 s, so its longest utterances are longer
 than LJSpeech's. Its leading and trailing silence is already about LJSpeech's, so nothing is
-trimmed or added. The measurements behind both choices are in the README ("Data pipeline", the
-spoken corpus). Every frame count in the filelists depends on the text alone, whatever the worker
+trimmed or added. The measurements behind both choices are in docs/results.md ("The eSpeak corpus"), and
+docs/data.md describes the corpus. Every frame count in the filelists depends on the text alone, whatever the worker
 count; WAVs are not byte-identical between runs (the engine's wave phase).
 
-Generation runs on all cores, one engine per worker (README: how long a corpus takes, how much disk).
+Generation runs on all cores, one engine per worker (docs/data.md, "The eSpeak corpus": how long a corpus
+takes, how much disk).
 
 Files under out_dir: wavs/<id>.wav (the id of metadata.csv / lengths.tsv, `lineNNNNN` for a
 sentence file), train.txt and val.txt (`wavs/<id>.wav|transcript|frames`), synthesis.json (the
