@@ -51,6 +51,11 @@ class Tacotron2Config:
     # Teacher-forced decoder of model/fast_decoder.py: same parameters and results, deferred
     # recurrent weight gradients (a training speed switch; inference is the same either way).
     fast_decoder: bool = False
+    # Keep only each decoder step's attention inputs and recompute its energy chain in the backward
+    # (model/attention.py): about 58 % less activation memory per utterance-frame at LJSpeech's text
+    # lengths, for one more energy chain per step; the same outputs and gradients. Memory, not speed:
+    # off until a GPU has measured what it costs and how much larger a batch it lets fit.
+    recompute_attention: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -68,7 +68,7 @@ class Decoder(nn.Module):
         self.attention_rnn = nn.LSTMCell(cfg.prenet_dim + memory_dim, cfg.attention_rnn_dim)
         self.attention = LocationSensitiveAttention(
             cfg.attention_rnn_dim, memory_dim, cfg.attention_dim,
-            cfg.attention_location_n_filters, cfg.attention_location_kernel_size)
+            cfg.attention_location_n_filters, cfg.attention_location_kernel_size, cfg.recompute_attention)
         self.decoder_rnn = nn.LSTMCell(cfg.attention_rnn_dim + memory_dim, cfg.decoder_rnn_dim)
         self.projection = linear(cfg.decoder_rnn_dim + memory_dim, cfg.n_mel_channels * self.r)
         self.gate_layer = linear(cfg.decoder_rnn_dim + memory_dim, self.r, gain="sigmoid")

@@ -33,6 +33,7 @@ import contextlib
 import copy
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -224,12 +225,12 @@ def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = tor
     """Bytes a captured shape needs, estimated by running its loop on the meta device (no memory,
     no arithmetic): `static`, its buffers (inputs, outputs, output and input gradients, parameter
     gradients), held for the whole run; `activations`, what autograd keeps from its forward to its
-    backward (shared by all shapes through the pool: the largest shape's counts). An upper bound:
-    a tensor that two autograd nodes save counts twice."""
+    backward (shared by all shapes through the pool: the largest shape's counts). Each storage
+    counts once, however many nodes save it (every step's attention saves the same memory)."""
     meta = copy.deepcopy(decoder).to(device="meta", dtype=dtype)
     loop = StaticLoop(meta, shape, probe(meta, shape))
-    saved: List[int] = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(_nbytes(t)) or t, lambda t: t):
+    saved: Dict[int, int] = {}
+    with torch.autograd.graph.saved_tensors_hooks(partial(_note_storage, saved), lambda t: t):
         outputs = loop._loop()
     steps, rows = shape.frames // decoder.r, shape.rows
     # the StepProjections' input rows, which their autograd nodes keep as attributes (not saved tensors)
@@ -239,7 +240,14 @@ def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = tor
     inputs = sum(_nbytes(x) for x in loop.inputs)
     grad_inputs = sum(_nbytes(x) for x, grad in zip(loop.inputs, NEEDS_GRAD) if grad)
     static = inputs + 2 * sum(_nbytes(o) for o in outputs) + grad_inputs + sum(_nbytes(p) for p in loop.params)
-    return {"static": static, "activations": sum(saved) + rows_bytes}
+    return {"static": static, "activations": sum(saved.values()) + rows_bytes}
+
+
+def _note_storage(saved: Dict[int, int], tensor: torch.Tensor) -> torch.Tensor:
+    """A saved-tensors pack hook: notes the tensor's storage (by identity: meta tensors have no address)."""
+    storage = tensor.untyped_storage()
+    saved[storage._cdata] = storage.nbytes()
+    return tensor
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -89,7 +89,8 @@ def test_the_memory_estimate_of_the_full_model_at_the_papers_capacity():
     """LJSpeech's longest shape at B0 = 16 (832 frames, 192 symbols), the full model in fp32,
     measured on the meta device: the static buffers hold the shape's inputs, outputs and
     gradients; the activations are what autograd keeps for backward, at least the attention's
-    tanh [16, 192, 128] of every step."""
+    tanh [16, 192, 128] of every step, and the encoder memory that every step's attention saves
+    counted once (2.9 GiB; it was 9.6 GiB when counted per step)."""
     model = Tacotron2(dataclasses.replace(tiny_config(), n_symbols=148, symbols_embedding_dim=512,
                                           encoder_embedding_dim=512, attention_rnn_dim=1024,
                                           decoder_rnn_dim=1024, prenet_dim=256, attention_dim=128,
@@ -100,4 +101,4 @@ def test_the_memory_estimate_of_the_full_model_at_the_papers_capacity():
     outputs = 4 * 16 * 832 * (80 + 1 + 192)  # mel, gate, alignments in fp32
     assert memory["static"] > 2 * outputs
     assert memory["activations"] > 832 * 16 * 192 * 128 * 4
-    assert memory["activations"] < 16 * 2**30
+    assert memory["activations"] < 4 * 2**30

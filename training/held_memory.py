@@ -1,0 +1,22 @@
+"""Memory a piece of work leaves allocated on the CPU: what a forward keeps for its backward.
+
+A GPU run's peak memory is mostly the activations the forward saves for the backward. On the CPU
+torch keeps no allocator statistics, but its profiler records every allocation and free with
+`profile_memory=True`; their sum over a forward is the memory still held when it returns (saved
+activations, the outputs, per-batch copies), the same tensors a GPU would hold, so a saving of
+activation memory can be measured and tested without a GPU. Only tensor memory counts, not the
+Python objects around it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torch.profiler import ProfilerActivity, profile
+
+
+def held_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
+    """(work(), bytes that work allocated on the CPU and had not freed when it returned)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = work()
+    return result, sum(event.self_cpu_memory_usage for event in prof.events())
