@@ -13,6 +13,7 @@ from model.config import ModelConfigError
 from model.decoder import Decoder
 from model.fast_decoder import FastDecoder
 from tests.kit import N_SYMBOLS, make_batch, packed_batch, relative_error, tiny_config
+from training.op_count import count_ops
 
 # (row, text length, mel length) of a packed batch: odd lengths, an utterance of one frame
 BLOCKS = [(0, 4, 7), (0, 2, 1), (0, 3, 6), (1, 6, 11), (1, 5, 5), (2, 3, 9)]
@@ -170,3 +171,33 @@ def test_bf16_autocast_weight_gradients_stay_within_one_percent_of_fp32():
         print(f"{name}: fast {100 * error:.2f} %, reference {100 * plain_error:.2f} %, "
               f"reference without the cast cache {100 * uncached_error:.2f} %")
         assert error < 0.01 and uncached_error < 0.01, name
+
+
+#: ATen compute operations per decoder step (forward, backward) of each loop on the CPU: an eager
+#: GPU step launches about one kernel per operation. On CUDA the fast loop's two LSTM cell updates
+#: are one fused kernel each forward and backward, about 16 and 24 fewer (docs/results.md, "Ops per
+#: decoder step"). A change that moves these must update them here, on purpose.
+OPS_PER_STEP = {"plain": (41, 80), "fast": (41, 59), "fast+recompute": (41, 68), "plain+recompute": (41, 89)}
+
+
+def ops_per_step(decoder: Decoder, steps: tuple[int, int] = (4, 8)) -> tuple[float, float]:
+    """The compute operations of every further decoder step, forward and backward (a train-mode loop
+    over random memory and mels; the per-batch work cancels out in the difference)."""
+    memory = torch.randn(3, 7, decoder.attention.memory_layer.in_features, requires_grad=True)
+    counts = []
+    for n in steps:
+        mel = torch.randn(3, decoder.n_mels, n * decoder.r)
+        torch.manual_seed(0)
+        out, forward = count_ops(decoder, memory, torch.zeros(3, 7), mel)
+        _, backward = count_ops(sum(o.sum() for o in out).backward)
+        counts.append((forward.compute, backward.compute))
+    return tuple((long - short) / (steps[1] - steps[0]) for short, long in zip(*counts))
+
+
+@pytest.mark.parametrize("variant", list(OPS_PER_STEP))
+def test_the_operations_per_decoder_step_are_counted(variant):
+    overrides = {"plain": {}, **VARIANTS}[variant]
+    torch.manual_seed(0)
+    cfg = tiny_config(**overrides)
+    decoder = (FastDecoder if cfg.fast_decoder else Decoder)(cfg).train()
+    assert ops_per_step(decoder) == OPS_PER_STEP[variant]

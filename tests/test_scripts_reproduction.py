@@ -485,6 +485,14 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     assert re.fullmatch(r"fast/eager speed ratio: \d+\.\d\d", out.strip().splitlines()[-1])
 
 
+def test_bench_step_refuses_an_unknown_variant(capsys):
+    from scripts.bench.step import main
+
+    assert main(["--variants", "graphed,fused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --variants graphed,fused: unknown ['fused']"), err
+
+
 def test_equal_time_leaves_unfinished_runs_out_until_they_have_trained_that_long():
     from scripts.reproduction.make_tables import loss_within
 

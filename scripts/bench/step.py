@@ -11,7 +11,9 @@ random text ids and mels of exactly those lengths. Variants:
   table from the whole epoch's plan; model/shapes.py);
 * graphed: bucketed, each shape's loop on static buffers captured as a CUDA graph (model/graphs.py;
   on the CPU the same buffers run eagerly: a check of the path, not a speed);
-* bf16, graphed+bf16: fast and graphed under bf16 autocast (CUDA only).
+* bf16, graphed+bf16: fast and graphed under bf16 autocast (CUDA only);
+* graphed+recompute: graphed, recomputing the attention's energy chain in the backward
+  (model.recompute_attention: less activation memory, one more chain per step; CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
 gradient on the first batch against eager's, and the ATen operations that batch's forward and
@@ -28,6 +30,7 @@ operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
 
     python -m scripts.bench.step                        # CPU, full model, 1 thread, 4 batches
     python -m scripts.bench.step --device cuda --batches 16
+    python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute
 """
 from __future__ import annotations
 
@@ -56,8 +59,9 @@ GRAPH_BUCKET = 64
 GRAPHED = f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=true"
 VARIANTS = {"eager": "fast_decoder=false,graph_bucket=0", "fast": "fast_decoder=true,graph_bucket=0",
             "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=false", "graphed": GRAPHED,
-            "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16", "graphed+bf16": f"{GRAPHED},amp=bf16"}
-CUDA_ONLY = ("bf16", "graphed+bf16")
+            "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16", "graphed+bf16": f"{GRAPHED},amp=bf16",
+            "graphed+recompute": f"{GRAPHED},model.recompute_attention=true"}
+CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute")
 
 
 def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
@@ -167,11 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1)")
     parser.add_argument("--hparams", default="", help="extra train.py hparams for every variant")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated variants to run (default all; eager and fast always run, the "
+                             "reference and the ratio; the CUDA-only ones are left out on the CPU)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    variants = [v for v in VARIANTS if device.type == "cuda" or v not in CUDA_ONLY]
+    asked = {"eager", "fast", *args.variants.split(",")}
+    if asked - VARIANTS.keys():
+        print(f"error: --variants {args.variants}: unknown {sorted(asked - VARIANTS.keys())}; choose from "
+              f"{', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
+    variants = [v for v in VARIANTS if v in asked and (device.type == "cuda" or v not in CUDA_ONLY)]
     try:
         rows = measure(args, variants, device)
     except (UserError, FileNotFoundError) as err:
