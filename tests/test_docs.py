@@ -229,7 +229,7 @@ def names_a_heading(page: Path, section: str) -> bool:
 def stale_pointers(path: Path) -> list[str]:
     """Each README section or docs path that `path` names and that does not exist. Line breaks and the
     comment marks of a wrapped comment are read as one space, so a name split over two lines counts."""
-    text = re.sub(r"\s*\n\s*(?:#+\s*)?", " ", path.read_text(encoding="utf-8"))
+    text = re.sub(r"\s*\n\s*(?:#+:?\s*)?", " ", path.read_text(encoding="utf-8"))
     stale = []
     for target, anchor, section in POINTER.findall(text):
         page = REPO / ("README.md" if target.startswith("README") else target)
