@@ -37,7 +37,7 @@ def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str], capsys) -> t
 def test_gpu_check_trains_resumes_synthesises_and_runs_ddp_on_the_cpu(tmp_path, capsys):
     checks, _ = run_gpu_check(tmp_path / "report", "train", {"train-bf16", "train-fp16"}, capsys)
     assert {"train-bf16", "train-fp16"} <= {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
-    assert {"train-fp32", "train-resume", "synthesis", "ddp-one-process", "ddp-two-ranks"} <= set(checks)
+    assert {"train-fp32", "train-resume", "synthesis", "ddp-one-process", "ddp-two-ranks-graphed"} <= set(checks)
 
 
 def stub_part(part: str, setup) -> list:

@@ -10,7 +10,7 @@ Parts, in order:
   tests    tests/test_cuda.py (the CUDA tests; they skip without CUDA)
   train    the demo on the device in fp32, bf16 and fp16 (losses fall, none is NaN); a run stopped
            mid-epoch and resumed; synthesis from its checkpoint; DDP in one process (force_ddp: NCCL
-           on CUDA); two DDP ranks on the one device over gloo (CUDA tensors on a GPU)
+           on CUDA); two DDP ranks on the one device over gloo with the loop graphed (CUDA tensors on a GPU)
   bench    scripts/bench/step.py (eager, fast, bucketed, graphed, bf16, graphed+bf16) and
            scripts/bench/epoch.py on the paper's Table 3 strategies, eager and graphed, time-boxed
            (--max-batches timed batches per strategy spread over the epoch's cost)
@@ -42,6 +42,8 @@ REPO = Path(__file__).resolve().parents[2]
 PARTS = ("env", "tests", "train", "bench", "graphed")
 TINY_MODEL = "model_preset=micro"  # hparams.yaml's model_presets
 TABLE3 = "RAND,SB-BR,SSB-BR,SSB-DBS-BR"
+#: The demo's decoder loop at padded shapes replayed as CUDA graphs (the demo's r = 2 divides 16)
+GRAPHED_DEMO = "graph_bucket=16,cuda_graphs=true"
 #: bench.step's variants that the bench part times (graphed+recompute is left to a run of its own: one more
 #: capture of every shape would not fit the part's 10-minute call)
 BENCH_STEP_VARIANTS = "eager,fast,bucketed,graphed,bf16,graphed+bf16"
@@ -251,14 +253,18 @@ def ddp_one_check(setup: Setup) -> Check:
 
 
 def ddp_two_check(setup: Setup) -> Check:
-    """Two ranks on the one device over gloo (NCCL cannot put two ranks on one GPU)."""
-    name = "ddp-two-ranks"
+    """Two ranks on the one device over gloo (NCCL cannot put two ranks on one GPU), the decoder loop
+    replayed as CUDA graphs (on the CPU: its static buffers, eagerly): DDP's gradient hooks must see
+    the graphed backward's gradients, or the ranks' parameters part at the first step."""
+    name = "ddp-two-ranks-graphed"
     device = "cuda:0" if setup.cuda else "cpu"
-    hp = setup.demo(name, "epochs=1,dist_backend=gloo").replace(f"device={setup.device}", f"device={device}")
+    hp = setup.demo(name, f"epochs=1,dist_backend=gloo,{GRAPHED_DEMO}").replace(f"device={setup.device}",
+                                                                               f"device={device}")
     code, output, seconds = run_logged(setup, name, [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                                      "--nproc_per_node=2", "train.py", "--hparams", hp])
     ok = code == 0 and "parameters identical on all 2 ranks" in output
-    return Check("train", name, ok, seconds, f"exit {code}; 2 ranks on {device} over gloo", {}, tail(output))
+    return Check("train", name, ok, seconds, f"exit {code}; 2 ranks on {device} over gloo, graphed loop", {},
+                 tail(output))
 
 
 def bench_part(setup: Setup) -> list[Check]:
