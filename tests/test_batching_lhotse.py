@@ -262,6 +262,12 @@ def test_the_default_is_the_cost_key_calibrated_to_the_papers_ssb_logged_once_bu
     assert len(line) == 1 and f"lrf={config.lrf} " in line[0]
     paper = PlanCutSampler(cuts, BatchingConfig("ssb", dbs=True, br=True), max_duration=6.0).config
     assert (paper.ssb_key, paper.lrf, paper.target_zpr) == (None, 0.1, None)
+    asked = BatchingConfig("ssb", dbs=True, br=True, ssb_key="cost", target_pair_repeat=0.3)  # a target of one's own
+    for source in (cuts, (cut for cut in cuts)):  # planned whole, and a stream (on its first window)
+        sampler = PlanCutSampler(source, asked, max_duration=6.0)
+        assert sum(map(len, sampler)) == len(cuts)
+        record = sampler.calibration if isinstance(sampler, StreamCutSampler) else sampler._sampler.calibration
+        assert record["target"] == "target_pair_repeat=0.3" and record["lrf"] is not None
 
 
 def test_bucketing_knobs_are_accepted_and_logged_once(caplog):
