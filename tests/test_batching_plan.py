@@ -189,4 +189,5 @@ def test_a_calibration_target_is_refused_by_the_planner_until_resolve_width_reso
     resolved, record = resolve_width(lengths, asked)
     assert resolved.lrf == record["lrf"] != 0.1 and resolved.target_zpr == 6.62 and not resolved.pending_target
     assert batch_stats(lengths, plan_epoch(lengths, resolved))["zpr"] <= 6.62
-    assert BatchingConfig("ssb").lrf == 0.1 and BatchingConfig("ssb", target_pair_repeat=0.5).with_strategy("sb").lrf == 0.1
+    assert BatchingConfig("ssb").lrf == 0.1  # without a target, the paper's width
+    assert BatchingConfig("ssb", target_pair_repeat=0.5).with_strategy("sb").lrf == 0.1
