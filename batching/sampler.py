@@ -33,6 +33,12 @@ class PlanBatchSampler(Sampler[list]):
     """
 
     def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
+        """
+        :param lengths: each sample's length (frames, tokens: the unit of config's capacity); no default.
+        :param config: the BatchingConfig planning the epochs; a calibration target is resolved here, once.
+        :param rank: this rank, in [0, world_size); default 0.
+        :param world_size: the number of ranks sharing each epoch's plan; default 1.
+        """
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.lengths = as_lengths(lengths)
