@@ -29,13 +29,16 @@ class BatchingConfig:
     always shuffled).
     target_zpr / target_pair_repeat (ssb only, at most one): the width lrf is to be calibrated to
     this ZPR (%) or pair_repeat on the training lengths (batching.analysis.resolve_width, which
-    the samplers call once); lrf is then the resolved width. target_zpr="paper": the ZPR the
-    paper's SSB (the length key, lrf 0.1) plans on the same lengths.
+    the samplers and `python -m batching` call once); lrf is then the resolved width. Until then
+    lrf is None (`pending_target`) and the planner refuses the config; an lrf given with a target
+    is taken as its resolved width (as a sampler's state records it). Without a target lrf
+    defaults to 0.1, the paper's. target_zpr="paper": the ZPR the paper's SSB (the length key,
+    lrf 0.1) plans on the same lengths.
     """
 
     batching: str = "rand"
     batch_size: int = 16
-    lrf: float = 0.1
+    lrf: float | None = None
     bucket_size: int = 1024
     n_bins: int = 58
     dbs: bool = False
@@ -58,7 +61,10 @@ class BatchingConfig:
         for name in ("batch_size", "bucket_size", "n_bins"):
             _check_int(name, getattr(self, name), minimum=1)
         _check_int("seed", self.seed, minimum=0)
-        if isinstance(self.lrf, bool) or not isinstance(self.lrf, (int, float)) or not 0 <= self.lrf < float("inf"):
+        if self.lrf is None and self.target_zpr is None and self.target_pair_repeat is None:
+            object.__setattr__(self, "lrf", DEFAULT_LRF)  # no width to calibrate: the paper's
+        if self.lrf is not None and (isinstance(self.lrf, bool) or not isinstance(self.lrf, (int, float))
+                                     or not 0 <= self.lrf < float("inf")):
             _bad("lrf", self.lrf, "a finite number >= 0")
         for name in ("dbs", "br", "drop_last"):
             if not isinstance(getattr(self, name), bool):
@@ -137,6 +143,14 @@ class BatchingConfig:
         return dataclasses.replace(self, batching=batching, **(dropped | changes))
 
     @property
+    def pending_target(self) -> str | None:
+        """`target_zpr=...` (or target_pair_repeat) while it waits for its width (lrf None), which
+        batching.analysis.resolve_width calibrates on the lengths to plan; None when lrf is set."""
+        if self.lrf is not None:
+            return None
+        return next(f"{name}={getattr(self, name)}" for name in TARGETS if getattr(self, name) is not None)
+
+    @property
     def plans_blocks(self) -> bool:
         """Whether this strategy's plan is a block plan (its row's block_plan, strategies.py): the one
         home of the question. The sampler, the loader, the Lhotse sampler, the CLI and the recipe's
@@ -161,6 +175,8 @@ OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for na
 OPTIONAL_INTS = tuple(f.name for f in dataclasses.fields(BatchingConfig) if f.type == "int | None")
 _KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str, "float | None": float,
           "str | None": str, "float | str | None": float}
+#: SSB's noise width when neither lrf nor a target is given (the paper's).
+DEFAULT_LRF = 0.1
 #: The calibration targets and their (exclusive) upper bounds: ZPR in percent, pair_repeat a fraction.
 TARGETS = {"target_zpr": 100.0, "target_pair_repeat": 1.0}
 #: target_zpr's one word: the ZPR the paper's SSB (the length key, lrf 0.1) plans on the same lengths,

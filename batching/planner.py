@@ -29,6 +29,7 @@ import numpy as np
 
 from .bload import plan_bload
 from .config import BatchingConfig
+from .errors import UserError
 from .ordered import plan_ordered
 from .ordering import order_alternated, order_bucketed, order_random, order_semi_sorted, order_sorted
 from .plan import GlobalPlan, as_lengths
@@ -53,9 +54,16 @@ def strategy_of(config: BatchingConfig) -> Strategy:
 
 
 def plan_global(lengths, config: BatchingConfig, epoch: int = 0, world_size: int = 1) -> GlobalPlan:
-    """Plan an epoch for all ranks from a generator seeded with (seed, epoch): same inputs, same plan."""
+    """Plan an epoch for all ranks from a generator seeded with (seed, epoch): same inputs, same plan.
+    Every planning entry point passes here (plan_epoch, the samplers, python -m batching, train.py):
+    a calibration target still waiting for its width is refused here, the one home of that rule."""
     if world_size < 1:
         raise ValueError(f"world_size={world_size} must be >= 1")
+    if config.pending_target:
+        raise UserError(f"{config.pending_target} asks for SSB's width lrf to be calibrated on the lengths planned: "
+                        "resolve it first, config, _ = batching.analysis.resolve_width(lengths, config), and plan "
+                        "the config it returns (PlanBatchSampler, the Lhotse samplers and python -m batching do so "
+                        "themselves), or give lrf instead of the target")
     return PLANNERS[config.batching](as_lengths(lengths), config, epoch, world_size)
 
 

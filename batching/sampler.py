@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 from torch.utils.data import Sampler
 
-from .accelerate_shard import calling_shard
+from .accelerate_shard import refuse_unannounced_shard
 from .analysis import resolve_width
 from .config import BatchingConfig
 from .errors import UserError
@@ -33,6 +33,12 @@ class PlanBatchSampler(Sampler[list]):
     """
 
     def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
+        """
+        :param lengths: each sample's length (frames, tokens: the unit of config's capacity); no default.
+        :param config: the BatchingConfig planning the epochs; a calibration target is resolved here, once.
+        :param rank: this rank, in [0, world_size); default 0.
+        :param world_size: the number of ranks sharing each epoch's plan; default 1.
+        """
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.lengths = as_lengths(lengths)
@@ -98,9 +104,8 @@ class PlanBatchSampler(Sampler[list]):
         return self._items(self._current(), rank)[self._consumed * per_step:]
 
     def __iter__(self):
-        shard = calling_shard(self)
-        if shard:
-            self.adopt_shard(*shard)
+        if not self._all_ranks:
+            refuse_unannounced_shard(self)
         return self._iterate()
 
     def _iterate(self):
@@ -116,9 +121,6 @@ class PlanBatchSampler(Sampler[list]):
 
     def __len__(self) -> int:
         """Batches the next iteration yields: the whole epoch, or what is left after a resume."""
-        shard = calling_shard(self)
-        if shard:
-            self.adopt_shard(*shard)
         return len(self.remaining_batches())
 
     @property
@@ -138,11 +140,12 @@ class PlanBatchSampler(Sampler[list]):
         return self
 
     def adopt_shard(self, processes: int, index: int) -> None:
-        """Run under Accelerate's BatchSamplerShard (accelerator.prepare(loader)) of `processes`
-        processes, this being process `index`: yield every rank's batches, step-major, so that the
-        shard's every processes-th batch is exactly this rank's (equal steps, nothing dropped or
-        repeated). Built as this process's rank (or as rank 0 of 1, Accelerate's way, before any
-        state was loaded), it takes the shard's world; anything else is refused."""
+        """Run under Accelerate's BatchSamplerShard (accelerator.prepare(loader), announced by
+        batching.accelerate_shard.shard_aware) of `processes` processes, this being process `index`:
+        yield every rank's batches, step-major, so that the shard's every processes-th batch is exactly
+        this rank's (equal steps, nothing dropped or repeated). Built as this process's rank (or as
+        rank 0 of 1, Accelerate's way, before any state was loaded), it takes the shard's world;
+        anything else is refused."""
         if (self.world_size, self.rank) == (processes, index):
             self._all_ranks = True
             return

@@ -199,6 +199,21 @@ def test_one_reader_hands_on_the_frames_per_step():
     assert holders == {"Tacotron2Config", "BatchingConfig"}, f"configs holding n_frames_per_step: {holders}"
 
 
+def test_the_lhotse_samplers_write_their_batch_source_only():
+    """batching/lhotse/base.py owns Lhotse's protocol once (as Lhotse's CutSampler does): __next__, the
+    state envelope, pickling, filter and dataloading info; a sampler on it writes its source's hooks."""
+    protocol = {"__next__", "__iter__", "state_dict", "load_state_dict", "__getstate__", "filter"}
+    samplers = {}
+    for path in sorted((REPO / "batching" / "lhotse").glob("*.py")):
+        for cls in ast.walk(ast.parse(path.read_text())):
+            if isinstance(cls, ast.ClassDef) and {ast.unparse(b) for b in cls.bases} & {"CutSampler", "BaseCutSampler"}:
+                samplers[cls.name] = {f.name for f in functions(cls)} & protocol
+        calls = path.read_text().count("attach_dataloading_info(")
+        assert calls == (path.name == "base.py"), f"{relative(path)} attaches dataloading info {calls} times"
+    assert samplers == {"BaseCutSampler": protocol, "PlanCutSampler": set(), "StreamCutSampler": set(),
+                        "SharCutSampler": set()}, samplers
+
+
 def test_train_py_reads_as_a_short_recipe():
     assert len((REPO / "train.py").read_text().splitlines()) < 200
 

@@ -50,6 +50,16 @@ def test_stats_sweep_calibrate_plot(capsys, tmp_path):
     assert code == 0 and (tmp_path / "batches.png").stat().st_size > 0
 
 
+def test_stats_resolves_a_target_before_planning(capsys, tmp_path):
+    lengths = tmp_path / "list.txt"
+    lengths.write_text("".join(f"w{i}.wav|text|{20 + (i * 37) % 700}\n" for i in range(400)))
+    code, out, err = run(capsys, "stats", "--lengths", str(lengths), "--split", "1", "--json",
+                         "--hparams", "batching=ssb,dbs=true,ssb_key=cost,target_zpr=15")
+    stats = json.loads(out)
+    assert code == 0 and stats["zpr"] <= 15 and stats["config"]["lrf"] not in (None, 0.1)
+    assert f"lrf={stats['config']['lrf']} calibrated to target_zpr=15.0" in err
+
+
 def test_calibrate_finds_the_ssb_lrf_of_a_target_zpr_on_ljspeech(capsys, ljspeech_lengths_tsv):
     """Issue 22's acceptance: target 4 % gives an lrf whose ZPR (checked with `stats`) is within 0.5 points."""
     code, out, _ = run(capsys, "calibrate", "--lengths", str(ljspeech_lengths_tsv), "--target-zpr", "4",

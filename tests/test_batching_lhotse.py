@@ -23,11 +23,10 @@ from lhotse.dataset import K2SpeechRecognitionDataset, OnTheFlyFeatures  # noqa:
 from lhotse.features import Fbank  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
+from batching.accelerate_shard import shard_aware  # noqa: E402
 from batching.errors import UserError  # noqa: E402
-from batching.lhotse import PlanCutSampler  # noqa: E402
-from batching.lhotse_loader import cut_batch_loader  # noqa: E402
-from batching.lhotse_measure import Measure  # noqa: E402
-from batching.lhotse_stream import StreamCutSampler  # noqa: E402
+from batching.lhotse import PlanCutSampler, StreamCutSampler, cut_batch_loader  # noqa: E402
+from batching.lhotse.measure import Measure  # noqa: E402
 from tests.kit import REPO, RECIPES_IN_ONE_PROCESS, docs_recipe, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
@@ -263,6 +262,12 @@ def test_the_default_is_the_cost_key_calibrated_to_the_papers_ssb_logged_once_bu
     assert len(line) == 1 and f"lrf={config.lrf} " in line[0]
     paper = PlanCutSampler(cuts, BatchingConfig("ssb", dbs=True, br=True), max_duration=6.0).config
     assert (paper.ssb_key, paper.lrf, paper.target_zpr) == (None, 0.1, None)
+    asked = BatchingConfig("ssb", dbs=True, br=True, ssb_key="cost", target_pair_repeat=0.3)  # a target of one's own
+    for source in (cuts, (cut for cut in cuts)):  # planned whole, and a stream (on its first window)
+        sampler = PlanCutSampler(source, asked, max_duration=6.0)
+        assert sum(map(len, sampler)) == len(cuts)
+        record = sampler.calibration if isinstance(sampler, StreamCutSampler) else sampler._sampler.calibration
+        assert record["target"] == "target_pair_repeat=0.3" and record["lrf"] is not None
 
 
 def test_bucketing_knobs_are_accepted_and_logged_once(caplog):
@@ -458,10 +463,10 @@ def test_lhotse_constraints_map_where_honest_and_are_refused_with_one_error_wher
 
 
 def prepared_cut_loader(sampler, process: int, dataset=None):
-    """What accelerator.prepare does on process `process` of 2 to a cut_batch_loader."""
+    """What accelerator.prepare does on process `process` of 2 to a cut_batch_loader, passed to shard_aware."""
     from accelerate.data_loader import prepare_data_loader
-    return prepare_data_loader(cut_batch_loader(dataset or CutIds(), sampler), num_processes=2,
-                               process_index=process, put_on_device=False)
+    return shard_aware(prepare_data_loader(cut_batch_loader(dataset or CutIds(), sampler), num_processes=2,
+                                           process_index=process, put_on_device=False))
 
 
 @pytest.mark.parametrize("built_as", ["the process's rank", "rank 0 of 1"])
@@ -485,7 +490,15 @@ def test_under_accelerate_each_cut_is_trained_once_on_equal_steps_with_a_new_pla
         epochs.append(ranks)
     assert epochs[0] != epochs[1]
     with pytest.raises(UserError, match="rank=accelerator.process_index, world_size=accelerator.num_processes"):
-        list(prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, rank=1, world_size=3), 1))
+        prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, rank=1, world_size=3), 1)
+    with pytest.raises(UserError, match="yields only its rank's batches"):
+        prepared_cut_loader(PlanCutSampler(cuts.repeat(), max_duration=3.0, rank=0, world_size=2), 0)
+    from accelerate.data_loader import prepare_data_loader
+    unannounced = prepare_data_loader(cut_batch_loader(CutIds(), PlanCutSampler(cuts, max_duration=3.0, rank=0,
+                                                                                 world_size=2)),
+                                      num_processes=2, process_index=0, put_on_device=False)
+    with pytest.raises(UserError, match="shard_aware"):
+        next(iter(unannounced))
 
 
 def recipe_rows(stdout: str, key: str) -> dict[int, list[tuple[int, list]]]:

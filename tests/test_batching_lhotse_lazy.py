@@ -1,4 +1,4 @@
-"""PlanCutSampler on lazy JSONL manifests (batching/lhotse_manifest.py): indexed in 16 bytes a cut,
+"""PlanCutSampler on lazy JSONL manifests (batching/lhotse/manifest.py): indexed in 16 bytes a cut,
 cuts read again by seeking, the sampler's contract kept, the cache healed when the manifest changes;
 and the lazy-manifest benchmark's generator (scripts/bench/lhotse.py)."""
 import gzip
@@ -20,7 +20,7 @@ from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.errors import UserError  # noqa: E402
 from batching.lhotse import PlanCutSampler  # noqa: E402
-from batching.lhotse_manifest import IndexedManifest, default_cache, indexed_manifest, line_duration  # noqa: E402
+from batching.lhotse.manifest import IndexedManifest, default_cache, indexed_manifest, line_duration  # noqa: E402
 from scripts.bench.lhotse import LINE  # noqa: E402
 from tests.kit import run_command  # noqa: E402
 

@@ -1,7 +1,7 @@
-"""batching.lhotse_shar.SharCutSampler: a Shar directory (written with Lhotse's own writer, with and
+"""batching.lhotse.SharCutSampler: a Shar directory (written with Lhotse's own writer, with and
 without audio) streamed in shard order shuffled per epoch, with the sampler's contract: every rank
-the same steps, never over the budget, every cut once an epoch, and a mid-epoch resume that goes on
-where it stopped without opening the shards before it."""
+the same steps, never over the budget, every cut once an epoch (of those that pass its filter), and
+a mid-epoch resume that goes on where it stopped without opening the shards before it."""
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.errors import UserError  # noqa: E402
 from batching.lhotse import PlanCutSampler  # noqa: E402
-from batching.lhotse_shar import SharCutSampler  # noqa: E402
+from batching.lhotse import SharCutSampler  # noqa: E402
 
 DURATIONS = np.random.default_rng(3).uniform(0.3, 3.0, 64).round(2)
 
@@ -89,6 +89,30 @@ def test_the_shard_order_changes_with_the_epoch_and_a_resume_skips_the_shards_do
     assert rest == epochs[1][state["consumed"]:] and len(opened) == 8 - state["shard"]
 
 
+def test_filter_and_map_apply_to_the_batches_read_from_the_shards(tmp_path):
+    """40 cuts of 0.5-2.5 s, filter(duration < 1.0): only the cuts that pass come out, on every rank in
+    equal steps, the others counted as discarded; a resume of the filtered epoch goes on; map applies."""
+    durations = np.random.default_rng(5).uniform(0.5, 2.5, 40).round(2)
+    eager = write_shar(tmp_path, durations, shard_size=6)
+    short = sorted(cut.id for cut in eager if cut.duration < 1.0)
+    assert 0 < len(short) < 40
+    samplers = [SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=3.0, world_size=2, rank=r)
+                .filter(lambda cut: cut.duration < 1.0) for r in range(2)]
+    ranks = [ids(sampler) for sampler in samplers]
+    assert sorted(i for r in ranks for b in r for i in b) == short
+    assert len(ranks[0]) == len(ranks[1]) == len(samplers[0])
+    read = sum(len(r) for r in samplers[0].lengths)
+    assert f"cuts kept {sum(map(len, ranks[0]))}/" in samplers[0].get_report() and read == len(short)
+    first = samplers[1]
+    iterator = iter(first)
+    done = ids([next(iterator)])
+    resumed = SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=3.0, world_size=2, rank=1)
+    resumed.filter(lambda cut: cut.duration < 1.0).load_state_dict(first.state_dict())
+    assert done + ids(resumed) == ranks[1]
+    mapped = SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=3.0).map(lambda cuts: cuts.subset(first=1))
+    assert all(len(batch) == 1 for batch in mapped) and len(list(mapped)) == len(mapped)
+
+
 def test_cuts_keep_their_audio_and_mistakes_are_one_error(tmp_path):
     rng = np.random.default_rng(0)
     cuts = []
@@ -109,6 +133,8 @@ def test_cuts_keep_their_audio_and_mistakes_are_one_error(tmp_path):
         SharCutSampler(CutSet.from_shar(in_dir=tmp_path / "shar"), max_duration=0.5)
     with pytest.raises(UserError, match="not saved by SharCutSampler"):
         sampler.load_state_dict(PlanCutSampler(CutSet.from_cuts(cuts), max_duration=3.0).state_dict())
+    with pytest.raises(UserError, match="SharCutSampler state is damaged"):
+        sampler.load_state_dict({k: v for k, v in sampler.state_dict().items() if k != "consumed"})
     with pytest.raises(UserError, match="CutSet.from_shar"):
         SharCutSampler(CutSet.from_cuts(cuts), max_duration=3.0)
     with pytest.raises(UserError, match="cut_map_fns"):

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batching import STRATEGIES, BatchingConfig, plan_digest, plan_epoch, plan_global
+from batching import STRATEGIES, BatchingConfig, batch_stats, plan_digest, plan_epoch, plan_global
+from batching.analysis import resolve_width
+from batching.errors import UserError
 from batching.strategies import KEYS
 from tests.kit import AWKWARD
 
@@ -173,3 +175,19 @@ def test_lengths_are_validated():
     with pytest.raises(ValueError, match="sample 1 has length 0"):
         plan_epoch(np.array([3, 0]), BatchingConfig())
     assert plan_epoch(np.zeros(0, np.int64), BatchingConfig()) == []
+
+
+def test_a_calibration_target_is_refused_by_the_planner_until_resolve_width_resolves_it():
+    """plan_epoch (and plan_global, where every entry point meets) never plans a target at a width it
+    was not calibrated to: the config from_dict gives waits for its lrf, and resolve_width's is planned."""
+    lengths = np.random.default_rng(0).integers(50, 800, 2000)
+    asked = BatchingConfig.from_dict({"batching": "ssb", "dbs": True, "ssb_key": "cost", "target_zpr": "6.62"})
+    assert asked.lrf is None and asked.pending_target == "target_zpr=6.62"
+    for plan in (lambda c: plan_epoch(lengths, c), lambda c: plan_global(lengths, c, 0, 2)):
+        with pytest.raises(UserError, match=r"target_zpr=6.62 .* batching\.analysis\.resolve_width"):
+            plan(asked)
+    resolved, record = resolve_width(lengths, asked)
+    assert resolved.lrf == record["lrf"] != 0.1 and resolved.target_zpr == 6.62 and not resolved.pending_target
+    assert batch_stats(lengths, plan_epoch(lengths, resolved))["zpr"] <= 6.62
+    assert BatchingConfig("ssb").lrf == 0.1  # without a target, the paper's width
+    assert BatchingConfig("ssb", target_pair_repeat=0.5).with_strategy("sb").lrf == 0.1

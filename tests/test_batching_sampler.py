@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batching import BatchingConfig, plan_epoch
+from batching import BatchingConfig, batch_stats, plan_epoch
 
 torch = pytest.importorskip("torch")
 from batching.sampler import PlanBatchSampler  # noqa: E402
@@ -147,3 +147,11 @@ def test_torchdata_stateful_dataloader_resumes_exactly(workers):
     resumed = loader()
     resumed.load_state_dict(state)
     assert taken + [b.tolist() for b in resumed] == whole
+
+
+def test_a_calibration_target_is_resolved_when_the_sampler_is_built():
+    from batching.analysis import resolve_width
+    asked = BatchingConfig("ssb", dbs=True, ssb_key="cost", target_zpr=15)
+    sampler = PlanBatchSampler(LENGTHS, asked)
+    assert sampler.config == resolve_width(LENGTHS, asked)[0] and sampler.calibration["lrf"] == sampler.config.lrf
+    assert batch_stats(LENGTHS, list(map(np.array, sampler)))["zpr"] <= 15

@@ -121,6 +121,7 @@ def test_wheel_ships_batching_with_numpy_and_numba_only(wheel):
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("dist-info/entry_points.txt"))
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"batching"}
     assert "batching/sampler.py" in names and "batching/cli.py" in names
+    assert {"batching/lhotse/__init__.py", "batching/lhotse/base.py"} <= set(names)  # the subpackage ships
     assert "[console_scripts]\nbatching = batching.cli:main" in entry_points
     reqs = requires(wheel)
     assert {r.name for r in reqs if r.marker is None} == {"numpy", "numba"}

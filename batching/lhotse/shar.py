@@ -14,6 +14,9 @@ it has as many (a rank with fewer cuts than that then repeats its stream's last 
 renamed `<id>_dup<k>` as Lhotse does). Then the rank reads its shards in order, holding a cut from its arrival until its
 batch is yielded (at most what the buckets hold), and yields the batches in the bucketer's order.
 
+`filter(predicate)` is applied where the epoch is simulated: the shards' cuts files are read once
+more, and only the cuts that pass are planned and read (the others are counted as discarded).
+
 state_dict() records the epoch and the batches this rank has yielded, with the shard (in the epoch's
 order) and the cut where reading resumes; load_state_dict() continues there: the shards before it
 are not opened again. A resume needs the same world size and the same shards.
@@ -26,27 +29,38 @@ from typing import Iterator
 
 import numpy as np
 from lhotse import CutSet
-from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
 from lhotse.shar.readers.lazy import LazySharIterator
 
-from .errors import UserError
-from .lhotse import occurrences
-from .lhotse_manifest import line_duration
-from .sharding import halve_largest
-from .stream import bucket_ids, stream_cuts
-
-STATE_KIND = "batching.lhotse_shar.SharCutSampler"
+from ..errors import UserError
+from ..sharding import halve_largest
+from ..stream import bucket_ids, stream_cuts
+from .base import BaseCutSampler, Drawn, occurrences
+from .manifest import line_duration
 
 
-class SharCutSampler(CutSampler):
+class SharCutSampler(BaseCutSampler):
     """Yields this rank's batches (CutSets) of a CutSet read from Shar (CutSet.from_shar; its own
     shuffle_shards and split_for_dataloading are not used: the sampler orders and deals the shards) for the
-    current epoch. max_duration: the budget in seconds, padding included (a batch's cut count x
-    its longest cut). bucket_interval: the bucketer's bucket width in seconds. seed: the shard
-    order's (with the epoch). rank / world_size: as Lhotse's. Call set_epoch(e) before each epoch."""
+    current epoch. `filter(predicate)` reads the shards' cuts files once more and keeps, from the next
+    pass on, the cuts whose manifest entry (no audio or features loaded) passes; `map(fn)` applies to
+    each batch. Call set_epoch(e) before each epoch."""
+
+    STATE_KIND = "batching.lhotse_shar.SharCutSampler"  # the module it was first saved from: states stay loadable
+    NAME = "SharCutSampler"
 
     def __init__(self, cuts: CutSet, max_duration: float, bucket_interval: float = 0.5, seed: int = 0,
                  world_size: int | None = None, rank: int | None = None, frame_shift: float = 0.01) -> None:
+        """
+        :param cuts: a CutSet made by CutSet.from_shar, with nothing over it (no cut_map_fns or slice_length).
+        :param max_duration: the budget in seconds a batch, padding included (its cut count x its longest cut);
+            no default. A cut over it is one error.
+        :param bucket_interval: the stream bucketer's bucket width in seconds; default 0.5.
+        :param seed: the seed of the shard order (shuffled from (seed, epoch)); default 0.
+        :param world_size: the number of ranks (each needs a shard); default None (WORLD_SIZE, else
+            torch.distributed, else 1).
+        :param rank: this rank; default None (RANK, else torch.distributed, else 0).
+        :param frame_shift: seconds a planning frame; default 0.01.
+        """
         super().__init__(world_size=world_size, rank=rank, seed=seed)
         if not (max_duration > 0 and bucket_interval > 0 and frame_shift > 0):
             raise UserError(f"max_duration={max_duration}, bucket_interval={bucket_interval} and "
@@ -58,9 +72,17 @@ class SharCutSampler(CutSampler):
         self.capacity = int(max_duration / frame_shift + 1e-9)
         self.interval = max(1, round(bucket_interval / frame_shift))
         self.max_duration, self.frame_shift = max_duration, frame_shift
-        self.lengths = [shard_lengths(Path(shard["cuts"]), frame_shift, self.capacity) for shard in self.shards]
+        self._all_lengths = [shard_lengths(Path(shard["cuts"]), frame_shift, self.capacity) for shard in self.shards]
+        self.lengths = self._all_lengths  # of the cuts that pass the filter, per shard
+        self._passes: list[np.ndarray | None] = [None] * len(self.shards)  # per shard: which pass (None: all)
         self._yielded = 0  # batches of this epoch this rank has yielded
-        self._batches = None
+
+    def _refilter(self) -> None:
+        """Which cuts of each shard pass the filter, read off its cuts file (the cuts without their fields)."""
+        self._passes = [self._passing(list(CutSet.from_jsonl_lazy(shard["cuts"]))) for shard in self.shards]
+        self._passes = [None if passes.all() else passes for passes in self._passes]
+        self.lengths = [lengths if passes is None else lengths[passes]
+                        for lengths, passes in zip(self._all_lengths, self._passes)]
 
     def dealt_shards(self) -> list[np.ndarray]:
         """Each rank's shards in this epoch, in reading order: the order shuffled from (seed, epoch), dealt round-robin."""
@@ -88,29 +110,16 @@ class SharCutSampler(CutSampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Lhotse's: right after load_state_dict of a state saved in `epoch`, the state is kept."""
-        self._batches = None  # a running pass ends
+        self._pass = None  # a running pass ends
         super().set_epoch(epoch)
 
-    def __iter__(self) -> "SharCutSampler":
+    def _start_pass(self) -> Iterator[Drawn]:
         if not self._just_restored_state:
             self._yielded = 0
             self.diagnostics.reset_current_epoch()
-        self._batches = self._read(*self.epoch_plan())
-        return self
+        return self._read(*self.epoch_plan())
 
-    def __next__(self) -> CutSet:
-        if self._batches is None:
-            iter(self)
-        cuts = CutSet.from_cuts(next(self._batches))
-        self.allow_iter_to_reset_state()
-        self._yielded += 1
-        self._log_diagnostics(cuts)
-        attach_dataloading_info(cuts, rank=self.rank, world_size=self.world_size)
-        for transform in self._transforms:
-            cuts = transform(cuts)
-        return cuts
-
-    def _read(self, shards: np.ndarray, positions: np.ndarray, cuts: np.ndarray) -> Iterator[list]:
+    def _read(self, shards: np.ndarray, positions: np.ndarray, cuts: np.ndarray) -> Iterator[Drawn]:
         """The batches after the first self._yielded, reading the shards in order and holding a
         cut only until its batch is yielded; shards none of whose cuts are needed are not opened."""
         bounds = list(zip(cuts[self._yielded:-1].tolist(), cuts[self._yielded + 1:].tolist()))
@@ -118,60 +127,72 @@ class SharCutSampler(CutSampler):
             return
         starts = np.cumsum([0] + [self.lengths[s].size for s in shards])
         uses = np.bincount(positions[bounds[0][0]:], minlength=starts[-1])  # a cut is held until its last use
-        repeated = occurrences(positions) if positions.size > starts[-1] else np.zeros(positions.size, np.int64)
+        repeated = occurrences(positions) if positions.size > starts[-1] else None
         ready = np.maximum.accumulate([positions[a:b].max() for a, b in bounds])  # read up to here: yield the batch
         held, k = {}, 0
         for number, shard in enumerate(shards):
             if not uses[starts[number]:starts[number + 1]].any():
                 continue
-            for position, cut in enumerate(_shard_cuts(self.shards[shard]), starts[number]):
+            for position, cut in enumerate(self._passing_cuts(shard), starts[number]):
                 if uses[position]:
                     held[position] = cut
                 while k < len(bounds) and ready[k] <= position:
-                    yield [_take(held, uses, int(positions[i]), int(repeated[i])) for i in range(*bounds[k])]
+                    batch = [_take(held, uses, int(positions[i])) for i in range(*bounds[k])]
+                    self._yielded += 1
+                    yield Drawn((batch,), None if repeated is None else repeated[bounds[k][0]:bounds[k][1]].tolist())
                     k += 1
 
-    def __getstate__(self) -> dict:
-        """For DataLoader workers (IterableDatasetWrapper): everything but a running pass."""
-        return dict(self.__dict__, _batches=None)
+    def _passing_cuts(self, shard: int) -> Iterator:
+        """A shard's cuts that pass the filter, with their fields, in order; the others counted as discarded."""
+        passes = self._passes[shard]
+        if passes is None:
+            yield from _shard_cuts(self.shards[shard])
+            return
+        for cut, kept in zip(_shard_cuts(self.shards[shard]), passes):
+            if kept:
+                yield cut
+            else:
+                self.diagnostics.discard_single(cut)
 
     def __len__(self) -> int:
         """Batches this rank yields in the epoch (the same on every rank)."""
         return self.epoch_plan()[2].size - 1
 
     def resume_point(self) -> tuple[int, int]:
-        """(the shard's number in this rank's epoch order, the cut in it) where reading resumes."""
+        """(the shard's number in this rank's epoch order, the cut in its cuts file) where reading resumes."""
         shards, positions, cuts = self.epoch_plan()
         if self._yielded >= cuts.size - 1:
             return len(shards), 0
         first = int(positions[cuts[self._yielded]:].min())
         starts = np.cumsum([0] + [self.lengths[s].size for s in shards])
         number = int(np.searchsorted(starts, first, side="right") - 1)
-        return number, first - int(starts[number])
+        passes = self._passes[shards[number]]
+        cut = first - int(starts[number])
+        return number, cut if passes is None else int(np.flatnonzero(passes)[cut])
 
-    def state_dict(self, consumed: int | None = None) -> dict:
-        """Lhotse's state plus the batches yielded (or `consumed`, the steps trained, with workers)
-        and where reading resumes (shard, cut)."""
+    def _source_state(self, consumed: int | None) -> dict:
+        """The batches yielded (or `consumed`, the steps trained, with workers) and where reading resumes
+        (shard, cut)."""
         yielded, self._yielded = self._yielded, self._yielded if consumed is None else consumed
         shard, cut = self.resume_point()
-        state = super().state_dict() | dict(kind=STATE_KIND, consumed=self._yielded, n_shards=len(self.shards),
-                                            shard=shard, cut=cut, capacity=self.capacity, interval=self.interval)
+        state = dict(consumed=self._yielded, n_shards=len(self.shards), shard=shard, cut=cut, capacity=self.capacity,
+                     interval=self.interval)
         self._yielded = yielded
         return state
 
-    def load_state_dict(self, state: dict) -> None:
+    def _parse_state(self, state: dict):
+        saved = (state["n_shards"], state["world_size"], state["capacity"], state["interval"])
+        return saved, int(state["epoch"]), state["seed"], int(state["consumed"]), state["diagnostics"]
+
+    def _restore(self, parsed) -> None:
         """Continue the saved epoch where it stopped (the same world size and shards)."""
-        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
-            raise UserError("this sampler state was not saved by SharCutSampler: load it into the sampler that "
-                            "saved it, or start the epoch afresh without it")
-        saved = (state.get("n_shards"), state.get("world_size"), state.get("capacity"), state.get("interval"))
+        saved, epoch, seed, consumed, diagnostics = parsed
         if saved != (len(self.shards), self.world_size, self.capacity, self.interval):
             raise UserError(f"SharCutSampler state of (shards, world size, budget, bucket) = {saved}, this sampler has "
                             f"{(len(self.shards), self.world_size, self.capacity, self.interval)}: resume with the "
                             "same shards, ranks, max_duration and bucket_interval")
-        self.epoch, self.seed, self._yielded = state["epoch"], state["seed"], state["consumed"]
-        self.diagnostics.load_state_dict(state["diagnostics"])
-        self._just_restored_state = True
+        self.epoch, self.seed, self._yielded = epoch, seed, consumed
+        self.diagnostics.load_state_dict(diagnostics)
 
 
 def shar_shards(cuts: CutSet) -> list[dict]:
@@ -199,13 +220,13 @@ def shard_lengths(path: Path, frame_shift: float, capacity: int) -> np.ndarray:
     return frames
 
 
-def _take(held: dict, uses: np.ndarray, position: int, occurrence: int):
-    """The held cut at `position`, let go after its last use; a repeat renamed `<id>_dup<k>` as Lhotse does."""
+def _take(held: dict, uses: np.ndarray, position: int):
+    """The held cut at `position`, let go after its last use."""
     cut = held[position]
     uses[position] -= 1
     if not uses[position]:
         del held[position]
-    return cut if occurrence == 0 else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
+    return cut
 
 
 def _shard_cuts(shard: dict) -> Iterator:

@@ -16,7 +16,7 @@ import numpy as np
 from lhotse.dataset.sampling.base import TimeConstraint, TokenConstraint
 from lhotse.dataset.sampling.dynamic_bucketing import FixedBucketBatchSizeConstraint
 
-from .errors import UserError
+from ..errors import UserError
 
 log = logging.getLogger("batching.lhotse")
 

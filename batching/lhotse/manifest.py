@@ -1,5 +1,5 @@
 """Lazy JSONL manifests planned in bounded memory: per cut a byte offset and a duration, the cut read
-again by seeking (PlanCutSampler, batching/lhotse.py).
+again by seeking (PlanCutSampler, plan.py).
 
 Lhotse 1.33 reads a lazy manifest only in order; its unreleased 2.0 branch adds `lhotse index`
 sidecars of byte offsets into an uncompressed JSONL. This is the same idea on 1.33: one pass over
@@ -30,7 +30,7 @@ import numpy as np
 from lhotse.lazy import LazyIteratorChain, LazyManifestIterator
 from lhotse.serialization import deserialize_item
 
-from .errors import UserError
+from ..errors import UserError
 
 OFFSET_BITS = 48
 MAX_FILES = 2 ** (63 - OFFSET_BITS)

@@ -1,72 +1,45 @@
-"""A Lhotse sampler over the planner: `CutSet` mini-batches planned by any padded strategy.
+"""PlanCutSampler: a Lhotse sampler over the planner, `CutSet` mini-batches planned by any padded strategy.
 
-Lhotse-based stacks (Lhotse, icefall, NeMo's Lhotse loader) take a sampler that yields `CutSet`s
-and a dataset that turns a `CutSet` into tensors (`DataLoader(dataset, sampler=..., batch_size=None)`).
-PlanCutSampler is that sampler, a Lhotse `CutSampler` (filter, map, diagnostics, get_report,
-dataloading_info, allow_iter_to_reset_state come from there) that plans with PlanBatchSampler, so
-it keeps the planner's contract: one plan of (seed, epoch) on every rank, the same number of
-batches on every rank, never over the budget, and state_dict() / load_state_dict() that continue
-mid-epoch, also on another world size. It takes Lhotse's constructor (see PlanCutSampler and
-docs/lhotse.md, which also says where it differs).
-
-The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed (each
-cut's byte offset and duration, batching/lhotse_manifest.py) and its cuts read again by offset;
-any other lazy CutSet is read in (metadata); Shar ones are pointed to batching/lhotse_shar.py. A
-one-pass or infinite source (a generator, `.repeat()`) gets a StreamCutSampler instead, which plans
-it a window at a time (batching/lhotse_stream.py). Lengths are cut durations in frames of `frame_shift` seconds,
-rounded up, so a budget given in seconds (`max_duration`, as in Lhotse) holds.
-Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this module.
+It plans with PlanBatchSampler (an _IndexSampler over the kept cuts), so it keeps the planner's
+contract: one plan of (seed, epoch) on every rank, the same number of batches on every rank, never
+over the budget, and state_dict() / load_state_dict() that continue mid-epoch, also on another world
+size. The planner needs every length up front: a lazy CutSet read from JSONL manifests is indexed
+(manifest.py) and its cuts read again by offset; any other lazy CutSet is read in (metadata).
+Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget given in
+seconds (`max_duration`, as in Lhotse) holds.
 """
 from __future__ import annotations
 
 import dataclasses
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Iterator
 
 import numpy as np
-from lhotse import CutSet
-from lhotse.dataset.sampling.base import CutSampler, _filter_nothing, attach_dataloading_info
-from lhotse.lazy import is_dill_enabled
 
-from .accelerate_shard import calling_shard
-from .analysis import calibrated_line
-from .config import BatchingConfig
-from .errors import UserError
-from .lhotse_manifest import IndexedManifest, cut_source
-from .lhotse_measure import fit_budget
-from .lhotse_options import as_cut_sets, check_padded, check_zipped, log, resolved_seed, sampler_settings
-from .lhotse_stream import StreamCutSampler, is_stream, occurrences
-from .sampler import PlanBatchSampler
-
-STATE_KIND = "batching.lhotse.PlanCutSampler"
+from ..analysis import calibrated_line
+from ..config import BatchingConfig
+from ..errors import UserError
+from ..sampler import PlanBatchSampler
+from .base import BaseCutSampler, Drawn, occurrences
+from .manifest import IndexedManifest, cut_source
+from .measure import fit_budget
+from .options import as_cut_sets, check_padded, check_zipped, log, resolved_seed, sampler_settings
+from .stream import StreamCutSampler, is_stream
 
 
-class PlanCutSampler(CutSampler):
+class PlanCutSampler(BaseCutSampler):
     """Yields this rank's mini-batches of `cuts` for the current epoch: CutSets, or tuples of
     CutSets when several CutSets (with the same cut ids in the same order) are zipped, the budget
-    applying to the first, as Lhotse's DynamicBucketingSampler does.
-
-    Positional: the CutSets, then optionally the budget in seconds (SimpleCutSampler's
-    `max_duration`) or a BatchingConfig. config: any strategy whose plan is not a block plan (not
-    bload); its capacity is in frames of frame_shift seconds. max_duration: the budget in seconds
-    instead (sets dbs and capacity). max_cuts: at most this many cuts a batch. shuffle: None
-    keeps the config's (shuffled); False plans sorted, the same batches every epoch (validation);
-    True keeps the config. drop_last, seed (an int, "randomized" or "trng", as Lhotse's): None
-    keeps the config's. quadratic_duration: plan with duration + duration**2 / quadratic_duration,
-    as Lhotse. constraint: a Lhotse TimeConstraint, TokenConstraint (examples measured by
-    num_tokens, e.g. TextExample) or FixedBucketBatchSizeConstraint instead of the budget
-    arguments (batching/lhotse_measure.py). too_long: what to do with cuts over the budget, found
-    here: "error" (default), "skip" (counted in `skipped` and reported) or "alone" (each in a
-    batch of its own, as Lhotse).
-    rank / world_size: as Lhotse's (arguments, else RANK/WORLD_SIZE, else torch.distributed).
-    manifest_cache: the folder for a lazy `.jsonl.gz` manifest's uncompressed copy and the index of
-    a lazy manifest (default: lhotse_manifest.default_cache()), rebuilt when the manifest changes.
-    Lhotse's bucketing knobs (NO_EFFECT_KNOBS) are accepted and logged once as having no effect.
-    A one-pass or infinite source (lhotse_stream.is_stream) makes a StreamCutSampler instead, which
-    also takes buffer_size (the examples planned a window).
+    applying to the first, as Lhotse's DynamicBucketingSampler does. Lhotse's CutSampler protocol
+    (filter, map, diagnostics, get_report, dataloading_info, allow_iter_to_reset_state) comes from
+    the base (batching/lhotse/base.py); this class writes the source: the epoch's plan.
+    A one-pass or infinite source (stream.is_stream) makes a StreamCutSampler instead.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
+
+    STATE_KIND = "batching.lhotse.PlanCutSampler"
+    NAME = "PlanCutSampler"
 
     def __new__(cls, *cuts, **options):
         """A one-pass or infinite source (is_stream) is planned a window at a time: a StreamCutSampler."""
@@ -79,6 +52,33 @@ class PlanCutSampler(CutSampler):
                  seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
                  quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
                  too_long: str = "error", manifest_cache: str | Path | None = None, **bucketing) -> None:
+        """
+        :param cuts: the CutSets (eager, lazy or lists of examples; several are zipped), then optionally the
+            budget in seconds (as SimpleCutSampler's max_duration) or a BatchingConfig, positionally.
+        :param config: the BatchingConfig planning the batches, any strategy whose plan is not a block plan;
+            its capacity in frames of frame_shift seconds. Default: options.DEFAULT_CONFIG (SSB-DBS-BR on the
+            cost key calibrated to the paper's SSB's ZPR on the cuts).
+        :param max_duration: the budget in seconds a batch, padding included (sets dbs and capacity); default
+            None (the config's budget).
+        :param max_cuts: at most this many cuts a batch (alone: fixed batches of max_cuts); default None.
+        :param shuffle: None (default) or True: the config's order (shuffled); False: sorted, the same batches
+            every epoch (validation).
+        :param drop_last: drop the incomplete last step, as Lhotse; default None (the config's, False).
+        :param seed: an int, "randomized" or "trng" (as Lhotse's); default None (the config's, 0).
+        :param world_size: the number of ranks; default None (WORLD_SIZE, else torch.distributed, else 1).
+        :param rank: this rank; default None (RANK, else torch.distributed, else 0).
+        :param quadratic_duration: seconds: plan with duration + duration**2 / quadratic_duration, as Lhotse;
+            default None (no quadratic term).
+        :param constraint: a Lhotse TimeConstraint, TokenConstraint (examples measured by num_tokens) or
+            FixedBucketBatchSizeConstraint instead of the budget arguments; default None.
+        :param frame_shift: seconds a planning frame; default 0.01.
+        :param too_long: cuts over the budget: "error" (default), "skip" (left out, counted in `skipped`) or
+            "alone" (each in a batch of its own, as Lhotse).
+        :param manifest_cache: the folder for a lazy manifest's index and a `.jsonl.gz`'s uncompressed copy;
+            default None (manifest.default_cache(), under XDG_CACHE_HOME).
+        :param bucketing: Lhotse's bucketing and buffering knobs (options.NO_EFFECT_KNOBS), accepted without
+            effect and logged once; default none.
+        """
         super().__init__(world_size=world_size, rank=rank)
         settings = sampler_settings(cuts, self.world_size, True, config=config, max_duration=max_duration,
                                     max_cuts=max_cuts, shuffle=shuffle, drop_last=drop_last, seed=seed,
@@ -91,7 +91,7 @@ class PlanCutSampler(CutSampler):
         config, self._deferred_seed = settings.config, settings.deferred_seed
         self.shuffle, self.drop_last, self.seed = settings.shuffle, config.drop_last, config.seed
         self.skipped: dict[str, int] = {}
-        self._batches, self._position = None, 0  # the running pass and its batches so far (see __iter__)
+        self._shard: tuple[int, int] | None = None  # Accelerate's shard (processes, index), once announced
         self._build(config)
 
     # --- planning -------------------------------------------------------------------------------------
@@ -102,8 +102,7 @@ class PlanCutSampler(CutSampler):
         cuts = self._cut_lists[0]
         values = cut_durations(cuts) if self.measure.unit == "s" else self.measure.values(cuts)
         lengths = self.measure.lengths(values)
-        kept = (np.ones(len(cuts), bool) if isinstance(self._filter_fn, _filter_nothing)
-                else np.fromiter((self._filter_fn(cut) for cut in cuts), bool, len(cuts)))
+        kept = self._passing(cuts)
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
             kept, lengths, too_long = fit_budget(self.measure, config.capacity, self.too_long, values, lengths,
@@ -116,6 +115,8 @@ class PlanCutSampler(CutSampler):
         del kept
         self._sampler = _IndexSampler(lengths if self._kept is None else lengths[self._kept], config,
                                       self.rank, self.world_size)
+        if self._shard:
+            self._sampler.adopt_shard(*self._shard)
         if self._sampler.calibration:  # the default target_zpr (or the config's target): the width found
             log.info(calibrated_line(self._sampler.calibration))
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
@@ -134,12 +135,9 @@ class PlanCutSampler(CutSampler):
         """The planning length of each kept cut, in frames."""
         return self._sampler.lengths
 
-    def filter(self, predicate: Callable) -> "PlanCutSampler":
-        """Keep only the cuts for which predicate(cut) is true (Lhotse's filter); the epoch is
-        planned again over them, so it must be called before iterating."""
-        super().filter(predicate)
+    def _refilter(self) -> None:
+        """The epoch is planned again over the cuts that pass the filter."""
         self._build(self.config)
-        return self
 
     # --- epochs and iteration ---------------------------------------------------------------------------
 
@@ -148,7 +146,7 @@ class PlanCutSampler(CutSampler):
         the state is kept (Lhotse's rule); any other epoch starts afresh."""
         if epoch != self.epoch:
             self.allow_iter_to_reset_state()
-            self._batches = None  # the running pass ends (and lets its plan go)
+            self._pass = None  # the running pass ends (and lets its plan go)
         self.epoch = epoch
         self.diagnostics.set_epoch(epoch)
         self._sampler.set_epoch(self._planned_epoch(epoch))
@@ -157,14 +155,9 @@ class PlanCutSampler(CutSampler):
         """shuffle=False: every epoch runs epoch 0's plan (sorted; ties are broken by the seed)."""
         return epoch if self.shuffle else 0
 
-    def __iter__(self) -> "PlanCutSampler":
-        """Lhotse's iterator protocol (ZipSampler, RoundRobinSampler and IterableDatasetWrapper call
-        next() on the sampler itself): start the pass, then __next__ yields the batches. As in
-        Lhotse, a new pass starts the epoch over, unless a state was just loaded (then it goes on
-        from there; allow_iter_to_reset_state() or set_epoch of another epoch lifts that)."""
-        shard = calling_shard(self)
-        if shard:
-            self._adopt_shard(*shard)
+    def _start_pass(self) -> Iterator[Drawn]:
+        """As in Lhotse, a new pass starts the epoch over, unless a state was just loaded (then it goes
+        on from there; allow_iter_to_reset_state() or set_epoch of another epoch lifts that)."""
         if not self._just_restored_state:
             self._sampler.restart_epoch()
             self.diagnostics.reset_current_epoch()
@@ -173,9 +166,17 @@ class PlanCutSampler(CutSampler):
         if self._deferred_seed:
             self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
-        self._batches = iter(self._sampler) if self.num_cuts else iter(())  # no cuts: no (empty) batch
-        self._position = 0
-        return self
+        return self._drawn(iter(self._sampler) if self.num_cuts else iter(()))  # no cuts: no (empty) batch
+
+    def _drawn(self, batches: Iterator[list]) -> Iterator[Drawn]:
+        """The plan's batches of kept-cut indices (or [index, occurrence] pairs, see _IndexSampler) as
+        one list of cuts per zipped CutSet; under Accelerate's shard the other ranks' are not this rank's."""
+        for position, batch in enumerate(batches):
+            own = not self._sampler.yields_all_ranks or position % self.world_size == self.rank
+            pairs = bool(batch) and isinstance(batch[0], list)
+            indices, repeats = ([i for i, _ in batch], [k for _, k in batch]) if pairs else (batch, None)
+            sources = [self._source_index(i) for i in indices]
+            yield Drawn(tuple([cuts[i] for i in sources] for cuts in self._cut_lists), repeats, own)
 
     def _dropped_by_plan(self) -> np.ndarray:
         """The kept cuts this epoch's plan leaves out (drop_last), counted as discarded as Lhotse does."""
@@ -184,59 +185,29 @@ class PlanCutSampler(CutSampler):
         planned = [_indices(batch) for batch in self.plan.batches()]
         return np.setdiff1d(np.arange(self.num_cuts), np.concatenate(planned or [np.zeros(0, np.int64)]))
 
-    def _adopt_shard(self, processes: int, index: int) -> None:
-        """Under Accelerate's BatchSamplerShard (a loader from batching.lhotse_loader.cut_batch_loader,
-        prepared): yield every rank's batches step-major, so that the shard's pick is this rank's
-        (PlanBatchSampler.adopt_shard); a deferred random seed is drawn now, shared by the ranks."""
+    @property
+    def yields_all_ranks(self) -> bool:
+        return self._sampler.yields_all_ranks
+
+    def adopt_shard(self, processes: int, index: int) -> None:
+        """Under Accelerate's BatchSamplerShard (a loader from batching.lhotse.cut_batch_loader, prepared
+        and passed to batching.accelerate_shard.shard_aware): yield every rank's batches step-major, so
+        that the shard's pick is this rank's (PlanBatchSampler.adopt_shard); a deferred random seed is
+        drawn now, shared by the ranks."""
         if self._deferred_seed and processes > 1:
             self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, processes), None
             self._build(dataclasses.replace(self.config, seed=self.seed))
         self._sampler.adopt_shard(processes, index)
-        self.rank, self.world_size = index, processes
+        self.rank, self.world_size, self._shard = index, processes, (processes, index)
 
     @property
     def sampler(self) -> "PlanCutSampler":
         """Itself: Accelerate's prepared loader passes set_epoch(e) on to `batch_sampler.sampler`."""
         return self
 
-    def __next__(self):
-        if self._batches is None:
-            iter(self)
-        batch = next(self._batches)
-        self.allow_iter_to_reset_state()
-        selected = tuple(CutSet.from_cuts(self._cut(cuts, entry) for entry in batch) for cuts in self._cut_lists)
-        mine = not self._sampler.yields_all_ranks or self._position % self.world_size == self.rank
-        self._position += 1
-        if mine:  # under Accelerate's shard the other ranks' batches pass through, uncounted
-            self._log_diagnostics(selected if len(selected) > 1 else selected[0])
-        for part in selected:
-            attach_dataloading_info(part, rank=self.rank, world_size=self.world_size)
-        selected = selected if len(selected) > 1 else selected[0]
-        for transform in self._transforms:
-            selected = transform(selected)
-        return selected
-
-    def __getstate__(self):
-        """For DataLoader workers (IterableDatasetWrapper): everything but a running pass."""
-        state = dict(self.__dict__, _batches=None)
-        if is_dill_enabled():  # as lhotse's Dillable does
-            import dill
-            return dill.dumps(state)
-        return state
-
-    def _cut(self, cuts, entry):
-        """The kept cut `entry` (an index, or [index, occurrence] when the epoch repeats cuts); a
-        repeat (fewer cuts than ranks need) renamed as Lhotse does (a text example has no id to rename)."""
-        index, occurrence = entry if isinstance(entry, list) else (entry, 0)
-        cut = cuts[self._source_index(index)]
-        return cut if occurrence == 0 or not hasattr(cut, "with_id") else cut.with_id(f"{cut.id}_dup{occurrence - 1}")
-
     def __len__(self) -> int:
         """Batches the next iteration yields on this rank (the same on every rank); to Accelerate's
         shard, every rank's."""
-        shard = calling_shard(self)
-        if shard:
-            self._adopt_shard(*shard)
         return len(self._sampler)
 
     @property
@@ -265,28 +236,21 @@ class PlanCutSampler(CutSampler):
 
     # --- state ------------------------------------------------------------------------------------------
 
-    def state_dict(self, consumed: int | None = None) -> dict:
-        """Lhotse's CutSampler state plus the plan's position and what ties it to these cuts.
-        `consumed` overrides the count of yielded batches (e.g. the steps trained, with workers)."""
-        return (self._sampler.state_dict(consumed) | super().state_dict()  # the epoch: the sampler's, not the plan's
-                | dict(kind=STATE_KIND, n_cuts=len(self._cut_lists[0]), frame_shift=self.frame_shift,
-                       skipped=dict(self.skipped)))
+    def _source_state(self, consumed: int | None) -> dict:
+        """The plan's position (its epoch left out: the sampler's is saved) and what ties it to these cuts."""
+        position = {k: v for k, v in self._sampler.state_dict(consumed).items() if k != "epoch"}
+        return position | dict(n_cuts=len(self._cut_lists[0]), frame_shift=self.frame_shift, skipped=dict(self.skipped))
 
-    def load_state_dict(self, state: dict) -> None:
+    def _parse_state(self, state: dict):
+        saved = (state["n_cuts"], state["frame_shift"])
+        config = BatchingConfig.from_dict(state["config"])
+        position = {key: state[key] for key in ("epoch", "consumed", "world_size", "history", "config")}
+        return saved, config, position, state["diagnostics"], state.get("shuffle", self.shuffle)
+
+    def _restore(self, parsed) -> None:
         """Continue the saved epoch where it stopped, on this world size: no cut replayed or lost.
         The state's batching settings win over this sampler's, with a warning (Lhotse's rule)."""
-        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
-            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise UserError(f"this sampler state was not saved by PlanCutSampler (it has {keys}): load it into "
-                            "the sampler that saved it, or start the epoch afresh without it")
-        try:
-            saved = (state["n_cuts"], state["frame_shift"])
-            config = BatchingConfig.from_dict(state["config"])
-            position = {key: state[key] for key in ("epoch", "consumed", "world_size", "history", "config")}
-            diagnostics = state["diagnostics"]
-        except (KeyError, TypeError, ValueError) as err:
-            raise UserError(f"PlanCutSampler state is damaged ({type(err).__name__}: {err}): use another "
-                            "checkpoint, or start the epoch afresh without it") from None
+        saved, config, position, diagnostics, shuffle = parsed
         if saved != (len(self._cut_lists[0]), self.frame_shift):
             raise UserError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
                             f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}")
@@ -297,18 +261,17 @@ class PlanCutSampler(CutSampler):
             changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
             warnings.warn(f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
                           "continuing with the state's, as Lhotse's samplers do")
-            self.drop_last, self.seed, self.shuffle = config.drop_last, config.seed, state.get("shuffle", self.shuffle)
+            self.drop_last, self.seed, self.shuffle = config.drop_last, config.seed, shuffle
             self._build(config)
         self._sampler.load_state_dict(position | dict(epoch=self._planned_epoch(position["epoch"])))
         self.epoch = position["epoch"]
         self.diagnostics.load_state_dict(diagnostics)
-        self._just_restored_state = True
 
 
 class _IndexSampler(PlanBatchSampler):
     """PlanBatchSampler whose batches, in an epoch that repeats samples (the planner does so only
     when there are fewer than the ranks need batches), are [index, occurrence] pairs: occurrence
-    k > 0 marks the k-th repeat, which PlanCutSampler renames `<id>_dup<k-1>` as Lhotse does.
+    k > 0 marks the k-th repeat, which the base renames `<id>_dup<k-1>` as Lhotse does.
     Other epochs keep plain indices (no per-sample pairs: a 10-million-cut epoch stays small)."""
 
     def _items(self, plan, rank: int | None) -> list[np.ndarray]:

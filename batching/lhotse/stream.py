@@ -22,20 +22,18 @@ from typing import Iterator
 
 import numpy as np
 from lhotse import CutSet
-from lhotse.dataset.sampling.base import CutSampler, attach_dataloading_info
 from lhotse.lazy import LazyInfiniteApproximateMultiplexer, LazyRepeater
 
-from .accelerate_shard import calling_shard
-from .analysis import calibrated_line, resolve_width
-from .config import BatchingConfig
-from .errors import UserError
-from .lhotse_measure import fit_budget
-from .lhotse_options import check_padded, lazy_chain, log, sampler_settings
-from .planner import plan_global
+from ..analysis import calibrated_line, resolve_width
+from ..config import BatchingConfig
+from ..errors import UserError
+from ..planner import plan_global
+from .base import BaseCutSampler, Drawn, occurrences
+from .measure import fit_budget
+from .options import check_padded, lazy_chain, log, sampler_settings
 
 #: Examples read a window when buffer_size is not given (Lhotse's DynamicBucketingSampler default).
 DEFAULT_WINDOW = 20_000
-STATE_KIND = "batching.lhotse_stream.StreamCutSampler"
 
 
 def is_stream(source) -> bool:
@@ -61,17 +59,32 @@ def _endless(node) -> bool:
     return isinstance(node, LazyRepeater) and node.times is None or isinstance(node, LazyInfiniteApproximateMultiplexer)
 
 
-class StreamCutSampler(CutSampler):
+class StreamCutSampler(BaseCutSampler):
     """PlanCutSampler over a one-pass or infinite source (see the module docstring): this rank's
-    batches (CutSets), window after window. Takes PlanCutSampler's arguments (one source, not
-    zipped ones), and buffer_size: the examples read a window. An epoch ends when a finite source
-    does (a one-pass source is then spent: another pass is one error); an infinite one never ends.
+    batches (CutSets), window after window. An epoch ends when a finite source does (a one-pass
+    source is then spent: another pass is one error); an infinite one never ends.
     state_dict()/load_state_dict() resume a re-iterable source (a CutSet) mid-stream by reading it
     again from its start and planning the windows again up to the saved position (no batch built);
     a one-pass source cannot be resumed (one error)."""
 
+    STATE_KIND = "batching.lhotse_stream.StreamCutSampler"  # the module it was first saved from: states stay loadable
+    NAME = "StreamCutSampler (PlanCutSampler over a one-pass or infinite source)"
+
     def __init__(self, *cuts, world_size: int | None = None, rank: int | None = None, buffer_size: int | None = None,
                  manifest_cache=None, **options) -> None:
+        """
+        :param cuts: one source (an iterator such as a generator, or a lazy CutSet over one or without end),
+            then optionally the budget in seconds or a BatchingConfig, positionally; zipped sources are refused.
+        :param world_size: the number of ranks; default None (WORLD_SIZE, else torch.distributed, else 1).
+        :param rank: this rank; default None (RANK, else torch.distributed, else 0).
+        :param buffer_size: examples read and planned a window; default None (DEFAULT_WINDOW, 20,000, Lhotse's
+            DynamicBucketingSampler default).
+        :param manifest_cache: accepted for PlanCutSampler's signature, unused (a stream is not indexed);
+            default None.
+        :param options: PlanCutSampler's other arguments, with its units and defaults: config, max_duration
+            (seconds), max_cuts, shuffle, drop_last, seed, quadratic_duration (seconds), constraint,
+            frame_shift (seconds, 0.01), too_long ("error") and Lhotse's bucketing knobs (no effect).
+        """
         super().__init__(world_size=world_size, rank=rank)
         settings = sampler_settings(cuts, self.world_size, False, **options)
         if len(settings.sources) != 1:
@@ -89,13 +102,13 @@ class StreamCutSampler(CutSampler):
         self.shuffle, self.drop_last, self.seed = settings.shuffle, self.config.drop_last, self.config.seed
         self.skipped: dict[str, int] = {}
         self.calibration: dict | None = None  # a target_zpr's width, found on the pass's first window
-        self._batches, self._spent, self._yielded, self._resume_at = None, False, 0, 0
+        self._spent, self._yielded, self._resume_at = False, 0, 0
 
     # --- windows ----------------------------------------------------------------------------------------
 
-    def _windows(self, examples: Iterator, epoch: int) -> Iterator[tuple[list[list], list]]:
-        """Each window's batches (every rank's, step-major, lists of examples) and the examples it
-        leaves out for good (filtered, too long with too_long='skip', dropped at the end)."""
+    def _windows(self, examples: Iterator, epoch: int) -> Iterator[tuple[list[tuple[list, list | None]], list]]:
+        """Each window's batches (every rank's, step-major, as (examples, repeats): examples_of) and the
+        examples it leaves out for good (filtered, too long with too_long='skip', dropped at the end)."""
         held, held_lengths, read, ahead, planning = [], np.zeros(0, np.int64), 0, [], None
         for number in itertools.count():
             fresh = ahead + list(itertools.islice(examples, max(0, self.window - len(ahead))))
@@ -123,7 +136,7 @@ class StreamCutSampler(CutSampler):
     def _measured(self, fresh: list, offset: int) -> tuple[list, np.ndarray, list]:
         """The window's new examples that are kept (the filter's and too_long's choice), their planning
         lengths, and those left out (counted in `skipped`). offset: the first one's place in the source."""
-        kept = np.fromiter(map(self._filter_fn, fresh), bool, len(fresh))
+        kept = self._passing(fresh)
         values = self.measure.values(fresh)
         lengths = self.measure.lengths(values)
         skipped = {"filter": int((~kept).sum()), "too_long": 0}
@@ -156,59 +169,40 @@ class StreamCutSampler(CutSampler):
             used[np.concatenate(batches)] = True
         return batches, np.flatnonzero(~used)
 
-    def _rank_batches(self, examples: Iterator, skip: int) -> Iterator[list]:
+    def _rank_batches(self, examples: Iterator, skip: int) -> Iterator[Drawn]:
         """This rank's batches of the pass, after the first `skip` (a resume: planned, not built)."""
         position = 0
         for batches, left_out in self._windows(examples, self.epoch):
             if left_out and position >= skip:  # windows before the resume point were counted before
                 self.diagnostics.discard(left_out)
-            for batch in batches[self.rank::self.world_size]:
+            for batch, repeats in batches[self.rank::self.world_size]:
                 position += 1
                 if position > skip:
-                    yield batch
+                    self._yielded += 1
+                    yield Drawn((batch,), repeats)
+        self._spent = True
 
-    # --- passes and iteration ---------------------------------------------------------------------------
+    # --- passes ----------------------------------------------------------------------------------------
 
-    def __iter__(self) -> "StreamCutSampler":
-        """Lhotse's iterator protocol. A re-iterable source starts the epoch over at every pass (as
-        PlanCutSampler), unless a state was just loaded (then it goes on from there); a one-pass
-        source goes on where the last pass stopped, and once read to its end cannot be read again."""
-        if calling_shard(self):
-            raise UserError("accelerator.prepare wrapped a PlanCutSampler over a one-pass or infinite source, which "
-                            "is not supported: build the loader with sampler=... (not cut_batch_loader) and pass "
-                            "rank= and world_size=, or pass a finite CutSet")
+    def _start_pass(self) -> Iterator[Drawn]:
+        """A re-iterable source starts the epoch over at every pass (as PlanCutSampler), unless a state
+        was just loaded (then it goes on from there); a one-pass source goes on where the last pass
+        stopped, and once read to its end cannot be read again."""
         if self._just_restored_state:
-            self._start(self._resume_at)
-        elif not self.one_pass or self._batches is None:
+            return self._from(self._resume_at)
+        if not self.one_pass or self._pass is None:
             self.diagnostics.reset_current_epoch()
-            self._start(0)
-        elif self._spent:
+            return self._from(0)
+        if self._spent:
             raise UserError("PlanCutSampler's one-pass source (e.g. a generator) was read to its end: it cannot be "
                             "read again for another pass; pass a re-iterable source (a list or CutSet, or "
                             "CutSet.repeat()) to run several epochs")
-        return self
+        return self._pass
 
-    def _start(self, skip: int) -> None:
+    def _from(self, skip: int) -> Iterator[Drawn]:
         """A pass from the source's start (or a one-pass source's first), after `skip` batches."""
         self.skipped, self._yielded, self._spent = {}, skip, False
-        self._batches = self._rank_batches(iter(self.source), skip)
-
-    def __next__(self):
-        if self._batches is None:
-            iter(self)
-        try:
-            batch = next(self._batches)
-        except StopIteration:
-            self._spent = True
-            raise
-        self.allow_iter_to_reset_state()
-        self._yielded += 1
-        selected = CutSet.from_cuts(batch)
-        self._log_diagnostics(selected)
-        attach_dataloading_info(selected, rank=self.rank, world_size=self.world_size)
-        for transform in self._transforms:
-            selected = transform(selected)
-        return selected
+        return self._rank_batches(iter(self.source), skip)
 
     @property
     def remaining_duration(self) -> None:
@@ -225,32 +219,26 @@ class StreamCutSampler(CutSampler):
 
     # --- state ------------------------------------------------------------------------------------------
 
-    def state_dict(self, consumed: int | None = None) -> dict:
-        """Lhotse's CutSampler state plus the batches yielded this pass (`consumed` overrides the count,
-        e.g. with the steps trained when DataLoader workers prefetch) and what plans the windows."""
-        return super().state_dict() | dict(kind=STATE_KIND, consumed=self._yielded if consumed is None else consumed,
-                                           window=self.window, config=self.config.to_dict(),
-                                           skipped=dict(self.skipped))
+    def _source_state(self, consumed: int | None) -> dict:
+        """The batches yielded this pass (`consumed` overrides the count, e.g. with the steps trained when
+        DataLoader workers prefetch) and what plans the windows."""
+        return dict(consumed=self._yielded if consumed is None else consumed, window=self.window,
+                    config=self.config.to_dict(), skipped=dict(self.skipped))
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue the saved pass after its `consumed` batches: the next pass reads the source again
-        from its start and plans the windows up to there again (reading, not loading, what was
-        consumed). The state's settings win over this sampler's, with a warning (Lhotse's rule)."""
-        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
-            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise UserError(f"this sampler state was not saved by PlanCutSampler over a one-pass or infinite source "
-                            f"(it has {keys}): load it into the sampler that saved it, or start afresh without it")
+    def _parse_state(self, state: dict):
         if self.one_pass:
             raise UserError("PlanCutSampler cannot resume a one-pass source (e.g. a generator): what it read is gone; "
                             "start afresh without load_state_dict, or pass a re-iterable source (a CutSet, e.g. "
                             "CutSet.from_file(...).repeat()) to resume mid-stream")
-        try:
-            consumed, epoch, world_size = int(state["consumed"]), int(state["epoch"]), int(state["world_size"])
-            config, window = BatchingConfig.from_dict(state["config"]), int(state["window"])
-            diagnostics = state["diagnostics"]
-        except (KeyError, TypeError, ValueError) as err:
-            raise UserError(f"PlanCutSampler state is damaged ({type(err).__name__}: {err}): use another "
-                            "checkpoint, or start afresh without it") from None
+        return (int(state["consumed"]), int(state["epoch"]), int(state["world_size"]),
+                BatchingConfig.from_dict(state["config"]), int(state["window"]), state["diagnostics"],
+                state.get("shuffle", self.shuffle))
+
+    def _restore(self, parsed) -> None:
+        """Continue the saved pass after its `consumed` batches: the next pass reads the source again
+        from its start and plans the windows up to there again (reading, not loading, what was
+        consumed). The state's settings win over this sampler's, with a warning (Lhotse's rule)."""
+        consumed, epoch, world_size, config, window, diagnostics, shuffle = parsed
         if world_size != self.world_size:
             raise UserError(f"this stream's state was saved on {world_size} ranks, this sampler runs on "
                             f"{self.world_size}: every window is planned for all ranks, so resume on {world_size}")
@@ -258,10 +246,9 @@ class StreamCutSampler(CutSampler):
             warnings.warn("PlanCutSampler: the loaded state was planned with other settings or buffer_size; "
                           "continuing with the state's, as Lhotse's samplers do")
             self.config, self.window, self.drop_last, self.seed = config, window, config.drop_last, config.seed
-            self.shuffle = state.get("shuffle", self.shuffle)
+            self.shuffle = shuffle
         self.epoch, self._resume_at = epoch, consumed
         self.diagnostics.load_state_dict(diagnostics)
-        self._just_restored_state = True
 
 
 def window_epoch(epoch: int, number: int) -> int:
@@ -269,25 +256,12 @@ def window_epoch(epoch: int, number: int) -> int:
     return int(np.random.SeedSequence([epoch, number]).generate_state(1)[0])
 
 
-def examples_of(pool: list, batches: list[np.ndarray]) -> list[list]:
-    """The batches as lists of examples; a repeat (the last window, fewer examples than ranks need
-    batches) renamed `<id>_dup<k>` as Lhotse does (a text example has no id to rename)."""
-    flat = np.concatenate(batches) if batches else np.zeros(0, np.int64)
-    occurrence = iter(occurrences(flat).tolist())
-    return [[_renamed(pool[i], next(occurrence)) for i in batch.tolist()] for batch in batches]
-
-
-def _renamed(example, occurrence: int):
-    if occurrence == 0 or not hasattr(example, "with_id"):
-        return example
-    return example.with_id(f"{example.id}_dup{occurrence - 1}")
-
-
-def occurrences(values: np.ndarray) -> np.ndarray:
-    """For each position, how many times its value occurred before it."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if values.size else np.zeros(0, np.int64)
-    out = np.empty_like(values)
-    out[order] = np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
-    return out
+def examples_of(pool: list, batches: list[np.ndarray]) -> list[tuple[list, list | None]]:
+    """The batches as (examples, repeats): how many times each example occurred before in the window
+    (None when none did; the last window repeats some when there are fewer examples than ranks need
+    batches, and the base renames those as Lhotse does)."""
+    occurrence = occurrences(np.concatenate(batches) if batches else np.zeros(0, np.int64))
+    if not occurrence.any():
+        return [([pool[i] for i in batch.tolist()], None) for batch in batches]
+    repeats = np.split(occurrence, np.cumsum([len(b) for b in batches])[:-1])
+    return [([pool[i] for i in batch.tolist()], r.tolist()) for batch, r in zip(batches, repeats)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader, Dataset
 
-from .lhotse import PlanCutSampler
+from .plan import PlanCutSampler
 
 
 class CutSetBatches(Dataset):
@@ -34,6 +34,12 @@ def _as_is(batch):
 
 def cut_batch_loader(dataset, sampler: PlanCutSampler, **loader_kwargs) -> DataLoader:
     """DataLoader(dataset, sampler=sampler, batch_size=None)'s batches, with `sampler` as the batch
-    sampler so that accelerator.prepare shards it (PlanCutSampler then yields every rank's batches
-    to the shard, step-major, and the prepared loader's set_epoch reaches it)."""
+    sampler so that accelerator.prepare shards it (passed to batching.accelerate_shard.shard_aware,
+    PlanCutSampler then yields every rank's batches to the shard, step-major, and the prepared
+    loader's set_epoch reaches it).
+
+    :param dataset: a Lhotse dataset (CutSet -> batch), e.g. K2SpeechRecognitionDataset.
+    :param sampler: the PlanCutSampler whose CutSets the dataset is given.
+    :param loader_kwargs: DataLoader's other arguments (num_workers, pin_memory...); default none.
+    """
     return DataLoader(CutSetBatches(dataset), batch_sampler=sampler, collate_fn=_as_is, **loader_kwargs)

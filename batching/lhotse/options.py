@@ -1,5 +1,5 @@
 """Lhotse's sampler constructor arguments, checked and mapped onto a BatchingConfig for PlanCutSampler
-(batching/lhotse.py) and its windowed twin for streams (batching/lhotse_stream.py): the positional
+(plan.py) and its windowed twin for streams (stream.py): the positional
 forms, zipped and lazy CutSets, max_duration / max_cuts / shuffle / drop_last / seed /
 quadratic_duration / constraint / too_long, and the bucketing knobs that have no effect here.
 """
@@ -15,9 +15,9 @@ from lhotse import CutSet
 from lhotse.dataset.dataloading import resolve_seed
 from lhotse.shar.readers.lazy import LazySharIterator
 
-from .config import PAPER_TARGET, BatchingConfig
-from .errors import UserError
-from .lhotse_measure import Measure, measure_from
+from ..config import PAPER_TARGET, BatchingConfig
+from ..errors import UserError
+from .measure import Measure, measure_from
 
 #: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches,
 #: on the cost key calibrated to the paper's SSB's ZPR on the cuts (docs/batching/ssb_key.md), as the recipe's.
@@ -101,7 +101,7 @@ def as_cut_sets(sources: list) -> list[CutSet]:
     cut_sets = [s if isinstance(s, CutSet) else CutSet(list(s)) for s in sources]
     if any(isinstance(s, LazySharIterator) for c in cut_sets if c.is_lazy for s in lazy_chain(c.data)):
         raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
-                        "batching.lhotse_shar.SharCutSampler (the streaming strategy over the shards), or plan from a "
+                        "batching.lhotse.SharCutSampler (the streaming strategy over the shards), or plan from a "
                         "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')")
     return cut_sets
 
