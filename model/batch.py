@@ -22,6 +22,8 @@ HOST_FIELDS = ("text_lengths_host", "frames")
 
 @dataclass(frozen=True)
 class Batch:
+    """One batch, padded or packed (module doc); extend it by subclassing (a frozen dataclass too)."""
+
     text: torch.Tensor  # long [N, T_text_max], zero-padded, one row per utterance
     text_lengths: torch.Tensor  # long [N]
     mel: torch.Tensor  # float [B, n_mels, T], zero-padded (B = N, or R blocks when packed)

@@ -1,7 +1,8 @@
 """The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
 (not even one that only type annotations need), no strategy name compared outside batching/ (the strategy table decides), one way
 to switch a config's strategy, and one home for a rule: whether a plan is a block plan, the decoder's frames per step;
-the batch crosses into the model and the loss whole, build_loaders' record is read by name, a Run is built by keyword."""
+the batch crosses into the model and the loss whole, build_loaders' record is read by name, a Run is built by
+keyword."""
 import ast
 import inspect
 from pathlib import Path
