@@ -89,11 +89,13 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
         run.log(f"resumed {run.run_dir} at epoch {state.epoch}, step {state.step_in_epoch} of that epoch")
     n_params = sum(p.numel() for p in run.parts.core.parameters())
     batching = run.batching
-    run.log(f"{len(run.train_set)} train / {len(run.val_set)} val utterances | {n_params / 1e6:.2f}M parameters | "
+    loaders = run.loaders
+    run.log(f"{len(loaders.train_set)} train / {len(loaders.val_set)} val utterances | "
+            f"{n_params / 1e6:.2f}M parameters | "
             f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
             f"{run.run_dir}")
-    if run.train_sampler.calibration:
-        run.log(calibrated_line(run.train_sampler.calibration))
+    if loaders.train_sampler.calibration:
+        run.log(calibrated_line(loaders.train_sampler.calibration))
     if run.shapes is not None:
         graphs = run.parts.graphs
         how = ("eager" if graphs is None else f"CUDA graphs, captured in {graphs.seconds:.1f} s" if graphs.captured

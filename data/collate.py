@@ -1,10 +1,10 @@
-"""Collates: a list of dataset items -> one batch tensor set, in the sampler's order.
+"""Collates: a list of dataset items -> one Batch (model/batch.py, the model's input), in the sampler's order.
 
 TextMelCollate pads (text ids, mel) pairs. The order is kept on purpose: the batch planner
 decides what goes together and in what order, and a model that needs sorted lengths (packed
 RNNs) sorts for itself.
 
-PackedCollate lays BLoad blocks out (items from PackedView, data/dataset.py): a PackedBatch of
+PackedCollate lays BLoad blocks out (items from PackedView, data/dataset.py): a Batch of
 
 * mel [R, n_mels, T] and gate [R, T]: R blocks (rows) of T = block_length frames, utterance u at
   frames start .. start + len - 1 of its row; zeros elsewhere, which the model and the loss never
@@ -17,35 +17,13 @@ PackedCollate lays BLoad blocks out (items from PackedView, data/dataset.py): a 
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import torch
 
+from model.batch import Batch
 from model.packing import Packing
 from model.shapes import round_up
-
-
-#: Fields that stay on the host when a batch moves to the device: what the host needs to know of
-#: a batch (the encoder's packing lengths, the frame count for logs) without reading the device.
-HOST_FIELDS = ("text_lengths_host", "frames")
-
-
-def _to(batch: NamedTuple, device: torch.device | str, non_blocking: bool) -> NamedTuple:
-    return batch._replace(**{name: value.to(device, non_blocking=non_blocking)
-                             for name, value in batch._asdict().items() if name not in HOST_FIELDS})
-
-
-class TextMelBatch(NamedTuple):
-    text: torch.Tensor  # long [B, T_text_max], zero-padded
-    text_lengths: torch.Tensor  # long [B]
-    mel: torch.Tensor  # float [B, n_mels, T_max], zero-padded
-    gate: torch.Tensor  # float [B, T_max], 1.0 from the last real frame on
-    mel_lengths: torch.Tensor  # long [B]
-    text_lengths_host: torch.Tensor  # long [B], stays on the CPU
-    frames: int  # real mel frames in the batch
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "TextMelBatch":
-        return _to(self, device, non_blocking)
 
 
 class TextMelCollate:
@@ -56,7 +34,7 @@ class TextMelCollate:
             raise ValueError(f"n_frames_per_step must be >= 1, got {n_frames_per_step}")
         self.n_frames_per_step = n_frames_per_step
 
-    def __call__(self, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> TextMelBatch:
+    def __call__(self, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Batch:
         texts, mels = zip(*pairs)
         text_lengths = torch.tensor([len(t) for t in texts], dtype=torch.long)
         mel_lengths = torch.tensor([m.shape[-1] for m in mels], dtype=torch.long)
@@ -70,29 +48,12 @@ class TextMelCollate:
             text[i, : len(ids)] = ids
             mel[i, :, : spec.shape[-1]] = spec
             gate[i, spec.shape[-1] - 1:] = 1.0
-        return TextMelBatch(text, text_lengths, mel, gate, mel_lengths, text_lengths, sum(m.shape[-1] for m in mels))
-
-
-class PackedBatch(NamedTuple):
-    text: torch.Tensor  # long [N, T_text_max], zero-padded, one row per utterance
-    text_lengths: torch.Tensor  # long [N]
-    mel: torch.Tensor  # float [R, n_mels, T]: R blocks
-    gate: torch.Tensor  # float [R, T]: 1.0 at each utterance's last frame and at padding
-    mel_lengths: torch.Tensor  # long [N]: real frames of each utterance
-    packing: Packing  # where each utterance sits
-    text_lengths_host: torch.Tensor  # long [N], stays on the CPU
-    frames: int  # real mel frames in the batch
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "PackedBatch":
-        return _to(self, device, non_blocking)
-
-    def frame_mask(self) -> torch.Tensor:
-        """bool [R, T]: True at real frames."""
-        return self.packing.frame_mask(self.mel_lengths, self.mel.size(0), self.mel.size(2))
+        return Batch(text=text, text_lengths=text_lengths, mel=mel, gate=gate, mel_lengths=mel_lengths,
+                     text_lengths_host=text_lengths, frames=sum(m.shape[-1] for m in mels))
 
 
 class PackedCollate:
-    """(row, start, text, mel) items -> PackedBatch of blocks of block_length frames (module doc)."""
+    """(row, start, text, mel) items -> a Batch of blocks of block_length frames (module doc)."""
 
     def __init__(self, n_frames_per_step: int, block_length: int):
         if n_frames_per_step < 1 or block_length < 1 or block_length % n_frames_per_step:
@@ -100,7 +61,7 @@ class PackedCollate:
                              f"n_frames_per_step={n_frames_per_step}")
         self.r, self.block_length = n_frames_per_step, block_length
 
-    def __call__(self, items: Sequence[tuple[int, int, torch.Tensor, torch.Tensor]]) -> PackedBatch:
+    def __call__(self, items: Sequence[tuple[int, int, torch.Tensor, torch.Tensor]]) -> Batch:
         items = sorted(items, key=lambda item: (item[0], item[1]))
         rows = items[-1][0] + 1
         r, frames = self.r, self.block_length
@@ -128,5 +89,5 @@ class PackedCollate:
         if len(end) != rows:
             raise ValueError(f"rows {sorted(set(range(rows)) - set(end))} of the batch hold no utterance")
         packing = Packing(torch.tensor(row_of), torch.tensor(start_of), torch.tensor(text_start), max(used))
-        return PackedBatch(text, text_lengths, mel, gate, mel_lengths, packing, text_lengths,
-                           sum(mel.shape[-1] for *_, mel in items))
+        return Batch(text=text, text_lengths=text_lengths, mel=mel, gate=gate, mel_lengths=mel_lengths,
+                     text_lengths_host=text_lengths, frames=sum(mel.shape[-1] for *_, mel in items), packing=packing)

@@ -19,7 +19,8 @@ from typing import Dict
 import torch
 from torch.nn import functional as F
 
-from .packing import Packing, packed_guided_attention
+from .batch import Batch
+from .packing import packed_guided_attention
 from .shapes import ceil_div
 from .tacotron2 import Tacotron2Output
 
@@ -64,36 +65,28 @@ class Tacotron2Loss:
     as in the paper's recipe; the CPU demo switches it on.
     """
 
-    def __init__(self, n_frames_per_step: int = 1, loss_norm: str = "valid", guided_attention: float = 0.0,
-                 guided_attention_sigma: float = 0.2, gate_pos_weight: float = 1.0):
+    def __init__(self, loss_norm: str = "valid", guided_attention: float = 0.0, guided_attention_sigma: float = 0.2,
+                 gate_pos_weight: float = 1.0):
         if loss_norm not in LOSS_NORMS:
             raise ValueError(f"loss_norm={loss_norm!r}; allowed: {', '.join(LOSS_NORMS)}")
         if guided_attention < 0 or guided_attention_sigma <= 0 or gate_pos_weight <= 0:
             raise ValueError(f"guided_attention={guided_attention} must be >= 0, guided_attention_sigma="
                              f"{guided_attention_sigma} > 0 and gate_pos_weight={gate_pos_weight} > 0")
-        self.r = n_frames_per_step
         self.loss_norm = loss_norm
         self.ga_weight, self.ga_sigma = guided_attention, guided_attention_sigma
         # Weight of the "stop" frames in the gate BCE: an utterance has one real stop frame against
         # hundreds of "go on" frames, so a short training run may never learn to stop (1 = NVIDIA's).
         self.gate_pos_weight = gate_pos_weight
 
-    def __call__(self, out: Tacotron2Output, mel_target: torch.Tensor, gate_target: torch.Tensor,
-                 mel_lengths: torch.Tensor, text_lengths: torch.Tensor | None = None,
-                 packing: Packing | None = None) -> LossTerms:
-        """mel_target [B, n_mels, T] and gate_target [B, T] padded; mel_lengths [B] real frames;
-        text_lengths [B] is needed only when the guided-attention term is on.
-        With packing, B is the blocks and mel_lengths / text_lengths are per utterance."""
+    def __call__(self, out: Tacotron2Output, batch: Batch) -> LossTerms:
+        """The model's output against its Batch (model/batch.py): the targets batch.mel and
+        batch.gate, the real frames from its lengths (or its packing table, for blocks); the
+        decoder's frames per step from the output (Tacotron2Output.n_frames_per_step)."""
+        mel_target, gate_target = batch.mel, batch.gate
         if mel_target.shape != out.mel.shape or gate_target.shape != out.gate.shape:
             raise ValueError(f"target shapes mel {tuple(mel_target.shape)}, gate {tuple(gate_target.shape)} "
                              f"do not match the output's {tuple(out.mel.shape)}, {tuple(out.gate.shape)}")
-        if mel_target.size(2) % self.r:
-            raise ValueError(f"{mel_target.size(2)} frames is not a multiple of n_frames_per_step={self.r}")
-        if packing is None:
-            real = (torch.arange(gate_target.size(1), device=mel_lengths.device)
-                    < mel_lengths.unsqueeze(1)).to(mel_target.dtype)  # [B, T]
-        else:
-            real = packing.frame_mask(mel_lengths, *gate_target.shape).to(mel_target.dtype)
+        real = batch.frame_mask().to(mel_target.dtype)  # [B, T]
         n_mels = mel_target.size(1)
         # Each part as a per-frame sum [B, T] and the number of values per frame.
         per_frame = {
@@ -112,18 +105,19 @@ class Tacotron2Loss:
         loss = totals[self.loss_norm]
         guided = torch.zeros((), device=loss.device)
         if self.ga_weight > 0:
-            if text_lengths is None:
-                raise ValueError("guided_attention > 0 needs text_lengths")
-            if packing is None:
-                guided = guided_attention_penalty(out.alignments, text_lengths,
-                                                  ceil_div(mel_lengths, self.r),
-                                                  self.ga_sigma)
-            else:
-                guided = packed_guided_attention(out.alignments, packing, text_lengths, mel_lengths, self.r,
-                                                 self.ga_sigma)
+            guided = self._guided_attention(out, batch)
             loss = loss + self.ga_weight * guided
         return LossTerms(loss=loss, padded=_parts(totals["padded"], padded),
                          valid=_parts(totals["valid"], valid), guided_attention=guided.detach())
+
+    def _guided_attention(self, out: Tacotron2Output, batch: Batch) -> torch.Tensor:
+        """The diagonal-guide penalty, per utterance (packed blocks: from the packing table)."""
+        r = out.n_frames_per_step
+        if batch.packing is None:
+            return guided_attention_penalty(out.alignments, batch.text_lengths, ceil_div(batch.mel_lengths, r),
+                                            self.ga_sigma)
+        return packed_guided_attention(out.alignments, batch.packing, batch.text_lengths, batch.mel_lengths, r,
+                                       self.ga_sigma)
 
 
 def guided_attention_penalty(alignments: torch.Tensor, text_lengths: torch.Tensor, step_lengths: torch.Tensor,

@@ -32,6 +32,9 @@ class Packing(NamedTuple):
         return Packing(self.row.to(device, non_blocking=non_blocking), self.start.to(device, non_blocking=non_blocking),
                        self.text_start.to(device, non_blocking=non_blocking), self.n_text)
 
+    def pin_memory(self) -> "Packing":
+        return Packing(self.row.pin_memory(), self.start.pin_memory(), self.text_start.pin_memory(), self.n_text)
+
     def frame_mask(self, mel_lengths: torch.Tensor, rows: int, frames: int) -> torch.Tensor:
         """bool [rows, frames]: True at real frames, False at every padding frame."""
         index, valid = self.frame_index(mel_lengths, frames, width=frames)  # no utterance is longer than a block

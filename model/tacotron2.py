@@ -5,7 +5,7 @@ Masking: outputs beyond each mel length are set to 0 (mels) and to a large posit
 also masked *before* the postnet, and every encoder and postnet convolution zeroes its padded
 input positions, so no real output depends on what the padding holds nor on how much there is.
 
-Packed blocks (BLoad): forward(..., packing) takes mel [R, n_mels, T] holding R blocks of several
+Packed blocks (BLoad): forward(batch) with batch.packing takes mel [R, n_mels, T] holding R blocks of several
 utterances each, and the texts as an ordinary padded batch of the N utterances. The encoder runs
 on that padded batch (its convolutions and BiLSTM never see a neighbour), its outputs are placed
 on each block's concatenated text axis, the decoder resets at every utterance start and attends
@@ -18,11 +18,12 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
+from .batch import Batch
 from .config import Tacotron2Config
 from .decoder import Decoder
 from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
-from .packing import (Packing, gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout,
+from .packing import (gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout,
                       step_mask_bias)
 from .shapes import LoopShape, ceil_div
 
@@ -35,6 +36,12 @@ class Tacotron2Output(NamedTuple):
     mel_postnet: torch.Tensor  # [B, n_mels, T] decoder output + postnet residual
     gate: torch.Tensor  # [B, T] stop-token logits
     alignments: torch.Tensor  # [B, T / r, T_text]
+
+    @property
+    def n_frames_per_step(self) -> int:
+        """The decoder's r, as its outputs show it (T frames in T / r steps): what the loss reads,
+        so that r has one source, the model's config."""
+        return self.mel.size(2) // self.alignments.size(1)
 
 
 class Tacotron2Inference(NamedTuple):
@@ -69,42 +76,40 @@ class Tacotron2(nn.Module):
         mask_bias = torch.zeros(valid.shape, dtype=memory.dtype, device=memory.device)
         return memory, mask_bias.masked_fill_(~valid, float("-inf"))
 
-    def forward(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
-                mel_lengths: torch.Tensor, packing: Optional[Packing] = None,
-                text_lengths_host: Optional[torch.Tensor] = None,
-                shape: Optional[LoopShape] = None) -> Tacotron2Output:
-        """Teacher-forced pass. mel [B, n_mels, T] zero-padded, T a multiple of n_frames_per_step.
+    def forward(self, batch: Batch, shape: Optional[LoopShape] = None) -> Tacotron2Output:
+        """Teacher-forced pass over a Batch (model/batch.py): mel [B, n_mels, T] zero-padded, T a
+        multiple of n_frames_per_step.
 
-        With packing (BLoad blocks): text [N, T_text] and text_lengths, mel_lengths [N] are per
-        utterance, mel [R, n_mels, T] per block; outputs are per block, alignments over the
-        blocks' concatenated text axes [R, T / r, packing.n_text].
+        A packed batch (BLoad blocks: batch.packing) has text [N, T_text] and text_lengths,
+        mel_lengths [N] per utterance, mel [R, n_mels, T] per block; outputs are per block,
+        alignments over the blocks' concatenated text axes [R, T / r, packing.n_text].
         With a shape (model/shapes.py) the decoder loop runs that bigger, padded shape, through the
         fast decoder's loop hook if one is set (FastDecoder.loop_hook); the outputs are the same.
         """
         r = self.cfg.n_frames_per_step
-        if mel.size(2) % r:
-            raise ValueError(f"mel has {mel.size(2)} frames, not a multiple of n_frames_per_step={r}")
-        if shape is not None and (packing is not None or not isinstance(self.decoder, FastDecoder)):
+        if batch.mel.size(2) % r:
+            raise ValueError(f"mel has {batch.mel.size(2)} frames, not a multiple of n_frames_per_step={r}")
+        if shape is not None and (batch.packing is not None or not isinstance(self.decoder, FastDecoder)):
             raise ValueError("a decoder loop shape (graph_bucket) needs fast_decoder=true and unpacked batches")
-        if packing is not None:
-            return self._forward_packed(text, text_lengths, mel, mel_lengths, packing, text_lengths_host)
-        memory, mask_bias = self.encode(text, text_lengths, text_lengths_host)
+        if batch.packing is not None:
+            return self._forward_packed(batch)
+        memory, mask_bias = self.encode(batch.text, batch.text_lengths, batch.text_lengths_host)
         if shape is None:
-            mel_out, gate, alignments = self.decoder(memory, mask_bias, mel)
+            mel_out, gate, alignments = self.decoder(memory, mask_bias, batch.mel)
         else:  # the loop runs the padded shape (model/fast_decoder.py); the results are the batch's
-            mel_out, gate, alignments = self.decoder(memory, mask_bias, mel, shape=shape)
-        valid = _valid_mask(mel_lengths, mel.size(2))
+            mel_out, gate, alignments = self.decoder(memory, mask_bias, batch.mel, shape=shape)
+        valid = _valid_mask(batch.mel_lengths, batch.mel.size(2))
         mel_out, mel_postnet = self._postnet(mel_out, valid)
-        steps_valid = _valid_mask(ceil_div(mel_lengths, r), alignments.size(1))
+        steps_valid = _valid_mask(ceil_div(batch.mel_lengths, r), alignments.size(1))
         return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT),
                                alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0))
 
-    def _forward_packed(self, text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor,
-                        mel_lengths: torch.Tensor, packing: Packing,
-                        text_lengths_host: Optional[torch.Tensor]) -> Tacotron2Output:
+    def _forward_packed(self, batch: Batch) -> Tacotron2Output:
+        text_lengths, mel, mel_lengths, packing = batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing
         rows, n_mels, frames = mel.shape
         r = self.cfg.n_frames_per_step
-        memory_utt, _ = self.encode(text, text_lengths, text_lengths_host)  # per utterance: no neighbour in reach
+        # per utterance: no neighbour in reach
+        memory_utt, _ = self.encode(batch.text, text_lengths, batch.text_lengths_host)
         memory = scatter_text(memory_utt, text_lengths, packing, rows)
         layout = step_layout(packing, mel_lengths, rows, frames // r, r)
         mask_bias = step_mask_bias(packing, layout, text_lengths, memory.dtype)

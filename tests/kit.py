@@ -5,6 +5,7 @@ scripts), and the demo corpus that conftest.py builds once per test session."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import torch
 from hypothesis import strategies as st
 
 from data.collate import PackedCollate
-from model import Tacotron2, Tacotron2Config
+from model import Batch, Tacotron2, Tacotron2Config
 
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -155,7 +156,7 @@ def sinusoid_mel(n_mel: int, g: torch.Generator) -> torch.Tensor:
 
 
 def packed_batch(layout, r: int, seed: int, extra_frames: int, mel=noise_mel):
-    """(items, PackedBatch) of `layout`'s (row, text length, mel length) utterances for tiny_config,
+    """(items, packed Batch) of `layout`'s (row, text length, mel length) utterances for tiny_config,
     laid out back to back in their rows (each starting on a multiple of r), the block's end padded
     by extra_frames x r; `mel(n_mel, generator)` makes each utterance's spectrogram."""
     g = torch.Generator().manual_seed(seed)
@@ -167,7 +168,7 @@ def packed_batch(layout, r: int, seed: int, extra_frames: int, mel=noise_mel):
     return items, PackedCollate(r, max(ends.values()) + extra_frames * r)(items)
 
 
-def make_batch(text_lengths, mel_lengths, r=1, seed=0):
+def make_batch(text_lengths, mel_lengths, r=1, seed=0) -> Batch:
     """A zero-padded, unsorted batch for tiny_config like data/collate.py builds (T a multiple of r).
 
     The mels are smooth, learnable sinusoids (plus a little noise), not white noise.
@@ -182,8 +183,17 @@ def make_batch(text_lengths, mel_lengths, r=1, seed=0):
     tl, ml = torch.tensor(text_lengths), torch.tensor(mel_lengths)
     text[torch.arange(t_text) >= tl[:, None]] = 0
     mel = mel * (torch.arange(t) < ml[:, None]).unsqueeze(1)
-    gate = (torch.arange(t) >= ml[:, None] - 1).float()
-    return text, tl, mel, ml, gate
+    return batch_of(text, tl, mel, ml)
+
+
+def batch_of(text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor, mel_lengths: torch.Tensor,
+             gate: torch.Tensor | None = None) -> Batch:
+    """A padded Batch of these tensors; the gate target, unless given, as the padding collate sets it
+    (1.0 from each utterance's last frame on)."""
+    if gate is None:
+        gate = (torch.arange(mel.size(2), device=mel.device) >= mel_lengths[:, None] - 1).to(mel.dtype)
+    return Batch(text=text, text_lengths=text_lengths, mel=mel, gate=gate, mel_lengths=mel_lengths,
+                 text_lengths_host=text_lengths.cpu(), frames=int(mel_lengths.sum()))
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -191,7 +201,12 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp(min=1.0))
 
 
-def float64_pass(cfg, state: dict, inputs, shape=None, seed: int = 7, graphs=None, model=None):
+def double(batch: Batch) -> Batch:
+    """The batch with float64 mels and gate targets, for a float64 model."""
+    return dataclasses.replace(batch, mel=batch.mel.double(), gate=batch.gate.double())
+
+
+def float64_pass(cfg, state: dict, batch: Batch, shape=None, seed: int = 7, graphs=None, model=None):
     """Train-mode float64 forward (dropout seeded) and the backward of a random projection of
     every output; the outputs and every parameter's gradient. `model`: one already holding
     `state` (the one `graphs` were built on), else a new one."""
@@ -199,10 +214,9 @@ def float64_pass(cfg, state: dict, inputs, shape=None, seed: int = 7, graphs=Non
         model = Tacotron2(cfg).double().train()
         model.load_state_dict(state)
     model.zero_grad(set_to_none=True)
-    text, tl, mel, ml = inputs
     torch.manual_seed(seed)
     with model.decoder.loop_hook(graphs.runner) if graphs else contextlib.nullcontext():
-        out = model(text, tl, mel.double(), ml, shape=shape)
+        out = model(double(batch), shape=shape)
     g = torch.Generator().manual_seed(3)
     loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in out)
     loss.backward()

@@ -1,13 +1,17 @@
 """The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
 (not even one that only type annotations need), no strategy name compared outside batching/ (the strategy table decides), one way
-to switch a config's strategy, and one home for a rule: whether a plan is a block plan, the decoder's frames per step."""
+to switch a config's strategy, and one home for a rule: whether a plan is a block plan, the decoder's frames per step;
+the batch crosses into the model and the loss whole, build_loaders' record is read by name, a Run is built by
+keyword."""
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
 
 from batching import STRATEGIES
 from batching.planner import PLANNERS
+from model import Tacotron2, Tacotron2Loss
 from tests.kit import REPO
 
 PACKAGES = ("batching", "data", "model", "training", "scripts")
@@ -173,10 +177,10 @@ def hparam_reads(path: Path, key: str) -> list[int]:
             and isinstance(node.slice, ast.Constant) and node.slice.value == key]
 
 
-def config_fields(path: Path, name: str) -> list[str]:
-    """The *Config classes of the file that declare a field `name`."""
+def field_holders(path: Path, name: str) -> list[str]:
+    """The classes of the file that declare a field `name` (an annotated class attribute)."""
     return [node.name for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ClassDef) and node.name.endswith("Config")
+            if isinstance(node, ast.ClassDef)
             and any(isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == name for s in node.body)]
 
 
@@ -191,12 +195,37 @@ def test_one_home_asks_whether_a_plan_is_a_block_plan():
 def test_one_reader_hands_on_the_frames_per_step():
     """The hparam n_frames_per_step is read once (training/config.py's frames_per_step), which hands
     r to the model config, its home, and a copy to the batching config for block plans; no other
-    config holds it (the loss, the collates, the loop and the benches take the model config's)."""
+    class holds it (the run reads the model's, the loss the model output's, the collates and the
+    benches take the model config's), and the loss takes none."""
     readers = {relative(p): lines for p in project_files() if (lines := hparam_reads(p, "n_frames_per_step"))}
     assert readers == {"training/config.py": readers.get("training/config.py")} \
         and len(readers["training/config.py"]) == 1, f"the hparam n_frames_per_step is read at {readers}"
-    holders = {cls for p in project_files() for cls in config_fields(p, "n_frames_per_step")}
-    assert holders == {"Tacotron2Config", "BatchingConfig"}, f"configs holding n_frames_per_step: {holders}"
+    holders = {cls for p in project_files() for cls in field_holders(p, "n_frames_per_step")}
+    assert holders == {"Tacotron2Config", "BatchingConfig"}, f"classes holding n_frames_per_step: {holders}"
+    assert "n_frames_per_step" not in inspect.signature(Tacotron2Loss).parameters
+
+
+def test_the_batch_crosses_into_the_model_and_the_loss_whole():
+    """The model's forward and the loss take the Batch (model/batch.py) whole, so a new batch field
+    touches the collate, the model and the loss only (tests/test_model_batch.py adds one)."""
+    assert list(inspect.signature(Tacotron2.forward).parameters) == ["self", "batch", "shape"]
+    assert list(inspect.signature(Tacotron2Loss.__call__).parameters) == ["self", "out", "batch"]
+
+
+def calls_of(tree: ast.AST, name: str) -> list[ast.Call]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == name]
+
+
+@pytest.mark.parametrize("path", project_files(include_tests=True), ids=lambda p: str(p.relative_to(REPO)))
+def test_records_are_read_by_name_and_the_run_is_built_by_keyword(path):
+    """build_loaders returns a named record (Loaders), never indexed; Run's fields are set by keyword."""
+    tree = ast.parse(path.read_text())
+    indexed = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Subscript)
+               and node.value in calls_of(node, "build_loaders")]
+    assert not indexed, f"{path.name}:{indexed} indexes build_loaders(...): read its fields by name"
+    positional = [call.lineno for call in calls_of(tree, "Run") if call.args]
+    assert not positional, f"{path.name}:{positional} builds a Run by position: name each field"
 
 
 def test_the_lhotse_samplers_write_their_batch_source_only():

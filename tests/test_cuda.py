@@ -9,7 +9,8 @@ without one). Written and run on the CPU-only machine as skips only, until the G
   eager, padded and graphed;
 * the graphed decoder loop (model/graphs.py) equals the eager one within 1e-5 relative in fp32
   with TF32 off, outputs and every gradient, over 3 shapes replayed in random order;
-* DDP over NCCL in one process (force_ddp=true), a short training run.
+* DDP over NCCL in one process (force_ddp=true), a short training run;
+* the loader pins every tensor of a Batch (model/batch.py), the packing table's too.
 """
 import contextlib
 import dataclasses
@@ -22,7 +23,8 @@ import torch
 from model import Tacotron2
 from model.graphs import build_loop_graphs
 from model.shapes import LoopShape
-from tests.kit import REPO, SMALL_MODEL, make_batch, run_command, step_parts_and_batches, tiny, tiny_config
+from tests.kit import (REPO, SMALL_MODEL, make_batch, packed_batch, run_command, step_parts_and_batches, tiny,
+                       tiny_config)
 from tests.kit import demo_corpus  # noqa: F401  (a fixture: scripts.release.gpu_check runs this file with --noconftest)
 from training.step import set_matmul_precision, train_step
 
@@ -50,12 +52,6 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp(min=1e-30))
 
 
-def to_device(batch, device):
-    """A collated batch on `device` (the CPU lengths stay on the CPU)."""
-    return batch._replace(**{k: v.to(device) for k, v in batch._asdict().items()
-                             if isinstance(v, torch.Tensor) and k != "text_lengths_host"})
-
-
 NO_DROPOUT = ("model.prenet_dropout=0.0,model.p_attention_dropout=0.0,model.p_decoder_dropout=0.0,"
               "model.encoder_dropout=0.0,model.postnet_dropout=0.0")
 
@@ -70,7 +66,7 @@ def step_on(device, fast: bool):
     _, (batch, *_) = step_parts_and_batches()
     cfg = resolve_config(load_hparams(f"dataset=demo,{SMALL_MODEL},{NO_DROPOUT},fast_decoder={fast}"))
     parts = build_step_parts(cfg.train, cfg.model, device)
-    result = train_step(parts, to_device(batch, device))
+    result = train_step(parts, batch.to(device))
     grads = [p.grad.detach().clone() for p in parts.core.parameters()]
     return float(result.terms.loss), grads, [p.detach().clone() for p in parts.core.parameters()]
 
@@ -97,11 +93,12 @@ def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
     parts, (good, bad, _) = step_parts_and_batches()
     parts.core.to(CUDA)
     parts = dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=1e-3, fused=True))
-    train_step(parts, to_device(good, CUDA))
+    train_step(parts, good.to(CUDA))
     weights = [p.detach().clone() for p in parts.core.parameters()]
     moments = [t.clone() for s in parts.optimizer.state.values() for t in s.values()]
-    poisoned = to_device(bad, CUDA)
-    poisoned = poisoned._replace(mel=poisoned.mel.index_fill(2, torch.tensor([3], device=CUDA), float("nan")))
+    poisoned = bad.to(CUDA)
+    poisoned = dataclasses.replace(poisoned, mel=poisoned.mel.index_fill(2, torch.tensor([3], device=CUDA),
+                                                                         float("nan")))
     result = train_step(parts, poisoned)
     assert float(result.skipped) == 1.0
     assert all(torch.equal(a, b) for a, b in zip(weights, parts.core.parameters()))
@@ -115,7 +112,7 @@ def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
     # no dropout: on CUDA the masks drawn for bf16 or fp16 tensors differ from fp32's under one seed
     parts, (batch, *_) = step_parts_and_batches(extra=NO_DROPOUT)
     parts.core.to(CUDA)
-    on = to_device(batch, CUDA)
+    on = batch.to(CUDA)
     torch.manual_seed(0)  # lr 0: both steps see the same weights
     fp32 = train_step(dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0,
                                                                             fused=True)), on)
@@ -147,7 +144,7 @@ def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus
     run = build_run(cfg, {}, None)
     from training.step import learning_rate, loop_shape
 
-    batches = list(device_batches(run.train_loader, run.device))[:5]
+    batches = list(device_batches(run.loaders.train_loader, run.device))[:5]
     for k, batch in enumerate(batches):
         lr = learning_rate(cfg.train, cfg.batching.batch_size, k, len(batch.text_lengths_host))
         shape = loop_shape(run.shapes, batch)
@@ -172,13 +169,13 @@ def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order():
     order = [shape for shape in SHAPES for _ in range(2)]
     random.Random(0).shuffle(order)
     for k, shape in enumerate(order):
-        text, tl, mel, ml, _ = make_batch(*BATCHES[shape], 2, seed=k)
+        batch = make_batch(*BATCHES[shape], 2, seed=k).to(CUDA)  # the CPU text lengths stay on the CPU
         outs, grads = [], []
         for model, g in ((eager, None), (graphed, graphs)):
             model.zero_grad(set_to_none=True)
             torch.manual_seed(k)
             with model.decoder.loop_hook(g.runner) if g else contextlib.nullcontext():
-                out = model(text.to(CUDA), tl.to(CUDA), mel.to(CUDA), ml.to(CUDA), text_lengths_host=tl, shape=shape)
+                out = model(batch, shape=shape)
             gen = torch.Generator(device=CUDA).manual_seed(3)
             sum((o * torch.randn(o.shape, generator=gen, device=CUDA)).sum() for o in out).backward()
             outs.append([o.detach().clone() for o in out])
@@ -193,3 +190,17 @@ def test_ddp_over_nccl_in_one_process(tmp_path, demo_corpus):
     hp = tiny(tmp_path, "epochs=1,device=cuda,force_ddp=true", demo_corpus)
     result = run_command(sys.executable, REPO / "train.py", "--hparams", hp, timeout=600)
     assert "parameters identical on all 1 ranks" in result.stdout
+
+
+def test_the_loader_pins_every_tensor_of_a_batch():
+    """DataLoader(pin_memory=True) calls Batch.pin_memory, so the copy to the device can be non-blocking."""
+    from torch.utils.data import DataLoader
+
+    from model import Batch
+
+    _, batch = packed_batch([(0, 2, 3), (0, 1, 2), (1, 3, 4)], 1, seed=0, extra_frames=0)
+    pinned = next(iter(DataLoader([batch], batch_size=None, pin_memory=True)))
+    assert isinstance(pinned, Batch) and pinned.frames == batch.frames
+    tensors = [pinned.text, pinned.text_lengths, pinned.mel, pinned.gate, pinned.mel_lengths, pinned.text_lengths_host,
+               pinned.packing.row, pinned.packing.start, pinned.packing.text_start]
+    assert all(t.is_pinned() for t in tensors)

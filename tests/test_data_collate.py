@@ -1,7 +1,11 @@
+import dataclasses
+
 import pytest
 import torch
 
-from data.collate import TextMelBatch, TextMelCollate
+from data.collate import TextMelCollate
+from model import Batch
+from tests.kit import packed_batch
 
 
 def pairs():
@@ -25,9 +29,20 @@ def test_frames_per_step_rounds_up_and_gate_covers_padding():
     assert batch.mel_lengths.tolist() == [5, 3]
 
 
-def test_to_device_returns_a_batch():
-    moved = TextMelCollate()(pairs()).to("cpu")
-    assert isinstance(moved, TextMelBatch) and moved.mel.device.type == "cpu"
+@dataclasses.dataclass(frozen=True)
+class SpeakerBatch(Batch):
+    speaker: torch.Tensor | None = None
+
+
+def test_to_device_moves_every_tensor_but_the_host_fields_and_keeps_the_class():
+    batch = TextMelCollate()(pairs())
+    moved = SpeakerBatch(**vars(batch), speaker=torch.tensor([0, 1])).to("meta")
+    assert isinstance(moved, SpeakerBatch) and moved.frames == batch.frames == 8
+    assert {t.device.type for t in (moved.text, moved.text_lengths, moved.mel, moved.gate, moved.mel_lengths,
+                                    moved.speaker)} == {"meta"}
+    assert moved.text_lengths_host is batch.text_lengths_host and moved.packing is None
+    packed = packed_batch([(0, 2, 3), (0, 1, 2), (1, 3, 4)], 1, seed=0, extra_frames=0)[1].to("meta")
+    assert packed.packing.row.device.type == "meta" and packed.text_lengths_host.device.type == "cpu"
 
 
 def test_bad_step_is_rejected():

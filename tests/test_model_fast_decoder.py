@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 import torch
 
-from model import Tacotron2, Tacotron2Config
+from model import Batch, Tacotron2, Tacotron2Config
 from model.config import ModelConfigError
 from model.decoder import Decoder
 from model.fast_decoder import FastDecoder
-from tests.kit import N_SYMBOLS, make_batch, packed_batch, relative_error, tiny_config
+from tests.kit import N_SYMBOLS, float64_pass, make_batch, packed_batch, relative_error, tiny_config
 from training.op_count import count_ops
 
 # (row, text length, mel length) of a packed batch: odd lengths, an utterance of one frame
@@ -21,29 +21,13 @@ LSTM_WEIGHTS = ["attention_rnn.weight_ih", "attention_rnn.weight_hh",
                 "decoder_rnn.weight_ih", "decoder_rnn.weight_hh"]
 
 
-def packed_inputs(r: int, seed: int = 2):
-    """A PackedBatch of BLOCKS, utterances back to back from frame 0, two padding steps at the end."""
-    batch = packed_batch(BLOCKS, r, seed, extra_frames=2)[1]
-    return batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing
+def packed_inputs(r: int, seed: int = 2) -> Batch:
+    """A packed Batch of BLOCKS, utterances back to back from frame 0, two padding steps at the end."""
+    return packed_batch(BLOCKS, r, seed, extra_frames=2)[1]
 
 
-def padded_inputs(r: int):
-    text, tl, mel, ml, _ = make_batch([4, 7, 2, 5], [9, 13, 6, 10], r)
-    return text, tl, mel, ml, None
-
-
-def pass_float64(cfg: Tacotron2Config, state: dict, inputs, seed: int = 7):
-    """Train-mode float64 forward (dropout seeded) and backward of a random projection of every
-    output; returns the outputs and every parameter's gradient."""
-    model = Tacotron2(cfg).double().train()
-    model.load_state_dict(state)
-    text, tl, mel, ml, packing = inputs
-    torch.manual_seed(seed)
-    out = model(text, tl, mel.double(), ml, packing)
-    g = torch.Generator().manual_seed(3)
-    loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in out)
-    loss.backward()
-    return out, {name: p.grad for name, p in model.named_parameters()}
+def padded_inputs(r: int) -> Batch:
+    return make_batch([4, 7, 2, 5], [9, 13, 6, 10], r)
 
 
 #: The loops compared with the plain one: the fast loop, and each loop recomputing the attention's
@@ -60,8 +44,8 @@ def test_fast_decoder_equals_the_reference_in_float64(r, packed, variant):
     torch.manual_seed(0)
     state = Tacotron2(cfg).double().state_dict()
     inputs = packed_inputs(r) if packed else padded_inputs(r)
-    ref_out, ref_grads = pass_float64(cfg, state, inputs)
-    out, grads = pass_float64(dataclasses.replace(cfg, **VARIANTS[variant]), state, inputs)
+    ref_out, ref_grads = float64_pass(cfg, state, inputs)
+    out, grads = float64_pass(dataclasses.replace(cfg, **VARIANTS[variant]), state, inputs)
     assert ref_grads.keys() == grads.keys()
     errors = {}
     for name, want, got in zip(ref_out._fields, ref_out, out):
@@ -81,12 +65,12 @@ def test_fast_decoder_in_eval_without_grad_equals_the_reference():
     ref = Tacotron2(cfg).eval()
     fast = Tacotron2(dataclasses.replace(cfg, fast_decoder=True)).eval()
     fast.load_state_dict(ref.state_dict())  # same parameters: checkpoints load either way
-    text, tl, mel, ml, packing = packed_inputs(2)
+    batch = packed_inputs(2)
     with torch.no_grad():
         torch.manual_seed(1)
-        want = ref(text, tl, mel, ml, packing)
+        want = ref(batch)
         torch.manual_seed(1)
-        got = fast(text, tl, mel, ml, packing)
+        got = fast(batch)
     for name, a, b in zip(want._fields, got, want):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
 
@@ -114,10 +98,10 @@ def test_each_weight_gradient_is_written_once_and_accumulates():
     calls = {name: CallCount() for name, _ in model.named_parameters()}
     for name, p in model.named_parameters():
         p.register_post_accumulate_grad_hook(calls[name])
-    text, tl, mel, ml, _ = padded_inputs(1)
-    scalar_loss(model(text, tl, mel, ml)).backward()
+    batch = padded_inputs(1)
+    scalar_loss(model(batch)).backward()
     once = {name: p.grad.clone() for name, p in model.named_parameters()}
-    scalar_loss(model(text, tl, mel, ml)).backward()
+    scalar_loss(model(batch)).backward()
     assert {c.n for c in calls.values()} == {2}, {k: c.n for k, c in calls.items() if c.n != 2}
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, 2 * once[name], msg=name)

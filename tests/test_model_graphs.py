@@ -37,9 +37,9 @@ def test_the_static_loop_equals_the_plain_decoder_in_float64_over_shapes_in_rand
     order = [shape for shape in SHAPES for _ in range(2)]
     random.Random(r).shuffle(order)
     for k, shape in enumerate(order):
-        text, tl, mel, ml, _ = make_batch(*BATCHES[shape], r, seed=k)
-        want, want_grads = float64_pass(plain, state, (text, tl, mel, ml), None, seed=k)
-        got, got_grads = float64_pass(fast, state, (text, tl, mel, ml), shape, seed=k, graphs=graphs, model=model)
+        batch = make_batch(*BATCHES[shape], r, seed=k)
+        want, want_grads = float64_pass(plain, state, batch, None, seed=k)
+        got, got_grads = float64_pass(fast, state, batch, shape, seed=k, graphs=graphs, model=model)
         for name, a, b in zip(want._fields, got, want):
             assert a.shape == b.shape and relative_error(a, b) < 1e-12, (shape, name)
         for name, grad in want_grads.items():

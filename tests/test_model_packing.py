@@ -1,12 +1,15 @@
 """Tacotron2 on BLoad blocks: an utterance inside a block is computed as if it ran alone (resets,
 attention masking, encoder and postnet separation), the loss ignores block padding, and training
 with batching=bload runs end to end and learns."""
+import dataclasses
+
 import pytest
 import torch
 
 from model import Tacotron2, Tacotron2Loss
 from model.tacotron2 import GATE_PAD_LOGIT
-from tests.kit import N_MELS, check_demo_learns, packed_batch, sinusoid_mel, tiny, tiny_config, torchrun
+from tests.kit import (N_MELS, batch_of, check_demo_learns, double, packed_batch, sinusoid_mel, tiny, tiny_config,
+                       torchrun)
 from training.rundir import read_metrics
 
 # (row, text length, mel length): rows of several utterances, lengths not multiples of 2
@@ -22,7 +25,7 @@ def alone(model, ids, spec, r):
     n = spec.shape[-1]
     mel = torch.zeros(1, N_MELS, -(-n // r) * r)
     mel[0, :, :n] = spec
-    return model(ids[None], torch.tensor([len(ids)]), mel, torch.tensor([n]))
+    return model(batch_of(ids[None], torch.tensor([len(ids)]), mel, torch.tensor([n])))
 
 
 @pytest.mark.parametrize("r", [1, 2])
@@ -31,7 +34,8 @@ def test_utterance_in_a_block_equals_the_utterance_alone(r):
     model = Tacotron2(tiny_config(n_frames_per_step=r, prenet_dropout=0.0)).eval()
     items, batch = utterances_packed(r)
     with torch.no_grad():
-        out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing)
+        out = model(batch)
+        assert out.n_frames_per_step == r
         assert out.mel.shape == batch.mel.shape and out.alignments.shape[1:] == (batch.mel.size(2) // r,
                                                                                  batch.packing.n_text)
         for u, (row, start, ids, spec) in enumerate(items):
@@ -56,25 +60,25 @@ def test_packed_loss_equals_the_unpacked_loss_and_ignores_block_padding(r):
 
     torch.manual_seed(0)
     model = Tacotron2(tiny_config(n_frames_per_step=r, prenet_dropout=0.0)).eval()
-    criterion = Tacotron2Loss(r, guided_attention=1.0)
+    criterion = Tacotron2Loss(guided_attention=1.0)
     items, packed = utterances_packed(r)
     plain = TextMelCollate(r)([(ids, spec) for _, _, ids, spec in items])
     with torch.no_grad():
-        out = model(packed.text, packed.text_lengths, packed.mel, packed.mel_lengths, packed.packing)
-        ref = model(plain.text, plain.text_lengths, plain.mel, plain.mel_lengths)
-    got = criterion(out, packed.mel, packed.gate, packed.mel_lengths, packed.text_lengths, packed.packing)
-    want = criterion(ref, plain.mel, plain.gate, plain.mel_lengths, plain.text_lengths)
+        out = model(packed)
+        ref = model(plain)
+    got = criterion(out, packed)
+    want = criterion(ref, plain)
     for key in ("valid/total", "valid/mel", "valid/mel_postnet", "valid/gate", "guided_attention"):
         assert got.to_dict()[key] == pytest.approx(want.to_dict()[key], rel=1e-5), key
     # Block padding holds no data: whatever the targets say there, the valid loss stays the same ...
     mask = packed.frame_mask()
     noisy = packed.mel.masked_fill(~mask.unsqueeze(1), 7.0)
-    again = criterion(out, noisy, packed.gate, packed.mel_lengths, packed.text_lengths, packed.packing)
+    again = criterion(out, dataclasses.replace(packed, mel=noisy))
     assert again.valid.total == pytest.approx(float(got.valid.total), rel=1e-6)
     # ... while silence (zeros) inside an utterance is data: the mask, not the values, decides.
     silent = packed.mel.clone()
     silent[0, :, :4] = 0.0
-    changed = criterion(out, silent, packed.gate, packed.mel_lengths, packed.text_lengths, packed.packing)
+    changed = criterion(out, dataclasses.replace(packed, mel=silent))
     assert changed.valid.mel != pytest.approx(float(got.valid.mel), rel=1e-6)
 
 
@@ -85,16 +89,14 @@ def test_packed_gradients_equal_the_unpacked_gradients_in_float64(fast):
     has the same gradient for every parameter, in eval mode without the prenet's dropout, in float64."""
     from data.collate import TextMelCollate
 
-    criterion = Tacotron2Loss(2, guided_attention=1.0)
+    criterion = Tacotron2Loss(guided_attention=1.0)
     items, packed = utterances_packed(2)
     plain = TextMelCollate(2)([(ids, spec) for _, _, ids, spec in items])
     grads = []
-    for batch, packing in ((packed, packed.packing), (plain, None)):
+    for batch in (double(packed), double(plain)):
         torch.manual_seed(0)
         model = Tacotron2(tiny_config(n_frames_per_step=2, fast_decoder=fast, prenet_dropout=0.0)).double().eval()
-        out = model(batch.text, batch.text_lengths, batch.mel.double(), batch.mel_lengths, packing)
-        criterion(out, batch.mel.double(), batch.gate.double(), batch.mel_lengths, batch.text_lengths,
-                  packing).loss.backward()
+        criterion(model(batch), batch).loss.backward()
         grads.append({name: p.grad for name, p in model.named_parameters()})
     for name, grad in grads[0].items():
         torch.testing.assert_close(grad, grads[1][name], rtol=1e-9, atol=1e-12, msg=name)
@@ -105,9 +107,7 @@ def test_packed_training_step_has_finite_gradients():
     torch.manual_seed(0)
     model = Tacotron2(tiny_config(n_frames_per_step=2))
     _, batch = utterances_packed(2)
-    out = model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing)
-    terms = Tacotron2Loss(2, guided_attention=2.0)(out, batch.mel, batch.gate, batch.mel_lengths,
-                                                   batch.text_lengths, batch.packing)
+    terms = Tacotron2Loss(guided_attention=2.0)(model(batch), batch)
     terms.loss.backward()
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)

@@ -23,11 +23,11 @@ def test_the_padded_loop_equals_the_plain_one_in_float64(r):
     """4 utterances padded to a shape of 7 rows (3 dummy), 32 frames and 16 symbols."""
     plain = tiny_config(n_frames_per_step=r)
     state = Tacotron2(plain).double().state_dict()
-    text, tl, mel, ml, _ = make_batch([4, 7, 2, 5], [9, 13, 6, 10], r)
+    batch = make_batch([4, 7, 2, 5], [9, 13, 6, 10], r)
     shape = LoopShape(rows=7, frames=32, text=16)
-    assert shape.frames > mel.size(2) and shape.text > text.size(1)  # padded steps and text in play
-    want, want_grads = float64_pass(plain, state, (text, tl, mel, ml), None)
-    got, got_grads = float64_pass(dataclasses.replace(plain, fast_decoder=True), state, (text, tl, mel, ml), shape)
+    assert shape.frames > batch.mel.size(2) and shape.text > batch.text.size(1)  # padded steps and text in play
+    want, want_grads = float64_pass(plain, state, batch, None)
+    got, got_grads = float64_pass(dataclasses.replace(plain, fast_decoder=True), state, batch, shape)
     for name, a, b in zip(want._fields, got, want):
         assert a.shape == b.shape and relative_error(a, b) < 1e-12, name
     for name, grad in want_grads.items():
@@ -36,11 +36,11 @@ def test_the_padded_loop_equals_the_plain_one_in_float64(r):
 
 def test_a_shape_smaller_than_the_batch_or_on_the_plain_decoder_is_refused():
     cfg = tiny_config(n_frames_per_step=2)
-    text, tl, mel, ml, _ = make_batch([4, 7], [9, 13], 2)
+    batch = make_batch([4, 7], [9, 13], 2)
     with pytest.raises(ValueError, match="needs fast_decoder=true"):
-        Tacotron2(cfg)(text, tl, mel, ml, shape=LoopShape(2, 16, 16))
+        Tacotron2(cfg)(batch, shape=LoopShape(2, 16, 16))
     with pytest.raises(ValueError, match="smaller than the batch"):
-        Tacotron2(dataclasses.replace(cfg, fast_decoder=True))(text, tl, mel, ml, shape=LoopShape(1, 16, 16))
+        Tacotron2(dataclasses.replace(cfg, fast_decoder=True))(batch, shape=LoopShape(1, 16, 16))
 
 
 LENGTHS = st.lists(st.integers(1, 900), min_size=1, max_size=300)

@@ -6,7 +6,7 @@ import torch
 
 from model import Tacotron2, Tacotron2Loss, Tacotron2Output
 from model.tacotron2 import GATE_PAD_LOGIT
-from tests.kit import N_MELS, N_SYMBOLS, make_batch, tiny_model
+from tests.kit import N_MELS, N_SYMBOLS, batch_of, make_batch, tiny_model
 
 
 
@@ -20,12 +20,13 @@ def real_parts(out: Tacotron2Output, i: int, mel_len: int, text_len: int, r: int
 def test_forward_shapes_and_masking_unsorted(r):
     text_lengths, mel_lengths = [4, 7, 2], [5, 9, 7]
     model = tiny_model(n_frames_per_step=r)
-    text, tl, mel, ml, _ = make_batch(text_lengths, mel_lengths, r)
-    out = model(text, tl, mel, ml)
-    b, t, t_text = 3, mel.size(2), text.size(1)
+    batch = make_batch(text_lengths, mel_lengths, r)
+    out = model(batch)
+    b, t, t_text = 3, batch.mel.size(2), batch.text.size(1)
     assert out.mel.shape == out.mel_postnet.shape == (b, N_MELS, t)
     assert out.gate.shape == (b, t)
     assert out.alignments.shape == (b, t // r, t_text)
+    assert out.n_frames_per_step == r
     for i, (lt, lm) in enumerate(zip(text_lengths, mel_lengths)):
         assert torch.all(out.mel[i, :, lm:] == 0) and torch.all(out.mel_postnet[i, :, lm:] == 0)
         assert torch.all(out.gate[i, lm:] == GATE_PAD_LOGIT)
@@ -41,16 +42,17 @@ def test_real_outputs_ignore_padding_content_amount_and_batchmates(r):
     """What padding holds, how much there is, and who shares the batch, change no real output."""
     text_lengths, mel_lengths = [3, 6, 5], [4, 8, 6]
     model = tiny_model(n_frames_per_step=r, prenet_dropout=0.0).eval()
-    text, tl, mel, ml, _ = make_batch(text_lengths, mel_lengths, r)
+    batch = make_batch(text_lengths, mel_lengths, r)
+    text, tl, mel, ml = batch.text, batch.text_lengths, batch.mel, batch.mel_lengths
     with torch.no_grad():
-        base = model(text, tl, mel, ml)
+        base = model(batch)
         noisy_text, noisy_mel = text.clone(), mel.clone()
         noisy_text[text == 0] = 5
         noisy_mel[mel == 0] = 3.0
-        noisy = model(noisy_text, tl, noisy_mel, ml)
-        wider = model(torch.nn.functional.pad(text, (0, 4)), tl,
-                      torch.nn.functional.pad(mel, (0, 2 * r)), ml)
-        alone = model(text[:1, :3], tl[:1], mel[:1, :, :4], ml[:1])
+        noisy = model(batch_of(noisy_text, tl, noisy_mel, ml))
+        wider = model(batch_of(torch.nn.functional.pad(text, (0, 4)), tl,
+                               torch.nn.functional.pad(mel, (0, 2 * r)), ml))
+        alone = model(batch_of(text[:1, :3], tl[:1], mel[:1, :, :4], ml[:1]))
     for i, (lt, lm) in enumerate(zip(text_lengths, mel_lengths)):
         for other in (noisy, wider):
             for x, y in zip(real_parts(base, i, lm, lt, r), real_parts(other, i, lm, lt, r)):
@@ -61,13 +63,14 @@ def test_real_outputs_ignore_padding_content_amount_and_batchmates(r):
 
 def test_valid_loss_of_the_model_ignores_extra_padding_padded_loss_shrinks():
     model = tiny_model(n_frames_per_step=2, prenet_dropout=0.0).eval()
-    text, tl, mel, ml, gate = make_batch([3, 6], [5, 8], r=2)
+    batch = make_batch([3, 6], [5, 8], r=2)
     pad = torch.nn.functional.pad
-    wide_text, wide_mel, wide_gate = pad(text, (0, 3)), pad(mel, (0, 8)), pad(gate, (0, 8), value=1.0)
-    criterion = Tacotron2Loss(2)
+    wide = batch_of(pad(batch.text, (0, 3)), batch.text_lengths, pad(batch.mel, (0, 8)), batch.mel_lengths,
+                    pad(batch.gate, (0, 8), value=1.0))
+    criterion = Tacotron2Loss()
     with torch.no_grad():
-        base = criterion(model(text, tl, mel, ml), mel, gate, ml).to_dict()
-        more = criterion(model(wide_text, tl, wide_mel, ml), wide_mel, wide_gate, ml).to_dict()
+        base = criterion(model(batch), batch).to_dict()
+        more = criterion(model(wide), wide).to_dict()
     assert more["valid/total"] == pytest.approx(base["valid/total"], rel=1e-5)
     assert more["padded/total"] < 0.7 * base["padded/total"]
 
@@ -88,15 +91,14 @@ def test_folded_location_features_equal_conv_then_dense():
 
 def test_mel_frames_must_be_a_multiple_of_r():
     model = tiny_model(n_frames_per_step=2)
-    text, tl, mel, ml, _ = make_batch([3], [5], r=1)
     with pytest.raises(ValueError, match="n_frames_per_step=2"):
-        model(text, tl, mel, ml)
+        model(make_batch([3], [5], r=1))
 
 
 def test_gradients_reach_every_parameter():
     model = tiny_model(n_frames_per_step=2).train()
-    text, tl, mel, ml, gate = make_batch([4, 6], [7, 5], r=2)
-    Tacotron2Loss(2)(model(text, tl, mel, ml), mel, gate, ml).loss.backward()
+    batch = make_batch([4, 6], [7, 5], r=2)
+    Tacotron2Loss()(model(batch), batch).loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
@@ -110,13 +112,13 @@ NO_DROPOUT = dict(encoder_dropout=0.0, prenet_dropout=0.0, p_attention_dropout=0
 def test_tiny_model_overfits_one_batch(r):
     """Capacity and wiring: without dropout (whose noise dominates at these widths) it memorises."""
     model = tiny_model(n_frames_per_step=r, **NO_DROPOUT).train()
-    text, tl, mel, ml, gate = make_batch([5, 7, 4], [10, 12, 8], r)
-    criterion = Tacotron2Loss(r)
+    batch = make_batch([5, 7, 4], [10, 12, 8], r)
+    criterion = Tacotron2Loss()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(40):
         opt.zero_grad()
-        terms = criterion(model(text, tl, mel, ml), mel, gate, ml)
+        terms = criterion(model(batch), batch)
         terms.loss.backward()
         opt.step()
         losses.append(terms.loss.item())
@@ -154,7 +156,8 @@ def test_inference_warns_at_max_decoder_steps(r):
 def test_padded_batch_inference_matches_single_items():
     model = tiny_model(n_frames_per_step=2, prenet_dropout=0.0, max_decoder_steps=4).eval()
     _force_gate_bias(model, -10.0)
-    text, tl, *_ = make_batch([3, 5], [1, 1])
+    padded = make_batch([3, 5], [1, 1])
+    text, tl = padded.text, padded.text_lengths
     with pytest.warns(RuntimeWarning):
         batch = model.inference(text, tl)
         singles = [model.inference(text[i:i + 1, :n]) for i, n in enumerate([3, 5])]

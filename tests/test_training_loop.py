@@ -2,6 +2,7 @@
 that synchronises on CUDA inside the training loop (counted with a torch function mode and a
 dispatch mode), and a non-finite step is skipped on the device, leaving the weights and Adam's
 state exactly as they were."""
+import dataclasses
 import functools
 import traceback
 
@@ -13,7 +14,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 import train
 import training.loop
-from data.collate import HOST_FIELDS
+from model.batch import HOST_FIELDS
 from tests.kit import DemoCorpus, build_demo_corpus, step_parts_and_batches, tiny
 from training.device_sums import DeviceSums
 from training.rundir import read_metrics
@@ -210,7 +211,7 @@ def test_a_nan_step_is_skipped_on_the_device_and_counted(tmp_path):
     weights = [p.detach().clone() for p in parts.core.parameters()]
     adam = optimizer_state(parts)
 
-    poisoned = other._replace(mel=other.mel.clone().index_fill_(2, torch.tensor([3]), float("nan")))
+    poisoned = dataclasses.replace(other, mel=other.mel.clone().index_fill_(2, torch.tensor([3]), float("nan")))
     result = train_step(parts, poisoned)
     sums.add(result)
     assert float(result.skipped) == 1.0 and not torch.isfinite(result.grad_norm)
@@ -232,7 +233,7 @@ def test_resuming_an_unfused_checkpoint_keeps_the_fused_step(tmp_path):
     fused update off (the unfused Adam refuses found_inf), and the moments carry over."""
     parts, (good, other, _) = step_parts_and_batches()
     old = torch.optim.Adam(parts.core.parameters(), lr=1e-3)
-    parts.core(good.text, good.text_lengths, good.mel, good.mel_lengths).mel_postnet.sum().backward()
+    parts.core(good).mel_postnet.sum().backward()
     old.step()
     load_optimizer_state(parts.optimizer, old.state_dict())
     assert all(group["fused"] for group in parts.optimizer.param_groups)

@@ -34,9 +34,8 @@ def test_the_encoder_bilstm_runs_in_fp32_under_bf16_autocast():
     seen = []
     model.encoder.lstm.register_forward_hook(lambda module, args, out: seen.append((args[0].data.dtype,
                                                                                     out[0].data.dtype)))
-    text, tl, mel, ml, _ = make_batch([4, 7], [9, 13], 2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        model(text, tl, mel, ml)
+        model(make_batch([4, 7], [9, 13], 2))
     assert seen == [(torch.float32, torch.float32)]
 
 

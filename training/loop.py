@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from model import Batch, Tacotron2Output
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from model.shapes import ceil_div
 from training import distributed as dist_utils
@@ -101,7 +102,7 @@ def start_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition |
     """Plan the epoch (or restore the mid-epoch position a resume starts from) and seed dropout;
     returns the running sums and how many of the epoch's steps ran before the sampler's own count
     starts."""
-    sampler = run.train_sampler
+    sampler = run.loaders.train_sampler
     sampler.set_epoch(epoch)
     if state.step_in_epoch > 0:  # resuming inside this epoch
         sampler.load_state_dict(position.sampler)
@@ -158,7 +159,7 @@ def mid_epoch_checkpoint(run: Run, state: RunState, sums: EpochSums, dev: Device
     """Checkpoint inside the epoch: the device sums and the sampler's position go with it."""
     read_into(sums, dev)
     state.partial = dataclasses.asdict(sums)
-    save_checkpoint(run, state, (LAST,), run.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
+    save_checkpoint(run, state, (LAST,), run.loaders.train_sampler.state_dict(consumed=state.step_in_epoch - offset))
 
 
 def device_batches(loader, device: torch.device):
@@ -183,10 +184,11 @@ def train_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition |
     """Train one epoch (or its rest, after a mid-epoch resume); returns the epoch's training record.
     The host reads the device only every log_every steps, at checkpoints and at the end."""
     sums, offset = start_epoch(run, state, epoch, position)
-    record = {"epoch": epoch, **run.train_sampler.plan.stats(run.train_set.frames, run.n_frames_per_step)}
+    sampler = run.loaders.train_sampler
+    record = {"epoch": epoch, **sampler.plan.stats(run.loaders.train_set.frames, run.n_frames_per_step)}
     run.parts.model.train()
     dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
-    bar = tqdm(device_batches(run.train_loader, run.device), total=len(run.train_sampler) + state.step_in_epoch,
+    bar = tqdm(device_batches(run.loaders.train_loader, run.device), total=len(sampler) + state.step_in_epoch,
                initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
                disable=None if run.train.progress and run.info.is_main else True)  # None: off when no terminal
     tick, copied = time.perf_counter(), False
@@ -237,23 +239,23 @@ def epoch_record(run: Run, sums: EpochSums) -> dict[str, Any]:
 @torch.no_grad()
 def validate(run: Run, epoch: int) -> dict[str, float]:
     """Teacher-forced validation over RAND batches; sums over ranks so every rank agrees."""
-    core, r = run.parts.core, run.n_frames_per_step
+    core = run.parts.core
     dist_utils.average_buffers(core, run.info)
     core.eval()
-    run.val_sampler.set_epoch(0)  # the same validation batches every time
+    run.loaders.val_sampler.set_epoch(0)  # the same validation batches every time
     sums, first = ValSums(), None
     with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
         torch.manual_seed(VAL_SEED)
-        for batch in run.val_loader:
+        for batch in run.loaders.val_loader:
             batch = batch.to(run.device)
-            out = core(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths)
-            terms = run.parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths)
+            out = core(batch)
+            terms = run.parts.criterion(out, batch)
             frames = float(batch.mel_lengths.sum())
             sums.loss_valid_frames += float(terms.valid.total) * frames
             sums.frames += frames
             sums.loss_padded += float(terms.padded.total)
             sums.batches += 1
-            sums.diagonality += sum(alignment_diagonality(*_alignment(batch, out, i, r))
+            sums.diagonality += sum(alignment_diagonality(*_alignment(batch, out, i))
                                     for i in range(len(batch.mel_lengths)))
             first = first or (batch, out)
     total = dist_utils.sum_over_ranks(sums, run.info, run.device)
@@ -262,20 +264,20 @@ def validate(run: Run, epoch: int) -> dict[str, float]:
     run.parts.model.train()
     return {"val_loss_valid": total.loss_valid_frames / max(total.frames, 1),
             "val_loss_padded": total.loss_padded / max(total.batches, 1),
-            "val_diagonality": total.diagonality / max(len(run.val_set), 1)}
+            "val_diagonality": total.diagonality / max(len(run.loaders.val_set), 1)}
 
 
-def _alignment(batch, out, i: int, r: int) -> tuple[np.ndarray, int, int]:
+def _alignment(batch: Batch, out: Tacotron2Output, i: int) -> tuple[np.ndarray, int, int]:
     """Utterance i's alignment [decoder steps, text] without padding, its text and decoder lengths."""
-    dec_len = ceil_div(int(batch.mel_lengths[i]), r)
+    dec_len = ceil_div(int(batch.mel_lengths[i]), out.n_frames_per_step)
     text_len = int(batch.text_lengths[i])
     return out.alignments[i, :dec_len, :text_len].float().cpu().numpy(), text_len, dec_len
 
 
-def log_figures(run: Run, epoch: int, batch, out) -> None:
+def log_figures(run: Run, epoch: int, batch: Batch, out: Tacotron2Output) -> None:
     """The first validation utterance's alignment, mel and gate: TensorBoard, and PNGs in the run dir."""
     length = int(batch.mel_lengths[0])
-    alignment, _, _ = _alignment(batch, out, 0, run.n_frames_per_step)
+    alignment, _, _ = _alignment(batch, out, 0)
     run.logger.figure("val/alignment", plot_alignment(alignment, f"epoch {epoch}"), epoch, "alignment.png")
     run.logger.figure("val/mel", plot_mel(batch.mel[0, :, :length].cpu().numpy(),
                                           out.mel_postnet[0, :, :length].float().cpu().numpy()), epoch, "mel.png")

@@ -57,27 +57,38 @@ class StopFlag:
 
 
 @dataclass(frozen=True)
-class Run:
-    """Everything the epoch loop, validation and checkpointing use."""
+class Loaders:
+    """The data of a run, as build_loaders makes it: each split's dataset, batch sampler and loader."""
 
-    train: TrainConfig
-    batching: BatchingConfig
-    n_frames_per_step: int  # the decoder's r, from the model config (its home)
-    hp: dict[str, Any]  # the flat hparams, stored in checkpoints so that a resume rebuilds the same run
-    info: dist_utils.DistInfo
-    device: torch.device
-    run_dir: Path
-    parts: StepParts
     train_set: TextMelDataset
     train_sampler: PlanBatchSampler
     train_loader: DataLoader
     val_set: TextMelDataset
     val_sampler: PlanBatchSampler
     val_loader: DataLoader
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything the epoch loop, validation and checkpointing use."""
+
+    train: TrainConfig
+    batching: BatchingConfig
+    hp: dict[str, Any]  # the flat hparams, stored in checkpoints so that a resume rebuilds the same run
+    info: dist_utils.DistInfo
+    device: torch.device
+    run_dir: Path
+    parts: StepParts
+    loaders: Loaders
     logger: RunLogger
     stop: StopFlag
     clock: CheckpointClock  # time since the last checkpoint (checkpoint_every_minutes)
     shapes: ShapeTable | None  # the decoder loop's padded shapes for the whole run (graph_bucket > 0)
+
+    @property
+    def n_frames_per_step(self) -> int:
+        """The decoder's r, read from the model's config (its one source)."""
+        return self.parts.core.cfg.n_frames_per_step
 
     def log(self, message: str) -> None:
         """Print on the main rank only."""
@@ -97,10 +108,10 @@ def pick_device(name: str, local_rank: int) -> torch.device:
 
 
 def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataConfig, mel: MelConfig,
-                  n_frames_per_step: int, info: dist_utils.DistInfo, device: torch.device):
-    """(train set, train sampler, train loader, val set, val sampler, val loader), once the data
-    check passed (rank 0 first: it generates corpora and fills the caches, the others reuse them);
-    validation always uses RAND batches of val_batch_size, unpacked (as in the paper)."""
+                  n_frames_per_step: int, info: dist_utils.DistInfo, device: torch.device) -> Loaders:
+    """Each split's dataset, sampler and loader, once the data check passed (rank 0 first: it
+    generates corpora and fills the caches, the others reuse them); validation always uses RAND
+    batches of val_batch_size, unpacked (as in the paper)."""
     progress = train_cfg.progress and info.is_main
     with dist_utils.main_rank_first(info):
         paths = corpus_filelists(data, mel)
@@ -118,7 +129,8 @@ def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataCo
                               generator=torch.Generator(), **common)
     val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(n_frames_per_step),
                             generator=torch.Generator(), **common)
-    return train_set, train.sampler, train_loader, val_set, val_sampler, val_loader
+    return Loaders(train_set=train_set, train_sampler=train.sampler, train_loader=train_loader, val_set=val_set,
+                   val_sampler=val_sampler, val_loader=val_loader)
 
 
 def run_shape_table(train: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset,
@@ -147,14 +159,14 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
                                        cfg.train.dist_backend)
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
-        r = cfg.model.n_frames_per_step
-        loaders = build_loaders(cfg.train, cfg.batching, cfg.data, cfg.mel, r, info, device)
+        loaders = build_loaders(cfg.train, cfg.batching, cfg.data, cfg.mel, cfg.model.n_frames_per_step, info,
+                                device)
         parts = build_step_parts(cfg.train, cfg.model, device)
         if resume is not None:
             parts.core.load_state_dict(resume.weights.model)
             load_optimizer_state(parts.optimizer, resume.weights.optimizer)
             parts.scaler.load_state_dict(resume.weights.scaler)
-        shapes = run_shape_table(cfg.train, loaders[1].config, loaders[0], info.world_size)
+        shapes = run_shape_table(cfg.train, loaders.train_sampler.config, loaders.train_set, info.world_size)
         parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device, cfg.train.progress and info.is_main)
         if info.enabled:
             # gradients written straight into DDP's buckets; no per-forward buffer broadcast
@@ -169,5 +181,6 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
     # wrote after its last checkpoint (they are logged again), or all of them for a run started over
     global_step = resume.state.global_step if resume else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
-    return Run(cfg.train, cfg.batching, r, hp, info, device, run_dir, parts, *loaders, logger,
-               StopFlag(announce=info.is_main), CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes)
+    return Run(train=cfg.train, batching=cfg.batching, hp=hp, info=info, device=device, run_dir=run_dir, parts=parts,
+               loaders=loaders, logger=logger, stop=StopFlag(announce=info.is_main),
+               clock=CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes=shapes)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from model import Tacotron2, Tacotron2Config, Tacotron2Loss
+from model import Batch, Tacotron2, Tacotron2Config, Tacotron2Loss
 from model.graphs import LoopGraphs, build_loop_graphs
 from model.loss import LossTerms
 from model.shapes import LoopShape, ShapeTable
@@ -67,8 +67,7 @@ def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: tor
     # fused: one kernel for the whole update, and it honours `found_inf` without a host read
     optimizer = torch.optim.Adam(model.parameters(), lr=train.learning_rate, weight_decay=train.weight_decay,
                                  fused=True)
-    criterion = Tacotron2Loss(model_cfg.n_frames_per_step, loss_norm=train.loss_norm,
-                              guided_attention=train.guided_attention,
+    criterion = Tacotron2Loss(loss_norm=train.loss_norm, guided_attention=train.guided_attention,
                               guided_attention_sigma=train.guided_attention_sigma,
                               gate_pos_weight=train.gate_pos_weight)
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
@@ -111,7 +110,7 @@ def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, de
     return dataclasses.replace(parts, graphs=graphs)
 
 
-def loop_shape(table: ShapeTable | None, batch) -> LoopShape | None:
+def loop_shape(table: ShapeTable | None, batch: Batch) -> LoopShape | None:
     """The padded shape of a batch's decoder loop (model/shapes.py), from host-side sizes; None
     without a table (graph_bucket=0)."""
     if table is None:
@@ -119,17 +118,14 @@ def loop_shape(table: ShapeTable | None, batch) -> LoopShape | None:
     return table.shape_of(batch.mel.size(0), batch.mel.size(2), batch.text.size(1))
 
 
-def forward_loss(parts: StepParts, batch, shape: LoopShape | None = None) -> LossTerms:
-    """Forward pass and loss under the configured autocast; packed batches carry their table."""
-    packing = getattr(batch, "packing", None)  # BLoad blocks: where each utterance sits
+def forward_loss(parts: StepParts, batch: Batch, shape: LoopShape | None = None) -> LossTerms:
+    """Forward pass and loss under the configured autocast; the batch crosses into both whole."""
     # no cast cache: a weight the plain decoder reuses every step is cast per use, so its per-step
     # gradients are summed in fp32 (one cached cast would sum them in the autocast dtype)
     autocast = (torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype, cache_enabled=False)
                 if parts.amp_dtype else nullcontext())
     with autocast, graphed_loops(parts):
-        out = parts.model(batch.text, batch.text_lengths, batch.mel, batch.mel_lengths, packing,
-                          text_lengths_host=batch.text_lengths_host, shape=shape)
-        return parts.criterion(out, batch.mel, batch.gate, batch.mel_lengths, batch.text_lengths, packing)
+        return parts.criterion(parts.model(batch, shape=shape), batch)
 
 
 def graphed_loops(parts: StepParts) -> AbstractContextManager:
@@ -151,7 +147,7 @@ def learning_rate(train: TrainConfig, base_batch_size: int, global_step: int, ba
     return train.learning_rate * warm * scale
 
 
-def train_step(parts: StepParts, batch, lr: float | None = None, shape: LoopShape | None = None) -> StepResult:
+def train_step(parts: StepParts, batch: Batch, lr: float | None = None, shape: LoopShape | None = None) -> StepResult:
     """Forward, backward, clip, and an Adam step that the device skips when the gradient norm is
     not finite (a non-finite loss makes its gradients non-finite too). Under DDP every rank holds
     the same all-reduced gradients, so every rank skips together without another collective. A
