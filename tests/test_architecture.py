@@ -26,14 +26,22 @@ def functions(tree: ast.AST):
     return [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
+def docstring_lines(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The lines of a function's docstring: documentation (a `:param:` line per argument, say), not code."""
+    first = func.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first.end_lineno - first.lineno + 1
+    return 0
+
+
 @pytest.mark.parametrize("path", project_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_no_nested_function_and_none_over_60_lines(path):
     tree = ast.parse(path.read_text())
     for func in functions(tree):
         nested = [inner.name for inner in functions(func) if inner is not func]
         assert not nested, f"{path.name}:{func.lineno} {func.name} defines {nested}: make them module-level"
-        length = func.end_lineno - func.lineno + 1
-        assert length <= 60, f"{path.name}:{func.lineno} {func.name} is {length} lines"
+        length = func.end_lineno - func.lineno + 1 - docstring_lines(func)
+        assert length <= 60, f"{path.name}:{func.lineno} {func.name} is {length} lines, its docstring left out"
 
 
 def imports_of(source: str, package: str) -> set[str]:

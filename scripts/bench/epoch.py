@@ -41,7 +41,7 @@ from model.shapes import round_up, shape_table
 from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
 from scripts.common import markdown_table
 from scripts.reproduction.paper import EXPERIMENTS, PAPER_TABLE3
-from training.config import resolve_config
+from training.config import RunConfig, resolve_config
 from training.hparams import load_hparams
 
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR"
@@ -111,28 +111,54 @@ def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_le
                       f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
 
 
+def strategy_rows(plans: dict[str, dict], coef: np.ndarray | None) -> dict[str, dict]:
+    """Each strategy's epoch: its plan's figures and seconds, measured (coef None: every batch was
+    timed) or from the fit over the timed batches; its time reduction against RAND's and the paper's."""
+    rows = {}
+    for name, p in plans.items():
+        seconds = float(p["features"].sum(0) @ coef) if coef is not None else float(sum(p["seconds"]))
+        rows[name] = dict(n_batches=len(p["batches"]), timed_batches=len(p["timed"]), zpr=p["stats"]["zpr"],
+                          abl=p["stats"]["abl"], decoder_steps=int(p["steps"].sum()), seconds_per_epoch=seconds,
+                          frames_per_second=p["stats"]["real_frames"] / seconds,
+                          measured_seconds=float(sum(p["seconds"])))
+    base = rows.get("RAND", {}).get("seconds_per_epoch")
+    for name, row in rows.items():
+        row["reduction_pct"] = None if base is None else 100 * (base - row["seconds_per_epoch"]) / base
+        row["paper_reduction_pct"] = PAPER_TABLE3.get(name, (None, None))[1]
+    return rows
+
+
+def training_utterances(count: int, split: float, seed: int, subset: int) -> np.ndarray:
+    """The indices of the training split's utterances, a seeded random `subset` of them if not 0."""
+    keep = train_split(count, split, seed)
+    if subset:
+        keep = np.sort(np.random.default_rng(seed).choice(keep, min(subset, keep.size), replace=False))
+    return keep
+
+
+def bench_config(args: argparse.Namespace, preset: str) -> RunConfig:
+    """The LJSpeech recipe's config at the model preset, with --amp, --seed and --hparams; without
+    --graph-bucket the plain decoder loop, the paper's (not the ljspeech preset's padded one)."""
+    graphed = (f"fast_decoder=true,graph_bucket={args.graph_bucket}," if args.graph_bucket
+               else "fast_decoder=false,graph_bucket=0,")
+    return resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
+                                       f"seed={args.seed},{graphed}{args.hparams}"))
+
+
 def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) -> dict:
     device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
     on_cpu = device.type == "cpu"
     preset = args.preset or ("small" if on_cpu else "full")
     subset = args.subset if args.subset is not None else (1024 if on_cpu else 0)
     max_batches = args.max_batches if args.max_batches is not None else (3 if on_cpu else 32)
-    # without --graph-bucket: the plain decoder loop, the paper's (not the ljspeech preset's padded one)
-    graphed = (f"fast_decoder=true,graph_bucket={args.graph_bucket}," if args.graph_bucket
-               else "fast_decoder=false,graph_bucket=0,")
-    cfg = resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
-                                      f"seed={args.seed},{graphed}{args.hparams}"))
+    cfg = bench_config(args, preset)
     if args.threads:
         torch.set_num_threads(args.threads)
     if on_cpu:
         torch.set_flush_denormal(True)  # denormals from random targets would slow the CPU, not the GPU
-
-    keep = train_split(frames.size, args.split, args.seed)
-    if subset:
-        keep = np.sort(np.random.default_rng(args.seed).choice(keep, min(subset, keep.size), replace=False))
+    keep = training_utterances(frames.size, args.split, args.seed, subset)
     frames, text_lengths = frames[keep], text_lengths[keep]
     r = cfg.model.n_frames_per_step
-
     names = [n.strip() for n in args.strategies.split(",") if n.strip()]
     common = {"batch_size": cfg.batching.batch_size, "seed": args.seed}
     if subset:
@@ -145,17 +171,7 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
     coef = fit_times(np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
                      np.concatenate([p["seconds"] for p in plans.values()])) if extrapolated else None
-    rows = {}
-    for name, p in plans.items():
-        seconds = float(p["features"].sum(0) @ coef) if extrapolated else float(sum(p["seconds"]))
-        rows[name] = dict(n_batches=len(p["batches"]), timed_batches=len(p["timed"]), zpr=p["stats"]["zpr"],
-                          abl=p["stats"]["abl"], decoder_steps=int(p["steps"].sum()), seconds_per_epoch=seconds,
-                          frames_per_second=p["stats"]["real_frames"] / seconds,
-                          measured_seconds=float(sum(p["seconds"])))
-    base = rows.get("RAND", {}).get("seconds_per_epoch")
-    for name, row in rows.items():
-        row["reduction_pct"] = None if base is None else 100 * (base - row["seconds_per_epoch"]) / base
-        row["paper_reduction_pct"] = PAPER_TABLE3.get(name, (None, None))[1]
+    rows = strategy_rows(plans, coef)
     return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 device=device_name(device), device_type=device.type, torch=torch.__version__, lengths=str(args.lengths),
                 utterances=int(frames.size), split=args.split, subset=subset, preset=preset,
@@ -203,7 +219,7 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS,
                         help="TSV with frames and text columns, or a filelist (default: LJSpeech's lengths.tsv)")
@@ -226,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the split, the subset, the plans and the model")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     parser.add_argument("--out", type=Path, help="also write the Markdown table to this file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser()
     args = parser.parse_args(argv)
     unknown = [n for n in args.strategies.split(",") if n.strip() and n.strip() not in EXPERIMENTS]
     if unknown:

@@ -281,26 +281,32 @@ def bench_part(setup: Setup) -> list[Check]:
     # sized on an H100 and an H200 (docs/results.md#on-a-gpu) so that the part fits one 10-minute call:
     # bench-step about 3 min (half of it capturing 2 x 11 shapes), eager epochs about 1.5 min, graphed
     # about 2 min (1.5 min of it capturing the timed batches' shapes, hence fewer timed batches)
-    tiny_epoch = ["--subset", "96", "--warmup", "0", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"]
     for label, timed, extra in (("eager", 8, []),
                                 ("graphed", 5, ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"])):
-        name = f"bench-epoch-{label}"
-        size = [*tiny_epoch, "--max-batches", "1"] if setup.tiny else ["--max-batches", str(timed)]
-        code, output, seconds = run_logged(setup, name, [
-            sys.executable, "-m", "scripts.bench.epoch", "--device", setup.device, "--strategies", TABLE3, "--json",
-            *size, *extra])
-        try:  # the JSON comes first (stdout), the per-batch timings after it (stderr)
-            result = json.JSONDecoder().raw_decode(output[output.index("{"):])[0]
-        except ValueError:
-            result = {}
-        rows = {k: {f: v.get(f) for f in ("seconds_per_epoch", "reduction_pct", "paper_reduction_pct",
-                                          "frames_per_second")} for k, v in result.get("strategies", {}).items()}
-        reductions = ", ".join(f"{k} {v['reduction_pct']:.1f} %" for k, v in rows.items()
-                               if v["reduction_pct"] is not None)
-        checks.append(Check("bench", name, code == 0 and bool(rows), seconds,
-                            f"exit {code}; time reduction vs RAND: {reductions or 'n/a'}",
-                            {"strategies": rows, "capture_seconds": result.get("capture_seconds")}, tail(output)))
+        checks.append(epoch_bench_check(setup, label, timed, extra))
     return checks
+
+
+def epoch_bench_check(setup: Setup, label: str, timed: int, extra: list[str]) -> Check:
+    """scripts.bench.epoch on Table 3's strategies, `timed` batches each (one for --tiny): the time
+    reduction against RAND, and each strategy's seconds and frames per second."""
+    name = f"bench-epoch-{label}"
+    tiny_epoch = ["--subset", "96", "--warmup", "0", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"]
+    size = [*tiny_epoch, "--max-batches", "1"] if setup.tiny else ["--max-batches", str(timed)]
+    code, output, seconds = run_logged(setup, name, [
+        sys.executable, "-m", "scripts.bench.epoch", "--device", setup.device, "--strategies", TABLE3, "--json",
+        *size, *extra])
+    try:  # the JSON comes first (stdout), the per-batch timings after it (stderr)
+        result = json.JSONDecoder().raw_decode(output[output.index("{"):])[0]
+    except ValueError:
+        result = {}
+    rows = {k: {f: v.get(f) for f in ("seconds_per_epoch", "reduction_pct", "paper_reduction_pct",
+                                      "frames_per_second")} for k, v in result.get("strategies", {}).items()}
+    reductions = ", ".join(f"{k} {v['reduction_pct']:.1f} %" for k, v in rows.items()
+                           if v["reduction_pct"] is not None)
+    return Check("bench", name, code == 0 and bool(rows), seconds,
+                 f"exit {code}; time reduction vs RAND: {reductions or 'n/a'}",
+                 {"strategies": rows, "capture_seconds": result.get("capture_seconds")}, tail(output))
 
 
 def graphed_part(setup: Setup) -> list[Check]:

@@ -167,6 +167,45 @@ def read_experiments(root: Path, variants: dict[str, Path], seeds: set[int] | No
     return present, missing, empty_variants
 
 
+def table3_of(table2: dict) -> dict:
+    """Table 3: each experiment's minutes saved per epoch against RAND, and the paper's."""
+    rand_min = table2["RAND"]["min_per_epoch"] if "RAND" in table2 else None
+    table3 = {}
+    for name in EXPERIMENTS:
+        if name == "RAND":
+            continue
+        minutes = table2[name]["min_per_epoch"] if name in table2 else None
+        paper = PAPER_TABLE3.get(name, (None, None))
+        table3[name] = {"min_saved": None if rand_min is None or minutes is None else rand_min - minutes,
+                        "reduction_pct": reduction(rand_min, minutes),
+                        "paper_min_saved": paper[0], "paper_reduction_pct": paper[1]}
+    return table3
+
+
+def table4_of(table2: dict) -> list[dict]:
+    """Table 4: the VL3 reduction of each of the paper's pairs of experiments, and the paper's."""
+    vl3 = {name: row["vl3"] for name, row in table2.items()}
+    return [{"part": part, "from": a, "to": b, "from_vl3": vl3.get(a), "to_vl3": vl3.get(b),
+             "reduction_pct": reduction(vl3.get(a), vl3.get(b)), "paper_reduction_pct": paper}
+            for part, pairs in PAPER_TABLE4 for a, b, paper in pairs]
+
+
+def sweep_notes(val_loss: str, table2: dict, total: int, stages: list[int]) -> list[str]:
+    """The notes that qualify every table: which validation loss, how many seeds, and the epochs of
+    VL1-3 when the runs are shorter or longer than the paper's."""
+    kind = "the mean over the padded tensor, as in the paper" if val_loss == "padded" else \
+        "the mean over real frames only"
+    seed_counts = sorted({len(row["seeds"]) for row in table2.values()})
+    notes = [f"validation loss: val_loss_{val_loss} ({kind})",
+             f"seeds per experiment: {', '.join(map(str, seed_counts)) or 'none'}; a cell is the mean over the seeds, "
+             "± their sample standard deviation when there are two or more"]
+    if total != PAPER_TOTAL_EPOCHS:
+        notes.append(f"runs of {total} epochs, not {PAPER_TOTAL_EPOCHS}: VL1-3 are at epochs {stages} "
+                     f"(the paper's {list(PAPER_EPOCHS)} scaled by {total}/{PAPER_TOTAL_EPOCHS}, "
+                     f"moved to the nearest validated epoch)")
+    return notes
+
+
 def build(root: Path, val_loss: str, seeds: set[int] | None = None,
           variants: dict[str, Path] | None = None) -> dict:
     """Every number of Tables 2-4 (means over seeds), the equal-time table, the notes that
@@ -182,30 +221,8 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None,
     table2 = {name: over_seeds({seed: run_row(records, stages, key) for seed, (records, _) in seeds.items()})
               for name, seeds in present.items()}
 
-    rand_min = table2["RAND"]["min_per_epoch"] if "RAND" in table2 else None
-    table3 = {}
-    for name in EXPERIMENTS:
-        if name == "RAND":
-            continue
-        minutes = table2[name]["min_per_epoch"] if name in table2 else None
-        paper = PAPER_TABLE3.get(name, (None, None))
-        table3[name] = {"min_saved": None if rand_min is None or minutes is None else rand_min - minutes,
-                        "reduction_pct": reduction(rand_min, minutes),
-                        "paper_min_saved": paper[0], "paper_reduction_pct": paper[1]}
-
-    vl3 = {name: row["vl3"] for name, row in table2.items()}
-    table4 = [{"part": part, "from": a, "to": b, "from_vl3": vl3.get(a), "to_vl3": vl3.get(b),
-               "reduction_pct": reduction(vl3.get(a), vl3.get(b)), "paper_reduction_pct": paper}
-              for part, pairs in PAPER_TABLE4 for a, b, paper in pairs]
-
-    seed_counts = sorted({len(row["seeds"]) for row in table2.values()})
-    notes = [f"validation loss: val_loss_{val_loss} ({'the mean over the padded tensor, as in the paper' if val_loss == 'padded' else 'the mean over real frames only'})",
-             f"seeds per experiment: {', '.join(map(str, seed_counts)) or 'none'}; a cell is the mean over the seeds, "
-             "± their sample standard deviation when there are two or more"]
-    if total != PAPER_TOTAL_EPOCHS:
-        notes.append(f"runs of {total} epochs, not {PAPER_TOTAL_EPOCHS}: VL1-3 are at epochs {stages} "
-                     f"(the paper's {list(PAPER_EPOCHS)} scaled by {total}/{PAPER_TOTAL_EPOCHS}, "
-                     f"moved to the nearest validated epoch)")
+    table3, table4 = table3_of(table2), table4_of(table2)
+    notes = sweep_notes(val_loss, table2, total, stages)
     if missing:
         notes.append(f"missing runs (no metrics.jsonl under {root}/NAME/seedS): {', '.join(missing)}; their cells are empty")
     if empty_variants:
@@ -228,18 +245,8 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None,
 
 
 def markdown(result: dict) -> str:
-    e1, e2, e3 = result["stage_epochs"]
     out = ["# Tables 2-4 (measured) and the paper's", ""] + [f"- {note}" for note in result["notes"]] + [""]
-    out += ["## Table 2: efficiency and validation loss (measured)", ""]
-    rows = []
-    extra = [name for name in result["table2"] if name not in EXPERIMENTS]
-    for name in list(EXPERIMENTS) + extra:
-        row = result["table2"].get(name)
-        rows.append([name] + ([""] * 8 if row is None else [
-            str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 4, "g"),
-            *(cell_sd(row[k], row[k + "_sd"], 4) for k in ("vl1", "vl2", "vl3", "vl_avg"))]))
-    out += markdown_table(["Batching", "epochs", "ZPR %", "ABL", "min./ep.", f"VL1 (ep. {e1})", f"VL2 (ep. {e2})",
-                           f"VL3 (ep. {e3})", f"VLavg (ep. {e1}-{e3})"], rows)
+    out += table2_markdown(result)
     out += ["", "## Table 2 as published (GTX 1080, 220 epochs; epochs 100/160/220)", ""]
     out += markdown_table(["Batching", "ZPR %", "ABL", "VL1", "VL2", "VL3", "VLavg"],
                           [[name, cell(r["zpr"], 2), cell(r["abl"], 2)] + [cell(r[k], 3) for k in ("vl1", "vl2", "vl3", "vl_avg")]
@@ -248,18 +255,38 @@ def markdown(result: dict) -> str:
     out += markdown_table(["Batching", "min./ep. saved", "reduction %", "paper min./ep. saved", "paper reduction %"],
                           [[name, cell(r["min_saved"], 4, "g"), cell(r["reduction_pct"], 2), cell(r["paper_min_saved"], 2),
                             cell(r["paper_reduction_pct"], 2)] for name, r in result["table3"].items()])
-    out += ["", f"## Table 4: A/B comparisons of VL3 (ep. {e3}; measured, paper's reduction beside)", ""]
-    rows = []
-    for part, _ in PAPER_TABLE4:
-        rows.append([f"**{part}**", "", "", "", "", ""])
-        rows += [[r["from"], cell(r["from_vl3"], 4), r["to"], cell(r["to_vl3"], 4), cell(r["reduction_pct"], 2),
-                  cell(r["paper_reduction_pct"], 2)] for r in result["table4"] if r["part"] == part]
-    out += markdown_table(["From", "VL3", "To", "VL3", "reduction %", "paper reduction %"], rows)
+    out += table4_markdown(result)
     out += equal_budget_markdown(result, "equal_time", "Equal training time: validation loss within RAND's "
                                  "training minutes at its VL1-3 epochs", "{:.3g} min")
     out += equal_budget_markdown(result, "equal_steps", "Equal optimiser steps: validation loss within RAND's "
                                  "steps at its VL1-3 epochs", "{:.0f} steps")
     return "\n".join(out) + "\n"
+
+
+def table2_markdown(result: dict) -> list[str]:
+    """Table 2's section: every experiment (the paper's first, then a variant's rows), empty where it did not run."""
+    e1, e2, e3 = result["stage_epochs"]
+    rows = []
+    extra = [name for name in result["table2"] if name not in EXPERIMENTS]
+    for name in list(EXPERIMENTS) + extra:
+        row = result["table2"].get(name)
+        rows.append([name] + ([""] * 8 if row is None else [
+            str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 4, "g"),
+            *(cell_sd(row[k], row[k + "_sd"], 4) for k in ("vl1", "vl2", "vl3", "vl_avg"))]))
+    return ["## Table 2: efficiency and validation loss (measured)", "", *markdown_table(
+        ["Batching", "epochs", "ZPR %", "ABL", "min./ep.", f"VL1 (ep. {e1})", f"VL2 (ep. {e2})", f"VL3 (ep. {e3})",
+         f"VLavg (ep. {e1}-{e3})"], rows)]
+
+
+def table4_markdown(result: dict) -> list[str]:
+    """Table 4's section: the paper's A/B pairs under their part's heading row."""
+    rows = []
+    for part, _ in PAPER_TABLE4:
+        rows.append([f"**{part}**", "", "", "", "", ""])
+        rows += [[r["from"], cell(r["from_vl3"], 4), r["to"], cell(r["to_vl3"], 4), cell(r["reduction_pct"], 2),
+                  cell(r["paper_reduction_pct"], 2)] for r in result["table4"] if r["part"] == part]
+    return ["", f"## Table 4: A/B comparisons of VL3 (ep. {result['stage_epochs'][2]}; measured, paper's reduction "
+                "beside)", "", *markdown_table(["From", "VL3", "To", "VL3", "reduction %", "paper reduction %"], rows)]
 
 
 def equal_budget_markdown(result: dict, key: str, title: str, budget_format: str) -> list[str]:
@@ -317,6 +344,20 @@ def plot_curves(result: dict, png: Path) -> None:
     plt.close(fig)
 
 
+def variants_of(specs: list[str]) -> dict[str, Path]:
+    """The --variant options, LABEL=DIR each, as {label: folder}; a bad one is a ValueError saying why."""
+    variants = {}
+    for spec in specs:
+        label, _, where = spec.partition("=")
+        if not label or not where or "(" in label or label in variants:
+            raise ValueError(f"--variant {spec!r} must be LABEL=DIR with a new label without parentheses, "
+                             "e.g. --variant 'lr sqrt=runs/quality/demo-lr-sqrt'")
+        if not Path(where).is_dir():
+            raise ValueError(f"--variant {spec!r}: {where} is not a directory")
+        variants[label] = Path(where)
+    return variants
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs_root", type=Path,
@@ -339,17 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.runs_root} is not a directory (run scripts/reproduction/table2.sh --out {args.runs_root} first)",
               file=sys.stderr)
         return 2
-    variants = {}
-    for spec in args.variant:
-        label, _, where = spec.partition("=")
-        if not label or not where or "(" in label or label in variants:
-            print(f"error: --variant {spec!r} must be LABEL=DIR with a new label without parentheses, "
-                  "e.g. --variant 'lr sqrt=runs/quality/demo-lr-sqrt'", file=sys.stderr)
-            return 2
-        if not Path(where).is_dir():
-            print(f"error: --variant {spec!r}: {where} is not a directory", file=sys.stderr)
-            return 2
-        variants[label] = Path(where)
+    try:
+        variants = variants_of(args.variant)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     out = args.out or args.runs_root
     out.mkdir(parents=True, exist_ok=True)
     result = build(args.runs_root, args.val_loss, None if seeds is None else set(seeds), variants)
