@@ -1,0 +1,40 @@
+"""Score the text front end on NeMo's English normalisation test cases: a table per class and the
+share of all cases read as NeMo reads them (scripts/text/nemo_cases.py says how readings compare)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from scripts.common import markdown_table
+from scripts.text.nemo_cases import CASES_DIR, by_kind, load_cases, score
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.text.nemo_score", description=__doc__)
+    parser.add_argument("--cases", type=Path, default=CASES_DIR, help="folder of test_cases_*.txt (written~said)")
+    parser.add_argument("--misses", action="store_true", help="also print every case read otherwise")
+    args = parser.parse_args(argv)
+    cases = load_cases(args.cases)
+    if not cases:
+        print(f"error: no test_cases_*.txt with written~said lines in {args.cases}; give --cases a folder of them",
+              file=sys.stderr)
+        return 2
+    scored = score(cases)
+    rows = [[kind, f"{same} / {total}", f"{100 * same / total:.0f}%"] for kind, (same, total) in by_kind(scored).items()]
+    same = sum(s.same for s in scored)
+    rows.append(["**all**", f"{same} / {len(scored)}", f"{100 * same / len(scored):.1f}%"])
+    print("\n".join(markdown_table(["NeMo class", "read as NeMo reads it", "share"], rows)))
+    stops = [s for s in scored if s.stops]
+    print(f"\n{len(stops)} case(s) would stop a run (characters outside the symbol table)")
+    for s in stops:
+        print(f"  stops: {s.case.written!r} -> {s.ours!r}")
+    if args.misses:
+        for s in scored:
+            if not s.same:
+                print(f"{s.case.kind}\t{s.case.written}\t{s.ours}\t{s.case.said}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
