@@ -80,16 +80,6 @@ def say_time(hours: int, minutes: int) -> str:
     return f"{say_cardinal(hours)} {'oh ' if minutes < 10 else ''}{say_cardinal(minutes)}"
 
 
-def say_date(month: int, day: int, year: str | None) -> str:
-    """'january second, twenty twenty'; a two-digit year as written: '98' 'ninety-eight', '05' 'oh five'."""
-    date = f"{MONTHS[month - 1]} {say_ordinal(day)}"
-    if not year:
-        return date
-    if len(year) == 2:
-        return f"{date}, {'oh ' if year[0] == '0' else ''}{say_cardinal(int(year))}"
-    return f"{date}, {say_year(int(year))}"
-
-
 def roman_value(numeral: str) -> int:
     """The value of a well-formed Roman numeral, 0 for anything else ('IIII', 'VX', 'IC')."""
     values = [_ROMAN[ch] for ch in numeral]

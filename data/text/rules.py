@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 
 import data.text.numbers as n
+from data.text import dates, electronic, telephone, times
 from data.text.units import UNITS
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
 _MONTH_NAMES = "|".join(month.capitalize() for month in n.MONTHS)
-_MONTH_ABBREVIATIONS = {month[:3].capitalize(): month for month in n.MONTHS}
 _YEAR_WORDS = ("in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
                "spring|summer|autumn|fall|winter|" + _MONTH_NAMES)
 #: Words after which a Roman numeral is a plain number: 'Chapter IV' 'chapter four'.
@@ -28,7 +28,6 @@ _CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pou
 _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "million", "mn": "million",
            "billion": "billion", "bn": "billion", "b": "billion", "trillion": "trillion", "tn": "trillion"}
 _FRACTION_DENOMINATORS = {*range(2, 11), 12, 16, 20, 32, 64, 100}
-_MERIDIEM = r"(?:([APap])(?:\.\s?[Mm]\.|\s?[Mm]\b))"
 
 
 def _roman(match: re.Match) -> str:
@@ -91,53 +90,6 @@ def _unit(match: re.Match) -> str:
     return f"{spoken} {one if amount == '1' else many}"
 
 
-def _time(match: re.Match) -> str:
-    hours, minutes, meridiem = int(match.group(1)), int(match.group(2)), match.group(3)
-    if hours > 24 or minutes > 59:
-        return match.group(0)
-    if meridiem:
-        said = n.say_cardinal(hours) if minutes == 0 else n.say_time(hours, minutes)
-        return f"{said} {meridiem.lower()} m{_full_stop(match)}"
-    return n.say_time(hours, minutes)
-
-
-def _hour(match: re.Match) -> str:
-    return f"{n.say_cardinal(int(match.group(1)))} {match.group(2).lower()} m{_full_stop(match)}"
-
-
-def _full_stop(match: re.Match) -> str:
-    """The '.' of 'p.m.' that also ends the sentence (the text ends, or a capital follows)."""
-    after = match.string[match.end():].lstrip()
-    return "." if match.group(0).endswith(".") and (not after or after[0].isupper()) else ""
-
-
-def _numeric_date(match: re.Match) -> str:
-    """M/D/YYYY (American), or D/M/YYYY when the first field cannot be a month."""
-    first, second, year = int(match.group(1)), int(match.group(2)), match.group(3)
-    month, day = (first, second) if first <= 12 else (second, first)
-    if not (1 <= month <= 12 and 1 <= day <= 31):
-        return match.group(0)
-    return n.say_date(month, day, year)
-
-
-def _iso_date(match: re.Match) -> str:
-    year, month, day = match.group(1), int(match.group(2)), int(match.group(3))
-    return n.say_date(month, day, year) if 1 <= month <= 12 and 1 <= day <= 31 else match.group(0)
-
-
-def _named_date(match: re.Match) -> str:
-    """'January 5, 2020' -> 'January fifth, twenty twenty'; 'Jan. 5' -> 'January fifth'."""
-    month = _MONTH_ABBREVIATIONS.get(match.group(1)[:3], match.group(1)).capitalize()
-    day, year = int(match.group(2)), match.group(3)
-    if not 1 <= day <= 31:
-        return match.group(0)
-    return f"{month} {n.say_ordinal(day)}" + (f", {n.say_year(int(year))}" if year else "")
-
-
-def _day_of_month(match: re.Match) -> str:
-    return f"the {n.say_ordinal(int(match.group(1)))} of {match.group(2)}"
-
-
 def _fraction(match: re.Match) -> str:
     whole, numerator, denominator = match.group(1), int(match.group(2)), int(match.group(3))
     if (numerator, denominator) == (24, 7) or numerator == denominator:
@@ -166,19 +118,15 @@ def _number(match: re.Match) -> str:
 
 
 _PATTERNS: list[tuple[str, object]] = [
+    *electronic.PATTERNS,  # before '@' and '.' are read as words and numbers
+    *telephone.PATTERNS,  # before dashes between numbers are ranges
     # Roman numerals and 'St.', while the case still tells names apart
     (r"\b([A-Z][a-z]+)\s+([IVXL]+)(?='s\b|[^\w']|$)(?=(\.?\s+[A-Z])?)", _roman),
     (r"(\b\w+\s)?\bSt\.(?=(\s+[A-Z])?)", _saint_or_street),
     (r"\bNo\.\s?(?=\d)", "number "),
     (r"#(?=\d)", "number "),
-    # dates and times
-    (r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b", _numeric_date),
-    (r"\b(\d{4})-(\d{2})-(\d{2})\b", _iso_date),
-    (rf"\b({_MONTH_NAMES}|(?:{'|'.join(_MONTH_ABBREVIATIONS)})\.)\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?",
-     _named_date),
-    (rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?=(?:{_MONTH_NAMES})\b)(\w+)", _day_of_month),
-    (rf"\b(\d{{1,2}}):(\d{{2}})(?!\d)(?:\s?{_MERIDIEM})?", _time),
-    (rf"\b(\d{{1,2}})\s?{_MERIDIEM}", _hour),
+    *dates.PATTERNS,
+    *times.PATTERNS,
     # decades before units ('1990s' is no number of seconds)
     (r"\b(1[1-9]\d0|20[0-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
     (r"(?<![\w])['’]?([1-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),

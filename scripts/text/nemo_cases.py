@@ -2,8 +2,8 @@
 
 A case counts as read as NeMo reads it when the two readings hold the same words once both are
 lower-cased, their punctuation is dropped and letters spelled one by one are joined: NeMo writes
-letters to be spelled in capitals ('PM', 'WWW'), this front end as single letters ('p m'), and both
-say the same; and the British 'and' inside a number ('one hundred and seventy', which NeMo's cases
+letters to be spelled in capitals ('PM EST', 'WWW'), this front end as single letters ('p m e s t'),
+and both say the same; and the British 'and' inside a number ('one hundred and seventy', which NeMo's cases
 write in some classes and not in others) is dropped. Other conventions ('missus') count as misses.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from data.text import clean_text, unknown_in
 CASES_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "nemo_en"
 _PUNCTUATION = re.compile(r"[^\w\s']|(?<!\w)'|'(?!\w)|_")
 _NUMBER_AND = re.compile(r"\b(hundred|thousand|million|billion|trillion) and (?=[a-z])")
+_CAPITALS = re.compile(r"\b[A-Z]{2,}\b")  # NeMo's 'PM', 'EST', 'WWW': letters to spell
 _SPELLED = re.compile(r"\b\w(?: \w\b)+")  # 'p m', 'w w w': letters (or digits) one by one
 
 
@@ -48,8 +49,9 @@ def load_cases(folder: Path = CASES_DIR) -> list[Case]:
 
 
 def comparable(text: str) -> str:
-    """Lower case, no punctuation, single spaces, no 'and' after 'hundred', 'thousand'..., and letters
-    spelled one by one joined ('p m' 'pm')."""
+    """Lower case, no punctuation, single spaces, no 'and' after 'hundred', 'thousand'..., words in
+    capitals spelled and letters spelled one by one joined ('PM EST', 'p m e s t': 'pmest')."""
+    text = _CAPITALS.sub(lambda m: " ".join(m.group(0)), text)
     words = _NUMBER_AND.sub(r"\1 ", " ".join(_PUNCTUATION.sub(" ", text.lower()).split()))
     return _SPELLED.sub(lambda m: m.group(0).replace(" ", ""), words)
 
