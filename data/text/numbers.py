@@ -8,6 +8,7 @@ import functools
 MAX_DIGITS = 15  # longer digit strings (ids, phone numbers) are read digit by digit
 _DIGITS = "zero one two three four five six seven eight nine".split()
 _FRACTIONS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+_FRACTION_DENOMINATORS = {*range(2, 11), 12, 16, 20, 32, 64, 100}
 _ROMAN = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
 MONTHS = ("january february march april may june july august september october november december").split()
 
@@ -37,10 +38,21 @@ def say_ordinal(n: int) -> str:
     return _inflect().number_to_words(_inflect().ordinal(n), andword="", comma="")
 
 
+def ordinal_suffix(n: int) -> str:
+    """'st', 'nd', 'rd' or 'th': what '1st', '22nd', '13th' end with."""
+    return _inflect().ordinal(n)[-2:]
+
+
 def say_decimal(whole: str, fraction: str) -> str:
     """'2.05' -> 'two point zero five'; '.5' -> 'point five'."""
     head = say_cardinal(int(whole)) + " " if whole else ""
     return f"{head}point {say_digits(fraction)}"
+
+
+def say_number(text: str) -> str:
+    """'1,250' 'one thousand two hundred fifty', '2.5' 'two point five': a cardinal or a decimal."""
+    whole, dot, frac = text.replace(",", "").partition(".")
+    return say_decimal(whole, frac) if dot else say_cardinal(int(whole))
 
 
 def say_year(n: int) -> str:
@@ -71,6 +83,19 @@ def say_fraction(numerator: int, denominator: int) -> str:
     one = say_ordinal(denominator).removeprefix("one ")  # 'hundredth', not 'one hundredth'
     one, many = _FRACTIONS.get(denominator, (one, one + "s"))
     return f"{say_cardinal(numerator)} {one if numerator == 1 else many}"
+
+
+def say_mixed_fraction(whole: int | None, numerator: int, denominator: int) -> str:
+    """'1 1/2' 'one and a half', '5/8' 'five eighths', '24/7' 'twenty-four seven', '9/13' 'nine over thirteen'."""
+    if (numerator, denominator) == (24, 7) or numerator == denominator:
+        return f"{say_cardinal(numerator)} {say_cardinal(denominator)}"
+    if denominator not in _FRACTION_DENOMINATORS:
+        spoken = f"{say_cardinal(numerator)} over {say_cardinal(denominator)}"
+    elif whole and numerator == 1:
+        spoken = f"a {say_fraction(1, denominator).split(' ', 1)[1]}"
+    else:
+        spoken = say_fraction(numerator, denominator)
+    return f"{say_cardinal(whole)} and {spoken}" if whole else spoken
 
 
 def say_time(hours: int, minutes: int) -> str:

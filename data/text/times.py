@@ -45,9 +45,9 @@ def _meridiem(match: re.Match, group: int) -> str:
 
 
 PATTERNS: list[tuple[str, object]] = [
+    (rf"(?:(?<=[APap][Mm])|(?<=[Mm]\.))\s?[-–]\s?(?=\d{{1,2}}(?::\d\d)?\s?{_MERIDIEM})", " to "),  # '2pm-5pm'
     (rf"\b(\d{{1,2}}):(\d{{2}}):(\d{{2}})(?!\d)(?:\s?{_MERIDIEM}{_ZONE})?", _with_seconds),
     (rf"\b(\d{{1,2}})\.(\d{{2}})\s?{_MERIDIEM}{_ZONE}", _time),  # '1.59 p.m.': a dot only before a meridiem
     (rf"\b(\d{{1,2}}):(\d{{2}})(?!\d)(?:\s?{_MERIDIEM}{_ZONE})?", _time),
     (rf"\b(\d{{1,2}})\s?{_MERIDIEM}{_ZONE}", _hour),
-    (r"(?<=\b[ap] m)\s?-\s?(?=\d)", " to "),  # '2pm-5pm'
 ]
