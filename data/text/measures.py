@@ -11,6 +11,7 @@ from data.text.units import UNITS
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
 _AMOUNT = rf"(?:\d+\s)?\d+/\d+|{_NUM}"
 _SCALE = r"thousand|million|billion|trillion"
+_SPACED = {"s"}  # units read only apart from the number: '45 s' seconds, '4s' fours or a code
 _UNIT = "|".join(map(re.escape, sorted({*UNITS, *(u.upper() for u in UNITS if len(u) > 1)}, key=len, reverse=True)))
 
 
@@ -21,6 +22,8 @@ def unit_of(written: str) -> tuple[str, str]:
 
 def _measure(match: re.Match) -> str:
     sign, low, amount, scale, unit, per = match.groups()
+    if unit in _SPACED and match.string[match.start(5) - 1].isdigit():
+        return match.group(0)
     one, many = unit_of(unit)
     said = ("minus " if sign else "") + (f"{n.say_number(low)} to " if low else "") + _say_amount(amount)
     said += f" {scale}" if scale else ""

@@ -1,6 +1,6 @@
 """Money: '$5.50' 'five dollars, fifty cents', '$2.5bn' 'two point five billion dollars', '¥30B' 'thirty
 billion yen', '₩460 billion', 'US$76.3 trillion' 'seventy-six point three trillion u s dollars', '20 €',
-'50¢', '$250-$300' 'two hundred fifty dollars to three hundred dollars', '$20/mo' 'twenty dollars per month'."""
+'50¢', '$250-$300' 'two hundred fifty dollars to three hundred dollars', '$20/mo' 'twenty dollars per month', '5 USD' 'five dollars'."""
 from __future__ import annotations
 
 import re
@@ -53,7 +53,12 @@ def say_money(symbol: str, amount: str, scale: str | None, country: str | None) 
     return ", ".join(parts)
 
 
+_CODES = {"USD": "$", "GBP": "£", "EUR": "€", "JPY": "¥", "KRW": "₩"}
+
+
 PATTERNS: list[tuple[str, object]] = [
+    (rf"\b({_AMOUNT})\s?({'|'.join(_CODES)})\b", lambda m: say_money(_CODES[m.group(2)], m.group(1), None, None)),
+    (rf"\b({'|'.join(_CODES)})\s?({_AMOUNT})\b", lambda m: say_money(_CODES[m.group(1)], m.group(2), None, None)),
     (rf"(?<=\d)\s?[-–]\s?(?=[{CURRENCY_SIGNS}]\d)", " to "),  # '$250-$300'
     (rf"(-)?(?:\b({'|'.join(_COUNTRIES)}))?([{CURRENCY_SIGNS}])\s?({_AMOUNT})(?:\s?((?i:{'|'.join(_SCALES)}))\b)?"
      rf"(?:\s?/\s?({'|'.join(PER)})\b)?", _money),

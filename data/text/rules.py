@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 
 import data.text.numbers as n
-from data.text import dates, electronic, measures, money, symbols, telephone, times
+import data.text.addresses as addresses
+import data.text.dates as dates
+import data.text.electronic as electronic
+import data.text.measures as measures
+import data.text.money as money
+import data.text.symbols as symbols
+import data.text.telephone as telephone
+import data.text.times as times
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
 _MONTH_NAMES = "|".join(month.capitalize() for month in n.MONTHS)
@@ -76,39 +83,46 @@ def _number(match: re.Match) -> str:
 _PATTERNS: list[tuple[str, object]] = [
     *electronic.PATTERNS,  # before '@' and '.' are read as words and numbers
     *telephone.PATTERNS,  # before dashes between numbers are ranges
+    *addresses.PATTERNS,  # before 'St.' is 'saint' and house numbers are years
     # Roman numerals and 'St.', while the case still tells names apart
     (r"\b([A-Z][a-z]+|[A-Z]{2,})\s+([IVXL]+)(?='s\b|[^\w']|$)(?=(\.?\s+[A-Z])?)", _roman),
     (r"(\b\w+\s)?\bSt\.(?=(\s+[A-Z])?)", _saint_or_street),
     (r"\bNo\.\s?(?=\d)", "number "),
+    (r"\b([Pp]p?)\.\s?(?=\d)", lambda m: "pages " if m.group(1).lower() == "pp" else "page "),
     (r"#(?=\d)", "number "),
     *dates.PATTERNS,
     *times.PATTERNS,
-    (r"(?<=\d0s)\s?[-–]\s?(?=['’]?\d0s)", " to "),  # '1960s-80s'
+    (r"(?<![\d:])(\d+):(\d+)(?![\d:])", lambda m: f"{n.say_cardinal(int(m.group(1)))} to {n.say_cardinal(int(m.group(2)))}"),
+    (r"(?<=\d0s)\s?[-–]\s?(?=['’]?\d*0s)", " to "),  # '1960s-80s'
     # decades before units ('1990s' is no number of seconds)
-    (r"\b(1[1-9]\d0|20[0-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
+    (r"\b(1[1-9]\d0|20[0-9]0)\s?['’]?s\b", lambda m: n.say_decade(m.group(1))),
     (r"(?<![\w])['’]?([1-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
     # money, percentages, units
     *money.PATTERNS,
     (rf"(?<![\w.])(-)?({_NUM})\s?%", lambda m: f"{'minus ' if m.group(1) else ''}{n.say_number(m.group(2))} percent"),
+    (r"(?<=\d)\s?[x×]\s?(?=\d)", " by "),
     *measures.PATTERNS,
     # years, ordinals, fractions, ranges, signs
     (rf"\b({_YEAR_WORDS})\s+(20[1-9]\d)\b(?![.,]\d)", lambda m: f"{m.group(1)} {n.say_year(int(m.group(2)))}"),
     (r"(?<![\w/])(\d+)/(\d+)(?i:st|nd|rd|th)\b", lambda m: n.say_mixed_fraction(None, *map(int, m.groups()))),
     (r"\b(\d{1,3}(?:,\d{3})+|\d+)((?i:st|nd|rd|th))\b", _ordinal),
     (r"(?<![\w/])(?:(\d+)\s+)?(\d+)/(\d+)(?![\w/])", _fraction),
+    (r"\b([A-Za-z]+)(?:\s?/\s?[A-Za-z]+)+\b", _word_slash),
+    (r"(?<=\d)\s?/\s?(?=\w)|(?<=\w)\s?/\s?(?=\d)", " slash "),  # '31/31/100', '1/f': no fraction, no date
+    (r"\bv(\d+(?:\.\d+)+)\b", lambda m: "version " + " point ".join(map(n.say_number, m.group(1).split(".")))),
+    # a code of letters and digits joined by dashes ('b-c-1-5', 'covid-19'): no range, no minus
+    (r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-])", lambda m: m.group(0).replace("-", " ")),
     *symbols.MATH,
     (r"(?<=\d)\s?[-–]\s?(?=\d)", " to "),
     (r"(?<![\w.-])[-−](?=\d)", "minus "),
     (r"(?<![\w.])\+(?=\d)", "plus "),
     (r"(?<![\w.])~(?=\d)", "about "),
-    (r"(?<=\d)\s?[x×]\s?(?=\d)", " by "),
     (r"(?<=\d)[x×](?=\s)", " times"),
     (r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " "),  # 'B12', 'Y2K', '4.4x': letters and digits apart
     (r"\b\d{1,3}(?:,\d{3})+\b", lambda m: n.say_cardinal(int(m.group(0).replace(",", "")))),  # never a year
     (r"(\d*)\.(\d+)", lambda m: n.say_decimal(m.group(1), m.group(2))),
     (r"\d+", _number),
-    # slashes between words, symbols
-    (r"\b([A-Za-z]+)(?:\s?/\s?[A-Za-z]+)+\b", _word_slash),
+    # symbols
     *symbols.PATTERNS,
 ]
 RULES: list[tuple[re.Pattern, object]] = [(re.compile(pattern), then) for pattern, then in _PATTERNS]
@@ -120,9 +134,11 @@ ABBREVIATIONS = {
     "capt": "captain", "esq": "esquire", "ltd": "limited", "col": "colonel", "ft": "fort", "st": "saint",
     "vs": "versus", "etc": "et cetera", "approx": "approximately", "dept": "department", "inc": "incorporated",
     "corp": "corporation", "prof": "professor", "ave": "avenue", "blvd": "boulevard", "vol": "volume", "fig": "figure",
+    "figs": "figures", "eq": "equation", "eqs": "equations",
 }
 _SPELLED = {"e.g.": "for example", "i.e.": "that is", "401(k)": "four oh one k", "403(b)": "four oh three b", "Rd.": "road", "Mt.": "mount", "Ms.": "miz",
-            "Sr.": "senior"}
+            "Sr.": "senior", "Sen.": "senator", "km/h": "kilometers per hour", "9/11": "nine eleven",
+            "Gov.": "governor", "Rep.": "representative", "Sens.": "senators", "Reps.": "representatives"}
 #: Case-sensitive ones (capitalised: a lower-case 'rd.' or 'ms.' is left alone) and those with inner dots.
 SPELLED = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, _SPELLED)) + r")(?![\w])")
 ABBREVIATION = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.", re.IGNORECASE)

@@ -1,7 +1,7 @@
 """Symbols, read after the numbers: '&' 'and', '@' 'at', '*' 'asterisk', '#' 'hash', '=' 'equals', '<' 'less
 than', '±' 'plus or minus', '1-2=5' 'one minus two equals five', '5^2' 'five to the power of two', a lone '$'
-'dollar'. What has no reading in prose ('^' alone, '_', '|', '{', '}', '\\', '~' alone) stays, for the
-symbol check to name."""
+'dollar', a lone '/' 'slash'. What has no reading in prose ('^' alone, '_', '|', '{', '}', '\\', '~' alone)
+stays, for the symbol check to name."""
 from __future__ import annotations
 
 from data.text.money import CURRENCY_SIGNS
@@ -27,5 +27,6 @@ PATTERNS: list[tuple[str, object]] = [
     (r"\s*>\s*", " greater than "),
     (r"\s*±\s*", " plus or minus "),
     (rf"\s*([{CURRENCY_SIGNS}])\s*", lambda m: f" {_CURRENCY_NAMES[m.group(1)]} "),
+    (r"\s*/\s*", " slash "),
     (r"°", " degrees "),
 ]

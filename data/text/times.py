@@ -35,6 +35,15 @@ def _with_seconds(match: re.Match) -> str:
     return f"{said} {_meridiem(match, 4)}".rstrip() if match.group(4) else said
 
 
+def _duration(match: re.Match) -> str:
+    """'3h 45m' 'three hours forty-five minutes' (an 'm' after hours is minutes, not meters)."""
+    said = []
+    for value, one in zip(match.groups(), ("hour", "minute", "second")):
+        if value:
+            said.append(f"{n.say_cardinal(int(value))} {one if value == '1' else one + 's'}")
+    return " ".join(said)
+
+
 def _meridiem(match: re.Match, group: int) -> str:
     """'p m', a time zone spelled after it ('p m e s t'), and the '.' of 'p.m.' that also ends the
     sentence (the text ends, or a capital follows)."""
@@ -46,6 +55,7 @@ def _meridiem(match: re.Match, group: int) -> str:
 
 PATTERNS: list[tuple[str, object]] = [
     (rf"(?:(?<=[APap][Mm])|(?<=[Mm]\.))\s?[-–]\s?(?=\d{{1,2}}(?::\d\d)?\s?{_MERIDIEM})", " to "),  # '2pm-5pm'
+    (r"\b(\d+)\s?h\s?(\d{1,2})\s?m(?:in)?\b(?:\s?(\d{1,2})\s?s\b)?", _duration),
     (rf"\b(\d{{1,2}}):(\d{{2}}):(\d{{2}})(?!\d)(?:\s?{_MERIDIEM}{_ZONE})?", _with_seconds),
     (rf"\b(\d{{1,2}})\.(\d{{2}})\s?{_MERIDIEM}{_ZONE}", _time),  # '1.59 p.m.': a dot only before a meridiem
     (rf"\b(\d{{1,2}}):(\d{{2}})(?!\d)(?:\s?{_MERIDIEM}{_ZONE})?", _time),
