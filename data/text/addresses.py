@@ -37,8 +37,8 @@ def say_house_number(digits: str) -> str:
 
 def _address(match: re.Match) -> str:
     number, direction, name, street, places, state, code = match.groups()
-    said = [say_house_number(number)] + ([_DIRECTIONS[direction]] if direction else []) + [name, _STREETS[street.lower()]]
-    text = " ".join(said) + (places or "") + (f", {STATES[state]}" if state else "")
+    said = [say_house_number(number), _DIRECTIONS.get(direction, ""), name, _STREETS[street.lower()]]
+    text = " ".join(word for word in said if word) + (places or "") + (f", {STATES[state]}" if state else "")
     text += f", {n.say_digits(code)}" if code else ""
     after = match.string[match.end():].lstrip()
     return text + ("." if match.group(0).endswith(".") and (not after or after[0].isupper()) else "")

@@ -1,6 +1,7 @@
 """Money: '$5.50' 'five dollars, fifty cents', '$2.5bn' 'two point five billion dollars', '¥30B' 'thirty
 billion yen', '₩460 billion', 'US$76.3 trillion' 'seventy-six point three trillion u s dollars', '20 €',
-'50¢', '$250-$300' 'two hundred fifty dollars to three hundred dollars', '$20/mo' 'twenty dollars per month', '5 USD' 'five dollars'."""
+'50¢', '$250-$300' 'two hundred fifty dollars to three hundred dollars', '$20/mo' 'twenty dollars per month',
+'5 USD' 'five dollars'."""
 from __future__ import annotations
 
 import re
@@ -15,14 +16,12 @@ _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "
            "billion": "billion", "bn": "billion", "b": "billion", "trillion": "trillion", "tn": "trillion"}
 PER = {"mo": "month", "month": "month", "yr": "year", "year": "year", "wk": "week", "week": "week", "d": "day",
        "day": "day", "hr": "hour", "h": "hour", "hour": "hour"}
-_AMOUNT = r"(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?"
+_AMOUNT = r"(?=\.?\d)(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?"  # '1,250', '2.5', '.01': a digit at least
 
 
 def _money(match: re.Match) -> str:
     """'$5.50' -> 'five dollars, fifty cents'; '$2.5bn' -> 'two point five billion dollars'."""
     minus, country, symbol, amount, scale, per = match.groups()
-    if not re.search(r"\d", amount):
-        return match.group(0)
     said = say_money(symbol, amount, scale, country)
     return ("minus " if minus else "") + said + (f" per {PER[per.lower()]}" if per else "")
 

@@ -92,7 +92,7 @@ _PATTERNS: list[tuple[str, object]] = [
     (r"#(?=\d)", "number "),
     *dates.PATTERNS,
     *times.PATTERNS,
-    (r"(?<![\d:])(\d+):(\d+)(?![\d:])", lambda m: f"{n.say_cardinal(int(m.group(1)))} to {n.say_cardinal(int(m.group(2)))}"),
+    (r"(?<![\d:])(\d+):(\d+)(?![\d:])", lambda m: " to ".join(n.say_cardinal(int(g)) for g in m.groups())),  # '16:9'
     (r"(?<=\d0s)\s?[-–]\s?(?=['’]?\d*0s)", " to "),  # '1960s-80s'
     # decades before units ('1990s' is no number of seconds)
     (r"\b(1[1-9]\d0|20[0-9]0)\s?['’]?s\b", lambda m: n.say_decade(m.group(1))),
@@ -125,7 +125,9 @@ _PATTERNS: list[tuple[str, object]] = [
     # symbols
     *symbols.PATTERNS,
 ]
-RULES: list[tuple[re.Pattern, object]] = [(re.compile(pattern), then) for pattern, then in _PATTERNS]
+#: (pattern, reading, whether it needs a digit): a rule whose pattern names a digit is skipped in a text without
+#: one (most transcripts), which keeps the front end fast; rules write words, never digits.
+RULES: list[tuple[re.Pattern, object, bool]] = [(re.compile(p), then, "\\d" in p) for p, then in _PATTERNS]
 
 #: Abbreviations read after lower-casing, wherever they stand (NVIDIA's list, and a few more).
 ABBREVIATIONS = {
@@ -136,7 +138,8 @@ ABBREVIATIONS = {
     "corp": "corporation", "prof": "professor", "ave": "avenue", "blvd": "boulevard", "vol": "volume", "fig": "figure",
     "figs": "figures", "eq": "equation", "eqs": "equations",
 }
-_SPELLED = {"e.g.": "for example", "i.e.": "that is", "401(k)": "four oh one k", "403(b)": "four oh three b", "Rd.": "road", "Mt.": "mount", "Ms.": "miz",
+_SPELLED = {"e.g.": "for example", "i.e.": "that is", "401(k)": "four oh one k", "403(b)": "four oh three b",
+            "Rd.": "road", "Mt.": "mount", "Ms.": "miz",
             "Sr.": "senior", "Sen.": "senator", "km/h": "kilometers per hour", "9/11": "nine eleven",
             "Gov.": "governor", "Rep.": "representative", "Sens.": "senators", "Reps.": "representatives"}
 #: Case-sensitive ones (capitalised: a lower-case 'rd.' or 'ms.' is left alone) and those with inner dots.
@@ -147,8 +150,10 @@ ABBREVIATION = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.", re.IGNORECA
 def apply_rules(text: str) -> str:
     """The cased text with numbers, dates, times, money, units, symbols and case-bound abbreviations said."""
     text = SPELLED.sub(lambda m: _SPELLED[m.group(1)], text)
-    for pattern, then in RULES:
-        text = pattern.sub(then, text)
+    has_digit = any(ch.isdigit() for ch in text)
+    for pattern, then, needs_digit in RULES:
+        if has_digit or not needs_digit:
+            text = pattern.sub(then, text)
     return text
 
 

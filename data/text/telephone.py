@@ -1,6 +1,7 @@
 """Telephone numbers, social-security numbers and IP addresses: digit by digit, a pause (a comma)
 between groups, as a person reads them: '+1 (123) 123-5678' 'plus one, one two three, one two three,
-five six seven eight'; '1-800-555-1234' 'one, eight hundred, five five five, ...'; '555-0199' 'five five five, zero one nine nine'; '10.0.0.1' 'one zero dot zero...'."""
+five six seven eight'; '1-800-555-1234' 'one, eight hundred, five five five, ...'; '555-0199' 'five five five,
+zero one nine nine'; '10.0.0.1' 'one zero dot zero...'."""
 from __future__ import annotations
 
 import re
@@ -9,13 +10,15 @@ from data.text.numbers import say_cardinal, say_digits
 
 _TOLL_FREE = {"800", "888", "877", "866", "855", "844", "833"}
 
-_PHONE = r"(?<![\w.+-])(?:\+(\d{1,3})[\s-]?|\b(1)-)?(?:\((\d{3})\)[\s-]?|(\d{3})[\s.-])(\d{3})[.-](\d{4})(?:-(\d{1,4}))?(?![\w-])"
+_PHONE = (r"(?<![\w.+-])(?:\+(\d{1,3})[\s-]?|\b(1)-)?(?:\((\d{3})\)[\s-]?|(\d{3})[\s.-])(\d{3})[.-](\d{4})"
+          r"(?:-(\d{1,4}))?(?![\w-])")
 
 
 def _phone(match: re.Match) -> str:
     country, long_distance, *groups = match.groups()
     said = [_say_group(group) for group in groups if group]
-    return ", ".join(([f"plus {say_digits(country)}"] if country else []) + ([long_distance] if long_distance else []) + said)
+    head = [f"plus {say_digits(country)}"] if country else [long_distance] if long_distance else []
+    return ", ".join(head + said)
 
 
 def _say_group(digits: str) -> str:

@@ -30,8 +30,9 @@ def _with_seconds(match: re.Match) -> str:
     hours, minutes, seconds = (int(match.group(i)) for i in (1, 2, 3))
     if hours > 24 or minutes > 59 or seconds > 59:
         return match.group(0)
-    said = (f"{n.say_cardinal(hours)} {'hour' if hours == 1 else 'hours'} {n.say_cardinal(minutes)} "
-            f"{'minute' if minutes == 1 else 'minutes'} and {n.say_cardinal(seconds)} {'second' if seconds == 1 else 'seconds'}")
+    hours_, minutes_, seconds_ = (f"{n.say_cardinal(value)} {one if value == 1 else one + 's'}"
+                                  for value, one in ((hours, "hour"), (minutes, "minute"), (seconds, "second")))
+    said = f"{hours_} {minutes_} and {seconds_}"
     return f"{said} {_meridiem(match, 4)}".rstrip() if match.group(4) else said
 
 

@@ -27,5 +27,5 @@ UNITS: dict[str, tuple[str, str]] = {
     "kbps": ("kilobit per second", "kilobits per second"), "mbps": ("megabit per second", "megabits per second"),
     "Mbps": ("megabit per second", "megabits per second"), "gbps": ("gigabit per second", "gigabits per second"),
     "Gbps": ("gigabit per second", "gigabits per second"), "in": ("inch", "inches"), "t": ("ton", "tons"),
-    "gal": ("gallon", "gallons"), "pt": ("pint", "pints"), "qt": ("quart", "quarts"), "mg/dl": ("milligram per deciliter", "milligrams per deciliter"),
+    "gal": ("gallon", "gallons"), "pt": ("pint", "pints"), "qt": ("quart", "quarts"),
 }

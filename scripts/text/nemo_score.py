@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     scored = score(cases)
-    rows = [[kind, f"{same} / {total}", f"{100 * same / total:.0f}%"] for kind, (same, total) in by_kind(scored).items()]
+    rows = [[kind, f"{same} / {total}", f"{100 * same / total:.0f}%"]
+            for kind, (same, total) in by_kind(scored).items()]
     same = sum(s.same for s in scored)
     rows.append(["**all**", f"{same} / {len(scored)}", f"{100 * same / len(scored):.1f}%"])
     print("\n".join(markdown_table(["NeMo class", "read as NeMo reads it", "share"], rows)))
