@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 MAX_DIGITS = 15  # longer digit strings (ids, phone numbers) are read digit by digit
+MAX_GROUPED_DIGITS = 33  # '1,000,...': a number with thousands separators is said up to inflect's decillions
 _DIGITS = "zero one two three four five six seven eight nine".split()
 _FRACTIONS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
 _FRACTION_DENOMINATORS = {*range(2, 11), 12, 16, 20, 32, 64, 100}
@@ -22,9 +23,10 @@ def _inflect():
     return inflect.engine()
 
 
-def say_cardinal(n: int) -> str:
-    """'one thousand two hundred thirty-four': no 'and', no commas inside a number."""
-    if len(str(abs(n))) > MAX_DIGITS:
+def say_cardinal(n: int, max_digits: int = MAX_DIGITS) -> str:
+    """'one thousand two hundred thirty-four': no 'and', no commas inside a number. A number written with
+    thousands separators is a number at any length: its caller lifts max_digits."""
+    if len(str(abs(n))) > max_digits:
         return say_digits(str(abs(n))) if n >= 0 else "minus " + say_digits(str(-n))
     words = _inflect().number_to_words(abs(n), andword="", comma="")
     return f"minus {words}" if n < 0 else words

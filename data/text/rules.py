@@ -119,7 +119,8 @@ _PATTERNS: list[tuple[str, object]] = [
     (r"(?<![\w.])~(?=\d)", "about "),
     (r"(?<=\d)[x×](?=\s)", " times"),
     (r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " "),  # 'B12', 'Y2K', '4.4x': letters and digits apart
-    (r"\b\d{1,3}(?:,\d{3})+\b", lambda m: n.say_cardinal(int(m.group(0).replace(",", "")))),  # never a year
+    # thousands separators: never a year, and a number at any length
+    (r"\b\d{1,3}(?:,\d{3})+\b", lambda m: n.say_cardinal(int(m.group(0).replace(",", "")), n.MAX_GROUPED_DIGITS)),
     (r"(\d*)\.(\d+)", lambda m: n.say_decimal(m.group(1), m.group(2))),
     (r"\d+", _number),
     # symbols
