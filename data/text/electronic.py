@@ -17,10 +17,10 @@ _SAID = {"jpg": "jpeg"}
 _PART = re.compile(r"[A-Za-z]+|\d+|.")
 _TAIL = r"(?:/[\w.~%?=&#+/-]*[\w/])?"  # a path after the host, not its closing punctuation
 _HOST = r"[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)+"
-_EMAIL = rf"\b[A-Za-z0-9][\w.+&-]*@{_HOST}{_TAIL}"
+_EMAIL = rf"(?<![\w.+&-])[A-Za-z0-9][\w.+&-]*@{_HOST}{_TAIL}"  # from the token's start: no quadratic scan
 _URL = r"\b(?:(?:https?|ftp|file):///?|www\.)[\w.~%?=&#+/:-]*[\w/]"
 # lower-case words joined by dots ('example.org', 'test2.uk'), each at least two characters long
-_DOMAIN = rf"(?<![\w.@'])[a-z][a-z0-9-]+(?:\.[a-z0-9-]{{2,}})*\.[a-z]{{2,6}}\b{_TAIL}(?![\w@])"
+_DOMAIN = rf"(?<![\w.@'-])[a-z][a-z0-9-]+(?:\.[a-z0-9-]{{2,}})*\.[a-z]{{2,6}}\b{_TAIL}(?![\w@])"
 
 
 def say_address(text: str) -> str:

@@ -23,6 +23,7 @@ def _inflect():
     return inflect.engine()
 
 
+@functools.lru_cache(maxsize=1 << 14)  # inflect takes about 0.1 ms a number; texts repeat theirs
 def say_cardinal(n: int, max_digits: int = MAX_DIGITS) -> str:
     """'one thousand two hundred thirty-four': no 'and', no commas inside a number. A number written with
     thousands separators is a number at any length: its caller lifts max_digits."""
@@ -36,6 +37,7 @@ def say_digits(digits: str) -> str:
     return " ".join(_DIGITS[int(d)] for d in digits)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def say_ordinal(n: int) -> str:
     return _inflect().number_to_words(_inflect().ordinal(n), andword="", comma="")
 

@@ -74,8 +74,8 @@ def _ordinal(match: re.Match) -> str:
 
 def _number(match: re.Match) -> str:
     digits = match.group(0)
-    if len(digits) > 1 and digits.startswith("0"):
-        return n.say_digits(digits)  # '007', '0800': said digit by digit
+    if (len(digits) > 1 and digits.startswith("0")) or len(digits) > n.MAX_DIGITS:
+        return n.say_digits(digits)  # '007', '0800', ids: said digit by digit
     value = int(digits)
     return n.say_year(value) if 1100 <= value < 2000 else n.say_cardinal(value)
 
