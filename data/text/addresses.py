@@ -1,6 +1,7 @@
 """Street addresses: '1428 Elm St.' 'fourteen twenty-eight Elm street', '708 N 1st St, San City, CA 95051'
 'seven oh eight north first street, San City, California nine five zero five one'. The house number is
-read in pairs, the direction, street type and state said in full, the ZIP code digit by digit."""
+read in pairs, the direction, street type and state said in full, the ZIP code digit by digit (also after
+a state's code alone: 'St. Louis, MO 63101')."""
 from __future__ import annotations
 
 import re
@@ -37,6 +38,9 @@ def say_house_number(digits: str) -> str:
 
 def _address(match: re.Match) -> str:
     number, direction, name, street, places, state, code = match.groups()
+    after = match.string[match.end():].lstrip()
+    if street.lower() == "dr" and after[:1].isupper():
+        return match.group(0)  # 'in 2005 Smith Dr. Jones said': a title before a name, not a drive
     said = [say_house_number(number), _DIRECTIONS.get(direction, ""), name, _STREETS[street.lower()]]
     text = " ".join(word for word in said if word) + (places or "") + (f", {STATES[state]}" if state else "")
     text += f", {n.say_digits(code)}" if code else ""
@@ -44,4 +48,7 @@ def _address(match: re.Match) -> str:
     return text + ("." if match.group(0).endswith(".") and (not after or after[0].isupper()) else "")
 
 
-PATTERNS: list[tuple[str, object]] = [(_ADDRESS, _address)]
+PATTERNS: list[tuple[str, object]] = [
+    (_ADDRESS, _address),
+    (rf"\b({'|'.join(STATES)}) (\d{{5}})\b", lambda m: f"{STATES[m.group(1)]}, {n.say_digits(m.group(2))}"),
+]

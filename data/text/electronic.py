@@ -19,8 +19,12 @@ _TAIL = r"(?:/[\w.~%?=&#+/-]*[\w/])?"  # a path after the host, not its closing 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)+"
 _EMAIL = rf"(?<![\w.+&-])[A-Za-z0-9][\w.+&-]*@{_HOST}{_TAIL}"  # from the token's start: no quadratic scan
 _URL = r"\b(?:(?:https?|ftp|file):///?|www\.)[\w.~%?=&#+/:-]*[\w/]"
+#: Top-level domains read without 'www' or '@' before them: common ones that are no English word, so that
+#: 'good.then' or 'it.is' (a missing space) stays prose.
+_TOP_LEVEL = ("com|org|net|edu|gov|mil|info|biz|io|ai|app|dev|uk|de|fr|jp|cn|ru|br|au|nl|se|ch|es|eu|tv|fm|ly|"
+              "sm|ca|nz|kr|pl|cz|ie|za|mx")
 # lower-case words joined by dots ('example.org', 'test2.uk'), each at least two characters long
-_DOMAIN = rf"(?<![\w.@'-])[a-z][a-z0-9-]+(?:\.[a-z0-9-]{{2,}})*\.[a-z]{{2,6}}\b{_TAIL}(?![\w@])"
+_DOMAIN = rf"(?<![\w.@'-])[a-z][a-z0-9-]+(?:\.[a-z0-9-]{{2,}})*\.(?:{_TOP_LEVEL})\b{_TAIL}(?![\w@])"
 
 
 def say_address(text: str) -> str:

@@ -19,6 +19,7 @@ import data.text.times as times
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
 _MONTH_NAMES = "|".join(month.capitalize() for month in n.MONTHS)
+_ORDINAL = re.compile(r"(\d+)((?i:st|nd|rd|th))")
 _YEAR_WORDS = ("in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
                "spring|summer|autumn|fall|winter|" + _MONTH_NAMES)
 #: Words after which a Roman numeral is a plain number: 'Chapter IV' 'chapter four'.
@@ -65,15 +66,35 @@ def _word_slash(match: re.Match) -> str:
 
 
 def _ordinal(match: re.Match) -> str:
+    return _say_ordinal(match.group(1), match.group(2))
+
+
+def _say_ordinal(number: str, suffix: str) -> str:
     """'1,000th' 'one thousandth'; a suffix that does not fit the number is read apart ('4rd' 'four r d')."""
-    value, suffix = int(match.group(1).replace(",", "")), match.group(2).lower()
+    value, suffix = int(number.replace(",", "")), suffix.lower()
     if n.ordinal_suffix(value) == suffix:
         return n.say_ordinal(value)
     return f"{n.say_cardinal(value)} {' '.join(suffix)}"
 
 
+def _code(match: re.Match) -> str:
+    """A code of letters and numbers joined by dashes, its numbers said where they stand, so that no dash
+    becomes 'to' or 'minus': 'b-c-1-5' 'b-c-one-five', 'covid-19' 'covid-nineteen', '2nd-rate' 'second-rate'."""
+    return "-".join(_say_part(part) for part in match.group(0).split("-"))
+
+
+def _say_part(part: str) -> str:
+    ordinal = _ORDINAL.fullmatch(part)
+    if part.isdigit():
+        return _say_integer(part)
+    return _say_ordinal(ordinal.group(1), ordinal.group(2)) if ordinal else part
+
+
 def _number(match: re.Match) -> str:
-    digits = match.group(0)
+    return _say_integer(match.group(0))
+
+
+def _say_integer(digits: str) -> str:
     if (len(digits) > 1 and digits.startswith("0")) or len(digits) > n.MAX_DIGITS:
         return n.say_digits(digits)  # '007', '0800', ids: said digit by digit
     value = int(digits)
@@ -102,7 +123,11 @@ _PATTERNS: list[tuple[str, object]] = [
     (rf"(?<![\w.])(-)?({_NUM})\s?%", lambda m: f"{'minus ' if m.group(1) else ''}{n.say_number(m.group(2))} percent"),
     (r"(?<=\d)\s?[x×]\s?(?=\d)", " by "),
     *measures.PATTERNS,
-    # years, ordinals, fractions, ranges, signs
+    # codes, equations and ranges before years ('2020-21'), then years, ordinals, fractions, signs
+    # a code of letters and digits joined by dashes ('b-c-1-5', 'covid-19'): no range, no minus
+    (r"(?<![\w.-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-]|\.\d)", _code),
+    *symbols.MATH,
+    (r"(?<=\d)\s?[-–]\s?(?=\d)", " to "),
     (rf"\b({_YEAR_WORDS})\s+(20[1-9]\d)\b(?![.,]\d)", lambda m: f"{m.group(1)} {n.say_year(int(m.group(2)))}"),
     (r"(?<![\w/])(\d+)/(\d+)(?i:st|nd|rd|th)\b", lambda m: n.say_mixed_fraction(None, *map(int, m.groups()))),
     (r"\b(\d{1,3}(?:,\d{3})+|\d+)((?i:st|nd|rd|th))\b", _ordinal),
@@ -110,10 +135,6 @@ _PATTERNS: list[tuple[str, object]] = [
     (r"\b([A-Za-z]+)(?:\s?/\s?[A-Za-z]+)+\b", _word_slash),
     (r"(?<=\d)\s?/\s?(?=\w)|(?<=\w)\s?/\s?(?=\d)", " slash "),  # '31/31/100', '1/f': no fraction, no date
     (r"\bv(\d+(?:\.\d+)+)\b", lambda m: "version " + " point ".join(map(n.say_number, m.group(1).split(".")))),
-    # a code of letters and digits joined by dashes ('b-c-1-5', 'covid-19'): no range, no minus
-    (r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-])", lambda m: m.group(0).replace("-", " ")),
-    *symbols.MATH,
-    (r"(?<=\d)\s?[-–]\s?(?=\d)", " to "),
     (r"(?<![\w.-])[-−](?=\d)", "minus "),
     (r"(?<![\w.])\+(?=\d)", "plus "),
     (r"(?<![\w.])~(?=\d)", "about "),

@@ -15,13 +15,13 @@ _PHONE = (r"(?<![\w.+-])(?:\+(\d{1,3})[\s-]?|\b(1)-)?(?:\((\d{3})\)[\s-]?|(\d{3}
 
 
 def _phone(match: re.Match) -> str:
-    country, long_distance, *groups = match.groups()
-    said = [_say_group(group) for group in groups if group]
+    country, long_distance, bracketed, area, *groups = match.groups()
+    said = [_say_area(bracketed or area)] + [say_digits(group) for group in groups if group]
     head = [f"plus {say_digits(country)}"] if country else [long_distance] if long_distance else []
     return ", ".join(head + said)
 
 
-def _say_group(digits: str) -> str:
+def _say_area(digits: str) -> str:
     """Digit by digit, but a toll-free area code as a number: '800' 'eight hundred'."""
     return say_cardinal(int(digits)) if digits in _TOLL_FREE else say_digits(digits)
 

@@ -26,6 +26,6 @@ UNITS: dict[str, tuple[str, str]] = {
     "cm3": ("cubic centimeter", "cubic centimeters"), "cc": ("cubic centimeter", "cubic centimeters"),
     "kbps": ("kilobit per second", "kilobits per second"), "mbps": ("megabit per second", "megabits per second"),
     "Mbps": ("megabit per second", "megabits per second"), "gbps": ("gigabit per second", "gigabits per second"),
-    "Gbps": ("gigabit per second", "gigabits per second"), "in": ("inch", "inches"), "t": ("ton", "tons"),
-    "gal": ("gallon", "gallons"), "pt": ("pint", "pints"), "qt": ("quart", "quarts"),
+    "Gbps": ("gigabit per second", "gigabits per second"), "gal": ("gallon", "gallons"),
+    "qt": ("quart", "quarts"),
 }
