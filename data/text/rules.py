@@ -1,7 +1,9 @@
 """English normalisation rules, applied in order to the cased text: what is written -> what is said.
 
-Each rule is a compiled pattern and a function of its match; the order matters (money before
-decimals, times before plain numbers, Roman numerals and 'St.' while the case still tells names).
+Each rule is a compiled pattern and a function of its match; the order matters (addresses before
+numbers, money before decimals, times before plain numbers, Roman numerals and 'St.' while the case
+still tells names). A class with rules of its own has its module (dates, times, money, measures,
+electronic, telephone, addresses, symbols); this one holds the order and the rest.
 """
 from __future__ import annotations
 
@@ -18,10 +20,9 @@ import data.text.telephone as telephone
 import data.text.times as times
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
-_MONTH_NAMES = "|".join(month.capitalize() for month in n.MONTHS)
 _ORDINAL = re.compile(r"(\d+)((?i:st|nd|rd|th))")
 _YEAR_WORDS = ("in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
-               "spring|summer|autumn|fall|winter|" + _MONTH_NAMES)
+               "spring|summer|autumn|fall|winter")  # a month before a year: data/text/dates.py
 #: Words after which a Roman numeral is a plain number: 'Chapter IV' 'chapter four'.
 _COUNTED = {"chapter", "part", "book", "volume", "vol", "act", "scene", "section", "article", "psalm", "appendix",
             "canto", "episode", "phase", "stage", "type", "class", "level", "war", "round", "apollo", "bowl"}
