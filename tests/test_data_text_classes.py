@@ -129,3 +129,11 @@ def test_the_rules_that_need_a_digit_change_no_text_without_one():
     for pattern, then, needs_digit in RULES:
         if needs_digit:
             assert [t for t in texts if pattern.sub(then, t) != t] == [], pattern.pattern
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("abcXYZ019 " + "!\"#$%&'()*+,-./:;<=>?@[]£€¥₩¢°±"), max_size=30))
+def test_any_mix_of_readable_characters_reads_into_the_symbol_table(text):
+    """Letters, digits and every symbol the front end names, in any order, read without an unknown
+    character and without an exception (what is left unknown: ^ _ | \\ { } ~ alone, docs/text.md)."""
+    assert not unknown_in(clean_text(text))

@@ -12,12 +12,14 @@ _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separator
 _AMOUNT = rf"(?:\d+\s)?\d+/\d+|{_NUM}"
 _SCALE = r"thousand|million|billion|trillion"
 _SPACED = {"s"}  # units read only apart from the number: '45 s' seconds, '4s' fours or a code
-_UNIT = "|".join(map(re.escape, sorted({*UNITS, *(u.upper() for u in UNITS if len(u) > 1)}, key=len, reverse=True)))
+#: Units also read in capitals ('12KG'); not all: 'MS', 'MA', 'DB' are more often names than units.
+_CAPITALS = {unit.upper(): unit for unit in ("kg", "km", "cm", "mm", "mg", "lb", "lbs", "oz", "ft", "mph", "kph")}
+_UNIT = "|".join(map(re.escape, sorted({*UNITS, *_CAPITALS}, key=len, reverse=True)))
 
 
 def unit_of(written: str) -> tuple[str, str]:
     """(singular, plural) of a unit as written; 'KG' and 'LBS' in capitals are 'kg' and 'lbs'."""
-    return UNITS.get(written) or UNITS[written.lower()]
+    return UNITS[_CAPITALS.get(written, written)]
 
 
 def _measure(match: re.Match) -> str:

@@ -16,7 +16,7 @@ _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "
            "billion": "billion", "bn": "billion", "b": "billion", "trillion": "trillion", "tn": "trillion"}
 PER = {"mo": "month", "month": "month", "yr": "year", "year": "year", "wk": "week", "week": "week", "d": "day",
        "day": "day", "hr": "hour", "h": "hour", "hour": "hour"}
-_AMOUNT = r"(?=\.?\d)(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?"  # '1,250', '2.5', '.01': a digit at least
+_AMOUNT = r"(?>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"  # '1,250', '2.5', '.01'; atomic: no backtracking
 
 
 def _money(match: re.Match) -> str:
@@ -60,6 +60,6 @@ PATTERNS: list[tuple[str, object]] = [
     (rf"\b({'|'.join(_CODES)})\s?({_AMOUNT})\b", lambda m: say_money(_CODES[m.group(1)], m.group(2), None, None)),
     (rf"(?<=\d)\s?[-–]\s?(?=[{CURRENCY_SIGNS}]\d)", " to "),  # '$250-$300'
     (rf"(-)?(?:\b({'|'.join(_COUNTRIES)}))?([{CURRENCY_SIGNS}])\s?({_AMOUNT})(?:\s?((?i:{'|'.join(_SCALES)}))\b)?"
-     rf"(?:\s?/\s?({'|'.join(PER)})\b)?", _money),
+     rf"(?:\s?/\s?({'|'.join(PER)})\b)?(?![A-Za-z])", _money),
     (r"\b(\d+(?:[.,]\d{1,2})?)\s?([€¢])", _money_after),
 ]

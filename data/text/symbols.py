@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from data.text.money import CURRENCY_SIGNS
 
-_CURRENCY_NAMES = dict(zip(CURRENCY_SIGNS, ("dollar", "pound", "euro", "yen", "won")))
+_CURRENCY_NAMES = dict(zip(CURRENCY_SIGNS + "¢", ("dollar", "pound", "euro", "yen", "won", "cent")))
 
 #: Before the numbers are read: signs whose reading depends on the digits around them.
 MATH: list[tuple[str, object]] = [
@@ -26,7 +26,7 @@ PATTERNS: list[tuple[str, object]] = [
     (r"\s*<\s*", " less than "),
     (r"\s*>\s*", " greater than "),
     (r"\s*±\s*", " plus or minus "),
-    (rf"\s*([{CURRENCY_SIGNS}])\s*", lambda m: f" {_CURRENCY_NAMES[m.group(1)]} "),
+    (rf"\s*([{CURRENCY_SIGNS}¢])\s*", lambda m: f" {_CURRENCY_NAMES[m.group(1)]} "),
     (r"\s*/\s*", " slash "),
     (r"°", " degrees "),
 ]
