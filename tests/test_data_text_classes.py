@@ -68,6 +68,8 @@ def test_the_issues_sentences_read_as_a_person_says_them(written, said):
     ("See https://x.org/a-1/.", "see h t t p s colon slash slash x dot org slash a dash one slash."),
     ("Call (555) 123-4567 ext", "call five five five, one two three, four five six seven ext"),
     ("Call 1-800-555-1234.", "call one, eight hundred, five five five, one two three four."),
+    ("Call 867-5309 about pages 100-1000.",
+     "call eight six seven, five three zero nine about pages one hundred to one thousand."),
     ("Ping 10.0.0.1 now", "ping one zero dot zero dot zero dot one now"),
     ("SSN 111-11-1111", "ssn one one one, one one, one one one one"),
     ("She lives at 1211 E Arques Ave, Sunnyvale, CA 94085.",

@@ -26,9 +26,18 @@ def _say_area(digits: str) -> str:
     return say_cardinal(int(digits)) if digits in _TOLL_FREE else say_digits(digits)
 
 
+def _local(match: re.Match) -> str:
+    """'555-0199' and '867-5309' are local numbers; '100-1000' and '250-1500' (round numbers, or a first
+    group starting with 0 or 1, as no exchange does) are ranges, left to the range rule."""
+    exchange, line = match.groups()
+    if exchange[0] in "01" or exchange.endswith("0") or line.endswith("00"):
+        return match.group(0)
+    return f"{say_digits(exchange)}, {say_digits(line)}"
+
+
 PATTERNS: list[tuple[str, object]] = [
     (_PHONE, _phone),
     (r"(?<![\w.-])(\d{3})-(\d{2})-(\d{4})(?![\w-])", lambda m: ", ".join(map(say_digits, m.groups()))),
-    (r"(?<![\w.-])(\d{3})-(\d{4})(?![\w-])", lambda m: ", ".join(map(say_digits, m.groups()))),
+    (r"(?<![\w.-])(\d{3})-(\d{4})(?![\w-])", _local),
     (r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])", lambda m: " dot ".join(map(say_digits, m.group(0).split(".")))),
 ]
