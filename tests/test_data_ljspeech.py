@@ -71,16 +71,16 @@ def test_bad_inputs_name_file_and_line(corpus, tmp_path, breakage, expected):
 
 
 def test_all_problems_are_reported_at_once(corpus):
-    set_line(corpus, 3, "LJ001-0003|Fish * chips|Fish * chips")
-    set_line(corpus, 12, "LJ001-0012|50^ off < noon|50^ off < noon")
+    set_line(corpus, 3, "LJ001-0003|Fish { chips|Fish { chips")
+    set_line(corpus, 12, "LJ001-0012|50^ off } noon|50^ off } noon")
     (corpus / "wavs" / "LJ001-0020.wav").unlink()
     with pytest.raises(CorpusError) as caught:
         read_ljspeech(corpus, progress=False)
     problems = caught.value.problems
     assert len(problems) == 4
-    assert any(p.endswith("outside the symbol table after cleaning: {'*': 1, '^': 1, '<': 1}") for p in problems)
-    assert any(p.startswith(f"{corpus / 'metadata.csv'}:3: unknown characters ['*']") for p in problems)
-    assert any(":12: unknown characters ['<', '^']" in p for p in problems)
+    assert any(p.endswith("outside the symbol table after cleaning: {'{': 1, '^': 1, '}': 1}") for p in problems)
+    assert any(p.startswith(f"{corpus / 'metadata.csv'}:3: unknown characters ['{{']") for p in problems)
+    assert any(":12: unknown characters ['^', '}']" in p for p in problems)
     assert any(":20: missing wav" in p for p in problems)
 
 

@@ -25,12 +25,13 @@ UNKNOWN_CHARS = ("error", "drop")  # what text_to_sequence does with characters 
 
 # The pad symbol only ever comes from padding, so an underscore in text is an unknown character.
 _SYMBOL_TO_ID = {symbol: i for i, symbol in enumerate(SYMBOLS) if symbol != PAD}
-_KEPT = "£€¥¢°"  # non-ASCII characters the rules read (unidecode would make 'EUR', 'Y=', 'deg' of them)
+_KEPT = "£€¥₩¢°±"  # non-ASCII characters the rules read (unidecode would make 'EUR', 'Y=', 'deg' of them)
 _NOT_ASCII = re.compile(f"[^\x00-\x7f{_KEPT}]+")
 _TYPOGRAPHY = [(re.compile(pattern), then) for pattern, then in (
     (r"(?<=\d)\s?[–—]\s?(?=\d)", " to "),  # 1990–2000
     (r"\s*[—–]\s*", " -- "),  # a dash between words: LJSpeech writes ' -- '
     (r"…", "..."),
+    (r"º", "°"),  # the ordinal indicator written for a degree sign ('45ºC')
     (r"[‘’‚‛′`]", "'"),
     (r"[“”„″«»]", '"'),
     (r"(?<=\d)([½¼¾⅓⅔⅛])", r" \1"),  # '2½' -> '2 1/2'

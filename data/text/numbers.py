@@ -6,8 +6,10 @@ from __future__ import annotations
 import functools
 
 MAX_DIGITS = 15  # longer digit strings (ids, phone numbers) are read digit by digit
+MAX_GROUPED_DIGITS = 33  # '1,000,...': a number with thousands separators is said up to inflect's decillions
 _DIGITS = "zero one two three four five six seven eight nine".split()
 _FRACTIONS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+_FRACTION_DENOMINATORS = {*range(2, 11), 12, 16, 20, 32, 64, 100}
 _ROMAN = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
 MONTHS = ("january february march april may june july august september october november december").split()
 
@@ -21,9 +23,11 @@ def _inflect():
     return inflect.engine()
 
 
-def say_cardinal(n: int) -> str:
-    """'one thousand two hundred thirty-four': no 'and', no commas inside a number."""
-    if len(str(abs(n))) > MAX_DIGITS:
+@functools.lru_cache(maxsize=1 << 14)  # inflect takes about 0.1 ms a number; texts repeat theirs
+def say_cardinal(n: int, max_digits: int = MAX_DIGITS) -> str:
+    """'one thousand two hundred thirty-four': no 'and', no commas inside a number. A number written with
+    thousands separators is a number at any length: its caller lifts max_digits."""
+    if len(str(abs(n))) > max_digits:
         return say_digits(str(abs(n))) if n >= 0 else "minus " + say_digits(str(-n))
     words = _inflect().number_to_words(abs(n), andword="", comma="")
     return f"minus {words}" if n < 0 else words
@@ -33,14 +37,26 @@ def say_digits(digits: str) -> str:
     return " ".join(_DIGITS[int(d)] for d in digits)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def say_ordinal(n: int) -> str:
     return _inflect().number_to_words(_inflect().ordinal(n), andword="", comma="")
+
+
+def ordinal_suffix(n: int) -> str:
+    """'st', 'nd', 'rd' or 'th': what '1st', '22nd', '13th' end with."""
+    return _inflect().ordinal(n)[-2:]
 
 
 def say_decimal(whole: str, fraction: str) -> str:
     """'2.05' -> 'two point zero five'; '.5' -> 'point five'."""
     head = say_cardinal(int(whole)) + " " if whole else ""
     return f"{head}point {say_digits(fraction)}"
+
+
+def say_number(text: str) -> str:
+    """'1,250' 'one thousand two hundred fifty', '2.5' 'two point five': a cardinal or a decimal."""
+    whole, dot, frac = text.replace(",", "").partition(".")
+    return say_decimal(whole, frac) if dot else say_cardinal(int(whole))
 
 
 def say_year(n: int) -> str:
@@ -73,21 +89,24 @@ def say_fraction(numerator: int, denominator: int) -> str:
     return f"{say_cardinal(numerator)} {one if numerator == 1 else many}"
 
 
+def say_mixed_fraction(whole: int | None, numerator: int, denominator: int) -> str:
+    """'1 1/2' 'one and a half', '5/8' 'five eighths', '24/7' 'twenty-four seven', '9/13' 'nine over thirteen'."""
+    if (numerator, denominator) == (24, 7) or numerator == denominator:
+        return f"{say_cardinal(numerator)} {say_cardinal(denominator)}"
+    if denominator not in _FRACTION_DENOMINATORS:
+        spoken = f"{say_cardinal(numerator)} over {say_cardinal(denominator)}"
+    elif whole and numerator == 1:
+        spoken = f"a {say_fraction(1, denominator).split(' ', 1)[1]}"
+    else:
+        spoken = say_fraction(numerator, denominator)
+    return f"{say_cardinal(whole)} and {spoken}" if whole else spoken
+
+
 def say_time(hours: int, minutes: int) -> str:
     """3:30 'three thirty', 10:05 'ten oh five', 3:00 "three o'clock"."""
     if minutes == 0:
         return f"{say_cardinal(hours)} o'clock"
     return f"{say_cardinal(hours)} {'oh ' if minutes < 10 else ''}{say_cardinal(minutes)}"
-
-
-def say_date(month: int, day: int, year: str | None) -> str:
-    """'january second, twenty twenty'; a two-digit year as written: '98' 'ninety-eight', '05' 'oh five'."""
-    date = f"{MONTHS[month - 1]} {say_ordinal(day)}"
-    if not year:
-        return date
-    if len(year) == 2:
-        return f"{date}, {'oh ' if year[0] == '0' else ''}{say_cardinal(int(year))}"
-    return f"{date}, {say_year(int(year))}"
 
 
 def roman_value(numeral: str) -> int:

@@ -1,20 +1,28 @@
 """English normalisation rules, applied in order to the cased text: what is written -> what is said.
 
-Each rule is a compiled pattern and a function of its match; the order matters (money before
-decimals, times before plain numbers, Roman numerals and 'St.' while the case still tells names).
+Each rule is a compiled pattern and a function of its match; the order matters (addresses before
+numbers, money before decimals, times before plain numbers, Roman numerals and 'St.' while the case
+still tells names). A class with rules of its own has its module (dates, times, money, measures,
+electronic, telephone, addresses, symbols); this one holds the order and the rest.
 """
 from __future__ import annotations
 
 import re
 
 import data.text.numbers as n
-from data.text.units import UNITS
+import data.text.addresses as addresses
+import data.text.dates as dates
+import data.text.electronic as electronic
+import data.text.measures as measures
+import data.text.money as money
+import data.text.symbols as symbols
+import data.text.telephone as telephone
+import data.text.times as times
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
-_MONTH_NAMES = "|".join(month.capitalize() for month in n.MONTHS)
-_MONTH_ABBREVIATIONS = {month[:3].capitalize(): month for month in n.MONTHS}
+_ORDINAL = re.compile(r"(\d+)((?i:st|nd|rd|th))")
 _YEAR_WORDS = ("in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
-               "spring|summer|autumn|fall|winter|" + _MONTH_NAMES)
+               "spring|summer|autumn|fall|winter")  # a month before a year: data/text/dates.py
 #: Words after which a Roman numeral is a plain number: 'Chapter IV' 'chapter four'.
 _COUNTED = {"chapter", "part", "book", "volume", "vol", "act", "scene", "section", "article", "psalm", "appendix",
             "canto", "episode", "phase", "stage", "type", "class", "level", "war", "round", "apollo", "bowl"}
@@ -23,12 +31,6 @@ _REGNAL = {"henry", "edward", "george", "charles", "james", "william", "richard"
            "paul", "pius", "benedict", "gregory", "leo", "innocent", "clement", "alexander", "frederick", "philip",
            "ferdinand", "peter", "catherine", "napoleon", "nicholas", "alfonso", "victor", "francis", "joseph", "anne",
            "stephen", "david", "robert", "harold", "ivan", "otto", "urban", "boniface", "rudolf"}
-_CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pounds", "penny", "pence"),
-               "€": ("euro", "euros", "cent", "cents"), "¥": ("yen", "yen", "", "")}
-_SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "million", "mn": "million",
-           "billion": "billion", "bn": "billion", "b": "billion", "trillion": "trillion", "tn": "trillion"}
-_FRACTION_DENOMINATORS = {*range(2, 11), 12, 16, 20, 32, 64, 100}
-_MERIDIEM = r"(?:([APap])(?:\.\s?[Mm]\.|\s?[Mm]\b))"
 
 
 def _roman(match: re.Match) -> str:
@@ -51,165 +53,104 @@ def _saint_or_street(match: re.Match) -> str:
     return f"{before or ''}{'street' if street else 'saint'}"
 
 
-def _money(match: re.Match) -> str:
-    """'$5.50' -> 'five dollars, fifty cents'; '$2.5bn' -> 'two point five billion dollars'."""
-    return _say_money(match.group(2), match.group(3), match.group(4), minus=bool(match.group(1)))
-
-
-def _money_after(match: re.Match) -> str:
-    """'20 €' and '50¢': the symbol after the amount (a decimal comma allowed)."""
-    amount, symbol = match.group(1).replace(",", "."), match.group(2)
-    if symbol == "¢":
-        return f"{_say_number(amount)} {'cent' if amount == '1' else 'cents'}"
-    return _say_money(symbol, amount, None, minus=False)
-
-
-def _say_money(symbol: str, amount: str, scale: str | None, minus: bool) -> str:
-    one, many, sub_one, sub_many = _CURRENCIES[symbol]
-    sign = "minus " if minus else ""
-    if scale or not sub_one:  # a scale ('5 million dollars'), or yen: no smaller unit
-        return f"{sign}{_say_number(amount)}{' ' + _SCALES[scale.lower()] if scale else ''} {many}"
-    whole, _, frac = amount.replace(",", "").partition(".")
-    major, minor = int(whole), int(frac.ljust(2, "0")[:2]) if frac else 0
-    parts = []
-    if major or not minor:
-        parts.append(f"{n.say_cardinal(major)} {one if major == 1 else many}")
-    if minor:
-        parts.append(f"{n.say_cardinal(minor)} {sub_one if minor == 1 else sub_many}")
-    return sign + ", ".join(parts)
-
-
-def _say_number(text: str) -> str:
-    whole, dot, frac = text.replace(",", "").partition(".")
-    return n.say_decimal(whole, frac) if dot else n.say_cardinal(int(whole))
-
-
-def _unit(match: re.Match) -> str:
-    sign, amount, unit = match.group(1), match.group(2), match.group(3)
-    one, many = UNITS[unit]
-    spoken = ("minus " if sign else "") + _say_number(amount)
-    return f"{spoken} {one if amount == '1' else many}"
-
-
-def _time(match: re.Match) -> str:
-    hours, minutes, meridiem = int(match.group(1)), int(match.group(2)), match.group(3)
-    if hours > 24 or minutes > 59:
-        return match.group(0)
-    if meridiem:
-        said = n.say_cardinal(hours) if minutes == 0 else n.say_time(hours, minutes)
-        return f"{said} {meridiem.lower()} m{_full_stop(match)}"
-    return n.say_time(hours, minutes)
-
-
-def _hour(match: re.Match) -> str:
-    return f"{n.say_cardinal(int(match.group(1)))} {match.group(2).lower()} m{_full_stop(match)}"
-
-
-def _full_stop(match: re.Match) -> str:
-    """The '.' of 'p.m.' that also ends the sentence (the text ends, or a capital follows)."""
-    after = match.string[match.end():].lstrip()
-    return "." if match.group(0).endswith(".") and (not after or after[0].isupper()) else ""
-
-
-def _numeric_date(match: re.Match) -> str:
-    """M/D/YYYY (American), or D/M/YYYY when the first field cannot be a month."""
-    first, second, year = int(match.group(1)), int(match.group(2)), match.group(3)
-    month, day = (first, second) if first <= 12 else (second, first)
-    if not (1 <= month <= 12 and 1 <= day <= 31):
-        return match.group(0)
-    return n.say_date(month, day, year)
-
-
-def _iso_date(match: re.Match) -> str:
-    year, month, day = match.group(1), int(match.group(2)), int(match.group(3))
-    return n.say_date(month, day, year) if 1 <= month <= 12 and 1 <= day <= 31 else match.group(0)
-
-
-def _named_date(match: re.Match) -> str:
-    """'January 5, 2020' -> 'January fifth, twenty twenty'; 'Jan. 5' -> 'January fifth'."""
-    month = _MONTH_ABBREVIATIONS.get(match.group(1)[:3], match.group(1)).capitalize()
-    day, year = int(match.group(2)), match.group(3)
-    if not 1 <= day <= 31:
-        return match.group(0)
-    return f"{month} {n.say_ordinal(day)}" + (f", {n.say_year(int(year))}" if year else "")
-
-
-def _day_of_month(match: re.Match) -> str:
-    return f"the {n.say_ordinal(int(match.group(1)))} of {match.group(2)}"
-
-
 def _fraction(match: re.Match) -> str:
-    whole, numerator, denominator = match.group(1), int(match.group(2)), int(match.group(3))
-    if (numerator, denominator) == (24, 7) or numerator == denominator:
-        return f"{n.say_cardinal(numerator)} {n.say_cardinal(denominator)}"
-    if denominator not in _FRACTION_DENOMINATORS:
-        spoken = f"{n.say_cardinal(numerator)} over {n.say_cardinal(denominator)}"
-    elif whole and numerator == 1:
-        spoken = f"a {n.say_fraction(1, denominator).split(' ', 1)[1]}"
-    else:
-        spoken = n.say_fraction(numerator, denominator)
-    return f"{n.say_cardinal(int(whole))} and {spoken}" if whole else spoken
+    whole = match.group(1)
+    return n.say_mixed_fraction(int(whole) if whole else None, int(match.group(2)), int(match.group(3)))
 
 
 def _word_slash(match: re.Match) -> str:
-    """'he/she' 'he or she'; 'and/or' 'and or', 'either/or' 'either or'."""
-    first, second = match.group(1), match.group(2)
-    return f"{first} {second}" if first.lower() == "and" or second.lower() == "or" else f"{first} or {second}"
+    """'he/she' 'he or she', 'a/b/c' 'a or b or c'; 'and/or' 'and or', 'either/or' 'either or'."""
+    words = re.split(r"\s?/\s?", match.group(0))
+    if len(words) == 2 and (words[0].lower() == "and" or words[1].lower() == "or"):
+        return " ".join(words)
+    return " or ".join(words)
+
+
+def _ordinal(match: re.Match) -> str:
+    return _say_ordinal(match.group(1), match.group(2))
+
+
+def _say_ordinal(number: str, suffix: str) -> str:
+    """'1,000th' 'one thousandth'; a suffix that does not fit the number is read apart ('4rd' 'four r d')."""
+    value, suffix = int(number.replace(",", "")), suffix.lower()
+    if n.ordinal_suffix(value) == suffix:
+        return n.say_ordinal(value)
+    return f"{n.say_cardinal(value)} {' '.join(suffix)}"
+
+
+def _code(match: re.Match) -> str:
+    """A code of letters and numbers joined by dashes, its numbers said where they stand, so that no dash
+    becomes 'to' or 'minus': 'b-c-1-5' 'b-c-one-five', 'covid-19' 'covid-nineteen', '2nd-rate' 'second-rate'."""
+    return "-".join(_say_part(part) for part in match.group(0).split("-"))
+
+
+def _say_part(part: str) -> str:
+    ordinal = _ORDINAL.fullmatch(part)
+    if part.isdigit():
+        return _say_integer(part)
+    return _say_ordinal(ordinal.group(1), ordinal.group(2)) if ordinal else part
 
 
 def _number(match: re.Match) -> str:
-    digits = match.group(0)
-    if len(digits) > 1 and digits.startswith("0"):
-        return n.say_digits(digits)  # '007', '0800': said digit by digit
+    return _say_integer(match.group(0))
+
+
+def _say_integer(digits: str) -> str:
+    if (len(digits) > 1 and digits.startswith("0")) or len(digits) > n.MAX_DIGITS:
+        return n.say_digits(digits)  # '007', '0800', ids: said digit by digit
     value = int(digits)
     return n.say_year(value) if 1100 <= value < 2000 else n.say_cardinal(value)
 
 
 _PATTERNS: list[tuple[str, object]] = [
+    *electronic.PATTERNS,  # before '@' and '.' are read as words and numbers
+    *telephone.PATTERNS,  # before dashes between numbers are ranges
+    *addresses.PATTERNS,  # before 'St.' is 'saint' and house numbers are years
     # Roman numerals and 'St.', while the case still tells names apart
-    (r"\b([A-Z][a-z]+)\s+([IVXL]+)(?='s\b|[^\w']|$)(?=(\.?\s+[A-Z])?)", _roman),
+    (r"\b([A-Z][a-z]+|[A-Z]{2,})\s+([IVXL]+)(?='s\b|[^\w']|$)(?=(\.?\s+[A-Z])?)", _roman),
     (r"(\b\w+\s)?\bSt\.(?=(\s+[A-Z])?)", _saint_or_street),
     (r"\bNo\.\s?(?=\d)", "number "),
+    (r"\b([Pp]p?)\.\s?(?=\d)", lambda m: "pages " if m.group(1).lower() == "pp" else "page "),
     (r"#(?=\d)", "number "),
-    # dates and times
-    (r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b", _numeric_date),
-    (r"\b(\d{4})-(\d{2})-(\d{2})\b", _iso_date),
-    (rf"\b({_MONTH_NAMES}|(?:{'|'.join(_MONTH_ABBREVIATIONS)})\.)\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?",
-     _named_date),
-    (rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?=(?:{_MONTH_NAMES})\b)(\w+)", _day_of_month),
-    (rf"\b(\d{{1,2}}):(\d{{2}})(?!\d)(?:\s?{_MERIDIEM})?", _time),
-    (rf"\b(\d{{1,2}})\s?{_MERIDIEM}", _hour),
+    *dates.PATTERNS,
+    *times.PATTERNS,
+    (r"(?<![\d:])(\d+):(\d+)(?![\d:])", lambda m: " to ".join(n.say_cardinal(int(g)) for g in m.groups())),  # '16:9'
+    (r"(?<=\d0s)\s?[-–]\s?(?=['’]?\d*0s)", " to "),  # '1960s-80s'
     # decades before units ('1990s' is no number of seconds)
-    (r"\b(1[1-9]\d0|20[0-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
+    (r"\b(1[1-9]\d0|20[0-9]0)\s?['’]?s\b", lambda m: n.say_decade(m.group(1))),
     (r"(?<![\w])['’]?([1-9]0)['’]?s\b", lambda m: n.say_decade(m.group(1))),
     # money, percentages, units
-    (rf"(-)?([$£€¥])\s?({_NUM})(?:\s?({'|'.join(_SCALES)})\b)?", _money),
-    (r"\b(\d+(?:[.,]\d{1,2})?)\s?([€¢])", _money_after),
-    (rf"(?<![\w.])(-)?({_NUM})\s?%", lambda m: f"{'minus ' if m.group(1) else ''}{_say_number(m.group(2))} percent"),
-    (rf"(?<![\w.])(-)?({_NUM})\s?({'|'.join(map(re.escape, sorted(UNITS, key=len, reverse=True)))})(?![\w°])",
-     _unit),
-    # years, ordinals, fractions, ranges, signs
-    (rf"\b({_YEAR_WORDS})\s+(20[1-9]\d)\b(?![.,]\d)", lambda m: f"{m.group(1)} {n.say_year(int(m.group(2)))}"),
-    (r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: n.say_ordinal(int(m.group(1)))),
-    (r"(?<![\w/])(?:(\d+)\s+)?(\d+)/(\d+)(?![\w/])", _fraction),
+    *money.PATTERNS,
+    (rf"(?<![\w.])(-)?({_NUM})\s?%", lambda m: f"{'minus ' if m.group(1) else ''}{n.say_number(m.group(2))} percent"),
+    (r"(?<=\d)\s?[x×]\s?(?=\d)", " by "),
+    *measures.PATTERNS,
+    # codes, equations and ranges before years ('2020-21'), then years, ordinals, fractions, signs
+    # a code of letters and digits joined by dashes ('b-c-1-5', 'covid-19'): no range, no minus
+    (r"(?<![\w.-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-]|\.\d)", _code),
+    *symbols.MATH,
     (r"(?<=\d)\s?[-–]\s?(?=\d)", " to "),
+    (rf"\b({_YEAR_WORDS})\s+(20[1-9]\d)\b(?![.,]\d)", lambda m: f"{m.group(1)} {n.say_year(int(m.group(2)))}"),
+    (r"(?<![\w/])(\d+)/(\d+)(?i:st|nd|rd|th)\b", lambda m: n.say_mixed_fraction(None, *map(int, m.groups()))),
+    (r"\b(\d{1,3}(?:,\d{3})+|\d+)((?i:st|nd|rd|th))\b", _ordinal),
+    (r"(?<![\w/])(?:(\d+)\s+)?(\d+)/(\d+)(?![\w/])", _fraction),
+    (r"\b([A-Za-z]+)(?:\s?/\s?[A-Za-z]+)+\b", _word_slash),
+    (r"(?<=\d)\s?/\s?(?=\w)|(?<=\w)\s?/\s?(?=\d)", " slash "),  # '31/31/100', '1/f': no fraction, no date
+    (r"\bv(\d+(?:\.\d+)+)\b", lambda m: "version " + " point ".join(map(n.say_number, m.group(1).split(".")))),
     (r"(?<![\w.-])[-−](?=\d)", "minus "),
     (r"(?<![\w.])\+(?=\d)", "plus "),
     (r"(?<![\w.])~(?=\d)", "about "),
-    (r"(?<=\d)\s?[x×]\s?(?=\d)", " by "),
     (r"(?<=\d)[x×](?=\s)", " times"),
-    (r"\b\d{1,3}(?:,\d{3})+\b", lambda m: n.say_cardinal(int(m.group(0).replace(",", "")))),  # never a year
+    (r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " "),  # 'B12', 'Y2K', '4.4x': letters and digits apart
+    # thousands separators: never a year, and a number at any length
+    (r"\b\d{1,3}(?:,\d{3})+\b", lambda m: n.say_cardinal(int(m.group(0).replace(",", "")), n.MAX_GROUPED_DIGITS)),
     (r"(\d*)\.(\d+)", lambda m: n.say_decimal(m.group(1), m.group(2))),
     (r"\d+", _number),
-    # symbols and slashes between words
-    (r"\s*&\s*", " and "),
-    (r"\s*@\s*", " at "),
-    (r"\s+\+\s+", " plus "),
-    (r"\s+=\s+", " equals "),
-    (r"\b([A-Za-z]+)/([A-Za-z]+)\b", _word_slash),
-    (r"°", " degrees "),
+    # symbols
+    *symbols.PATTERNS,
 ]
-RULES: list[tuple[re.Pattern, object]] = [(re.compile(pattern), then) for pattern, then in _PATTERNS]
+#: (pattern, reading, whether it needs a digit): a rule whose pattern names a digit is skipped in a text without
+#: one (most transcripts), which keeps the front end fast; rules write words, never digits.
+RULES: list[tuple[re.Pattern, object, bool]] = [(re.compile(p), then, "\\d" in p) for p, then in _PATTERNS]
 
 #: Abbreviations read after lower-casing, wherever they stand (NVIDIA's list, and a few more).
 ABBREVIATIONS = {
@@ -218,9 +159,12 @@ ABBREVIATIONS = {
     "capt": "captain", "esq": "esquire", "ltd": "limited", "col": "colonel", "ft": "fort", "st": "saint",
     "vs": "versus", "etc": "et cetera", "approx": "approximately", "dept": "department", "inc": "incorporated",
     "corp": "corporation", "prof": "professor", "ave": "avenue", "blvd": "boulevard", "vol": "volume", "fig": "figure",
+    "figs": "figures", "eq": "equation", "eqs": "equations",
 }
-_SPELLED = {"e.g.": "for example", "i.e.": "that is", "Rd.": "road", "Mt.": "mount", "Ms.": "miz",
-            "Sr.": "senior"}
+_SPELLED = {"e.g.": "for example", "i.e.": "that is", "401(k)": "four oh one k", "403(b)": "four oh three b",
+            "Rd.": "road", "Mt.": "mount", "Ms.": "miz",
+            "Sr.": "senior", "Sen.": "senator", "km/h": "kilometers per hour", "9/11": "nine eleven",
+            "Gov.": "governor", "Rep.": "representative", "Sens.": "senators", "Reps.": "representatives"}
 #: Case-sensitive ones (capitalised: a lower-case 'rd.' or 'ms.' is left alone) and those with inner dots.
 SPELLED = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, _SPELLED)) + r")(?![\w])")
 ABBREVIATION = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.", re.IGNORECASE)
@@ -229,8 +173,10 @@ ABBREVIATION = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.", re.IGNORECA
 def apply_rules(text: str) -> str:
     """The cased text with numbers, dates, times, money, units, symbols and case-bound abbreviations said."""
     text = SPELLED.sub(lambda m: _SPELLED[m.group(1)], text)
-    for pattern, then in RULES:
-        text = pattern.sub(then, text)
+    has_digit = any(ch.isdigit() for ch in text)
+    for pattern, then, needs_digit in RULES:
+        if has_digit or not needs_digit:
+            text = pattern.sub(then, text)
     return text
 
 

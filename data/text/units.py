@@ -19,4 +19,13 @@ UNITS: dict[str, tuple[str, str]] = {
     "°F": ("degree fahrenheit", "degrees fahrenheit"), "°C": ("degree celsius", "degrees celsius"),
     "° F": ("degree fahrenheit", "degrees fahrenheit"), "° C": ("degree celsius", "degrees celsius"),
     "°": ("degree", "degrees"), "sq ft": ("square foot", "square feet"), "ha": ("hectare", "hectares"),
+    "sq m": ("square meter", "square meters"), "sq km": ("square kilometer", "square kilometers"),
+    "sq mi": ("square mile", "square miles"), "m2": ("square meter", "square meters"),
+    "km2": ("square kilometer", "square kilometers"), "cm2": ("square centimeter", "square centimeters"),
+    "m3": ("cubic meter", "cubic meters"), "km3": ("cubic kilometer", "cubic kilometers"),
+    "cm3": ("cubic centimeter", "cubic centimeters"), "cc": ("cubic centimeter", "cubic centimeters"),
+    "kbps": ("kilobit per second", "kilobits per second"), "mbps": ("megabit per second", "megabits per second"),
+    "Mbps": ("megabit per second", "megabits per second"), "gbps": ("gigabit per second", "gigabits per second"),
+    "Gbps": ("gigabit per second", "gigabits per second"), "gal": ("gallon", "gallons"),
+    "qt": ("quart", "quarts"),
 }
