@@ -13,8 +13,8 @@ from scripts.text.nemo_cases import by_kind, comparable, load_cases, score
 from tests.test_data_text import normalisation_cases
 
 #: Cases read as NeMo reads them, per class: what the front end reached (docs/text.md); a floor, not a goal.
-FLOORS = {"address": 9, "cardinal": 15, "date": 51, "decimal": 12, "electronic": 36, "fraction": 13, "math": 4,
-          "measure": 18, "money": 71, "ordinal": 27, "range": 14, "roman": 3, "serial": 24, "telephone": 19,
+FLOORS = {"address": 9, "cardinal": 16, "date": 51, "decimal": 12, "electronic": 36, "fraction": 13, "math": 4,
+          "measure": 18, "money": 71, "ordinal": 27, "range": 15, "roman": 3, "serial": 24, "telephone": 19,
           "time": 21, "whitelist": 6, "word": 37}
 _DIGITS = re.compile(r"\d")
 
@@ -25,6 +25,8 @@ def test_nemo_cases_read_as_nemo_reads_them_per_class():
     assert reached.keys() == FLOORS.keys()
     assert {kind: same for kind, same in reached.items() if same < FLOORS[kind]} == {}
     assert sum(s.same for s in scored) >= 0.9 * len(scored) and not [s for s in scored if s.stops]
+    under = {kind: f"{same} / {total}" for kind, (same, total) in by_kind(scored).items() if same < 0.75 * total}
+    assert under == {}, "each class must read at least 75 % of its cases as NeMo does"
 
 
 def test_the_comparison_forgives_spelling_and_the_british_and_only():

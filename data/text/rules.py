@@ -102,6 +102,16 @@ def _say_integer(digits: str) -> str:
     return n.say_year(value) if 1100 <= value < 2000 else n.say_cardinal(value)
 
 
+def _range(m: re.Match) -> str:
+    """A dash between two numbers is a range, 'to' ('2-5', '1980-1970 kg', '1960-80', '2020-21'), unless
+    the second number is both smaller and shorter and no year is shortened: then it joins the parts of
+    a code ('978-0'), said with a pause."""
+    first, second = m.groups()
+    shortened_year = len(first) == 4 and len(second) == 2
+    code = int(second) < int(first) and len(second) < len(first) and not shortened_year
+    return f"{first}{', ' if code else ' to '}{second}"
+
+
 _PATTERNS: list[tuple[str, object]] = [
     *electronic.PATTERNS,  # before '@' and '.' are read as words and numbers
     *telephone.PATTERNS,  # before dashes between numbers are ranges
@@ -128,6 +138,7 @@ _PATTERNS: list[tuple[str, object]] = [
     # a code of letters and digits joined by dashes ('b-c-1-5', 'covid-19'): no range, no minus
     (r"(?<![\w.-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-]|\.\d)", _code),
     *symbols.MATH,
+    (r"(?<![\w.,])(\d+)\s?[-–]\s?(\d+)\b(?![.,]\d)", _range),
     (r"(?<=\d)\s?[-–]\s?(?=\d)", " to "),
     (rf"\b({_YEAR_WORDS})\s+(20[1-9]\d)\b(?![.,]\d)", lambda m: f"{m.group(1)} {n.say_year(int(m.group(2)))}"),
     (r"(?<![\w/])(\d+)/(\d+)(?i:st|nd|rd|th)\b", lambda m: n.say_mixed_fraction(None, *map(int, m.groups()))),
