@@ -137,7 +137,9 @@ def fits(setup: ProbeSetup, b0: int) -> bool:
         free = setup.gauge.free()
         try:
             used = setup.gauge.peak(partial(probe_step, setup, shape))
-        except torch.OutOfMemoryError:
+        except RuntimeError as err:  # torch.OutOfMemoryError, or cuBLAS's and a capture's own words for it
+            if "out of memory" not in str(err).lower():
+                raise
             used = None
         finally:
             release(setup.device)
