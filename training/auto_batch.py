@@ -24,10 +24,10 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
