@@ -107,8 +107,9 @@ def test_check_plans_at_16(tmp_path, capsys, demo_corpus):
 def test_a_cpu_run_resolves_16_and_stores_it_for_its_resume(tmp_path, capsys, demo_corpus):
     hparams = tiny(tmp_path, "batch_size=auto,lr_batch_scaling=sqrt,stop_after_steps=1", demo_corpus)
     assert train.main(["--hparams", hparams]) == 0
-    assert "batch_size=auto: B0 = 16, the paper's B0 on the CPU (no probe); learning_rate 0.001 (lr_batch_scaling=sqrt" in (
-        capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert "batch_size=auto: B0 = 16, the paper's B0 on the CPU (no probe); learning_rate 0.001 (lr_batch_scaling=sqrt" \
+        in out
     stored = load_checkpoint(tmp_path / "run" / LAST)["hparams"]
     assert stored == read_hparams(tmp_path / "run")
     assert stored["batch_size"] == 16 and stored["learning_rate"] == 0.001
