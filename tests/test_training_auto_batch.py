@@ -106,8 +106,8 @@ def test_a_cpu_run_resolves_16_and_stores_it_for_its_resume(tmp_path, capsys, de
     hparams = tiny(tmp_path, "batch_size=auto,lr_batch_scaling=sqrt,stop_after_steps=1", demo_corpus)
     assert train.main(["--hparams", hparams]) == 0
     out = capsys.readouterr().out
-    assert "batch_size=auto: B0 = 16, the paper's B0 on the CPU (no probe); learning_rate 0.001 (lr_batch_scaling=sqrt" \
-        in out
+    assert "batch_size=auto: B0 = 16, the paper's B0 on the CPU (no probe); learning_rate 0.001 " in out
+    assert "(lr_batch_scaling=sqrt, learning_rate 0.001 given for B0 = 16)" in out
     stored = load_checkpoint(tmp_path / "run" / LAST)["hparams"]
     assert stored == read_hparams(tmp_path / "run")
     assert stored["batch_size"] == 16 and stored["learning_rate"] == 0.001

@@ -53,7 +53,7 @@ def test_bad_hparam_value(tmp_path, capsys):
 
 
 
-@pytest.mark.parametrize("value, culprit", [("many", "'batch_size': 'many' is invalid: expected auto or a whole number"),
+@pytest.mark.parametrize("value, culprit", [("many", "'batch_size': 'many' is invalid: expected auto or a whole"),
                                             ("auto,batching=bload", "auto is not available for batching=bload")])
 def test_bad_batch_size(tmp_path, capsys, value, culprit):
     expect_error(train.main, ["--hparams", tiny(tmp_path, f"batch_size={value}")], capsys, culprit, tmp_path / "run")
