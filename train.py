@@ -104,10 +104,14 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
 
 
 def check_only(cfg: RunConfig) -> None:
-    """`--check`: the data check and the epoch plan's figures, without training or writing a run."""
+    """`--check`: the data check and the epoch plan's figures, without training or writing a run
+    (batch_size=auto plans at the paper's B0: the probe needs the run's GPU)."""
     paths = corpus_filelists(cfg.data, cfg.mel)
     report = check_data(paths, cfg.mel, cfg.batching, cfg.data, progress=cfg.train.progress)
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
+    if cfg.auto_batch_size:
+        print(f"batch_size=auto: B0 = {cfg.batching.batch_size} here, the paper's (a GPU run probes for its own "
+              "when it starts)")
     for line in report.text.lines():
         print(line)
     print(plan_summary(cfg.batching, cfg.model.n_frames_per_step, paths[0], report))

@@ -10,22 +10,37 @@ without one). Written and run on the CPU-only machine as skips only, until the G
 * the graphed decoder loop (model/graphs.py) equals the eager one within 1e-5 relative in fp32
   with TF32 off, outputs and every gradient, over 3 shapes replayed in random order;
 * DDP over NCCL in one process (force_ddp=true), a short training run;
-* the loader pins every tensor of a Batch (model/batch.py), the packing table's too.
+* the loader pins every tensor of a Batch (model/batch.py), the packing table's too;
+* batch_size=auto's probe (training/auto_batch.py) on the graphed step: under a capped free memory
+  it finds a B0 above 16 whose steps fit the cap; train.py probes, caches and reads its cache.
 """
 import contextlib
 import dataclasses
 import random
 import sys
+from functools import partial
 
 import pytest
 import torch
 
+import train
 from model import Tacotron2
 from model.graphs import build_loop_graphs
 from model.shapes import LoopShape
-from tests.kit import (REPO, SMALL_MODEL, make_batch, packed_batch, run_command, step_parts_and_batches, tiny,
-                       tiny_config)
-from tests.kit import demo_corpus  # noqa: F401  (a fixture: scripts.release.gpu_check runs this file with --noconftest)
+from tests.kit import (
+    REPO,
+    SMALL_MODEL,
+    demo_corpus,  # noqa: F401  (a fixture: scripts.release.gpu_check runs this file with --noconftest)
+    make_batch,
+    packed_batch,
+    run_command,
+    step_parts_and_batches,
+    tiny,
+    tiny_config,
+)
+from training.auto_batch import CACHE_NAME, CudaGauge, ProbeSetup, probe_b0, probe_shapes, probe_step, probe_table
+from training.config import resolve_config
+from training.hparams import load_hparams
 from training.step import set_matmul_precision, train_step
 
 pytestmark = [pytest.mark.cuda,
@@ -204,3 +219,42 @@ def test_the_loader_pins_every_tensor_of_a_batch():
     tensors = [pinned.text, pinned.text_lengths, pinned.mel, pinned.gate, pinned.mel_lengths, pinned.text_lengths_host,
                pinned.packing.row, pinned.packing.start, pinned.packing.text_start]
     assert all(t.is_pinned() for t in tensors)
+
+
+@dataclasses.dataclass(frozen=True)
+class CappedGauge(CudaGauge):
+    """The GPU's gauge with at most `cap` bytes free: a small GPU, so that the search stops early."""
+
+    cap: int = 0
+
+    def free(self) -> int:
+        return min(super().free(), self.cap)
+
+
+def capped_setup(cap: int) -> ProbeSetup:
+    """The micro model's graphed step on 300 generated lengths, at most `cap` bytes free."""
+    cfg = resolve_config(load_hparams(f"{SMALL_MODEL},n_frames_per_step=2,fast_decoder=true,graph_bucket=16,"
+                                      "batch_size=auto,lrf=0.1"))
+    frames = torch.randint(20, 120, (300,), generator=torch.Generator().manual_seed(0)).numpy()
+    return ProbeSetup(cfg.train, cfg.model, cfg.batching, frames, frames // 3 + 5, CUDA, CappedGauge(CUDA, cap),
+                      log=print)
+
+
+def test_the_probe_finds_a_b0_whose_graphed_steps_fit_a_capped_gpu():
+    free = capped_setup(2**40)
+    at_16 = max(free.gauge.peak(partial(probe_step, free, shape)) for shape in probe_shapes(probe_table(free, 16)))
+    capped = capped_setup(int(4 * at_16))
+    b0 = probe_b0(capped)
+    assert b0 > 16
+    used = max(capped.gauge.peak(partial(probe_step, capped, shape)) for shape in probe_shapes(probe_table(capped, b0)))
+    assert used <= 0.9 * capped.gauge.cap
+
+
+def test_train_probes_caches_and_then_reads_its_batch_size(tmp_path, capsys, demo_corpus):
+    hp = tiny(tmp_path, f"device=cuda,batch_size=auto,stop_after_steps=1,mel_cache_dir={tmp_path / 'mels'}",
+              demo_corpus)
+    for found, run in (("probed in", "a"), ("cached in", "b")):
+        assert train.main(["--hparams", f"{hp},output_dir={tmp_path / run}"]) == 0
+        out = capsys.readouterr().out
+        assert "batch_size=auto: B0 = " in out and found in out, out
+    assert (tmp_path / "mels" / CACHE_NAME).is_file()

@@ -9,7 +9,7 @@ import torch.multiprocessing as mp
 import train
 from tests.kit import REPO, run_command, tiny, torchrun
 from training.checkpoint import load_checkpoint
-from training.distributed import DistInfo, check_same_plan
+from training.distributed import DistInfo, RankFailure, check_same_plan, decided_by_main
 from training.rundir import LAST, read_metrics
 
 
@@ -38,23 +38,37 @@ def test_a_two_rank_run_resumes_in_one_process(tmp_path, demo_corpus):
     assert [r["epoch"] for r in records] == [0, 1] and records[1]["steps_per_rank"] == [records[1]["steps"]]
 
 
-def _compare_plans(rank: int, init_file: str, digests: list, errors) -> None:
+def _two_ranks(rank: int, init_file: str, digests: list, results) -> None:
+    """check_same_plan on differing digests; then decided_by_main twice: rank 0 answers 48 (as
+    batch_size=auto's B0), then fails. One group serves both (a spawn costs seconds)."""
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=60))
+    info = DistInfo(rank, 2, rank)
     try:
-        check_same_plan(digests[rank], epoch=3, info=DistInfo(rank, 2, rank))
-    except RuntimeError as err:
-        errors.put(str(err))
+        try:
+            check_same_plan(digests[rank], epoch=3, info=info)
+        except RuntimeError as err:
+            results.put(str(err))
+        results.put((rank, decided_by_main(lambda: 48 if rank == 0 else 1, info)))
+        try:
+            decided_by_main(lambda: 1 / 0, info)
+        except (ZeroDivisionError, RankFailure) as err:
+            results.put((rank, type(err).__name__))
     finally:
         dist.destroy_process_group()
 
 
-def test_ranks_with_different_plans_stop_with_a_clear_error(tmp_path):
-    errors = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_compare_plans, args=(str(tmp_path / "init"), ["aaaa", "bbbb"], errors), nprocs=2,
+def test_ranks_with_different_plans_stop_with_a_clear_error_and_rank_zero_decides_for_all(tmp_path):
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(_two_ranks, args=(str(tmp_path / "init"), ["aaaa", "bbbb"], results), nprocs=2,
                        start_method="spawn", join=True)
-    messages = [errors.get() for _ in range(2)]
+    got = [results.get() for _ in range(6)]
+    messages = [m for m in got if isinstance(m, str)]
+    assert len(messages) == 2
     assert all("epoch 3: the ranks' batch plans differ (rank 0: aaaa, rank 1: bbbb)" in m for m in messages)
+    assert {m for m in got if not isinstance(m, str)} == {(0, 48), (0, "ZeroDivisionError"), (1, 48),
+                                                          (1, "RankFailure")}
+    assert decided_by_main(lambda: 7, DistInfo(0, 1, 0)) == 7  # one process: no group needed
 
 
 @pytest.mark.slow

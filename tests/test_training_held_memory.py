@@ -11,7 +11,7 @@ from model.fast_decoder import FastDecoder
 from model.graphs import loop_memory
 from model.shapes import LoopShape
 from scripts.bench.memory import held_per_step, preset_config
-from training.held_memory import held_bytes
+from training.held_memory import held_bytes, peak_bytes
 
 
 def test_held_bytes_counts_what_is_kept_and_not_what_is_freed():
@@ -21,6 +21,12 @@ def test_held_bytes_counts_what_is_kept_and_not_what_is_freed():
     x = torch.ones(1000, requires_grad=True)
     _, size = held_bytes(lambda: x.mul(2).tanh())  # the output, which tanh's backward also saves
     assert 4000 <= size < 4100
+
+
+def test_peak_bytes_counts_what_was_held_at_once_freed_or_not():
+    x = torch.ones(1000)
+    assert 8000 <= peak_bytes(lambda: x.mul(2).mul(3).sum())[1] < 8100  # both products (4000 bytes each) at once
+    assert peak_bytes(lambda: [torch.ones(1000) for _ in range(3)])[1] == 12000
 
 
 def test_recompute_attention_cuts_the_decoder_loops_activation_memory_by_half():

@@ -52,6 +52,12 @@ def test_bad_hparam_value(tmp_path, capsys):
                  tmp_path / "run")
 
 
+
+@pytest.mark.parametrize("value, culprit", [("many", "'batch_size': 'many' is invalid: expected auto or a whole"),
+                                            ("auto,batching=bload", "auto is not available for batching=bload")])
+def test_bad_batch_size(tmp_path, capsys, value, culprit):
+    expect_error(train.main, ["--hparams", tiny(tmp_path, f"batch_size={value}")], capsys, culprit, tmp_path / "run")
+
 def test_a_preset_that_fixes_the_sample_rate(tmp_path, capsys):
     expect_error(train.main, ["--hparams", tiny(tmp_path, "dataset=demo,sample_rate=16000")], capsys,
                  "dataset=demo is rendered at 22050 Hz", tmp_path / "run")

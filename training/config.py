@@ -24,6 +24,7 @@ from data.text import N_SYMBOLS
 from model import Tacotron2Config
 from model.config import ModelConfigError
 from model.loss import LOSS_NORMS
+from training.batch_probe import PAPER_B0
 from training.hparams import HParamsError
 
 #: `amp` hparam: off (fp32, the paper's setting), bf16, fp16 (training/step.py maps them to autocast dtypes).
@@ -102,23 +103,50 @@ class RunConfig:
     batching: BatchingConfig
     model: Tacotron2Config
     mel: MelConfig
+    auto_batch_size: bool = False  # batch_size=auto: batching.batch_size is PAPER_B0 until build_run resolves it
 
 
 def resolve_config(hp: dict[str, Any]) -> RunConfig:
-    """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it."""
+    """The typed configs of a flat hparams dict; any bad value is an HParamsError naming it.
+    batch_size=auto needs the device and the training lengths: it stands at the paper's B0 here,
+    and the run (training/auto_batch.py) resolves it with with_batch_size()."""
     r = frames_per_step(hp)
+    auto = _auto_batch_size(hp["batch_size"])
     try:
         data = DataConfig(**_fields_of(DataConfig, hp))
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
-        batching, model = batching_config(hp, r), model_config(hp, mel, r)
+        batching = batching_config(hp | {"batch_size": PAPER_B0} if auto else hp, r)
+        model = model_config(hp, mel, r)
     except (UserError, ModelConfigError) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
         raise HParamsError(str(err)) from None
+    if auto and batching.plans_blocks:
+        raise HParamsError(f"hparam 'batch_size': auto is not available for batching={batching.batching} (its batches "
+                           f"are packed blocks, which the probe does not build); give a number of blocks, e.g. "
+                           f"batch_size={PAPER_B0}")
     bucket = _graph_bucket(hp["graph_bucket"], model.fast_decoder, r, batching)
     train = TrainConfig(**(_fields_of(TrainConfig, hp) | {"graph_bucket": bucket}))
     if train.cuda_graphs == "true" and not bucket:
         raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
                            "loop the few fixed shapes a graph replays")
-    return RunConfig(train, data, batching, model, mel)
+    return RunConfig(train, data, batching, model, mel, auto)
+
+
+def _auto_batch_size(value: Any) -> bool:
+    """Whether hparam batch_size is `auto` (else a whole number, which BatchingConfig checks)."""
+    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):
+        raise HParamsError(f"hparam 'batch_size': '{value}' is invalid: expected auto or a whole number >= 1")
+    return value == "auto"
+
+
+def with_batch_size(train: TrainConfig, batching: BatchingConfig, hp: dict[str, Any],
+                    b0: int) -> tuple[TrainConfig, BatchingConfig, dict[str, Any]]:
+    """The configs and flat hparams of a batch_size=auto run once its B0 is known: batch_size is
+    `b0` and learning_rate, given for the paper's B0, is scaled by (b0 / PAPER_B0) ** k, k from
+    lr_batch_scaling (the rule each batch's rate follows). The hparams a checkpoint stores hold
+    both numbers, so a resume plans the same batches at the same rate and never resolves again."""
+    lr = train.learning_rate * (b0 / PAPER_B0) ** LR_BATCH_SCALINGS[train.lr_batch_scaling]
+    return (dataclasses.replace(train, learning_rate=lr), dataclasses.replace(batching, batch_size=b0),
+            hp | {"batch_size": b0, "learning_rate": lr})
 
 
 def frames_per_step(hp: dict[str, Any]) -> int:

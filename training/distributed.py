@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -157,6 +157,26 @@ def main_rank_first(info: DistInfo):
             dist.barrier(group=info.prepare_group)
     if info.enabled:  # rank 0 must not start the first timed collective while the others still load
         dist.barrier(group=info.prepare_group)
+
+
+T = TypeVar("T")
+
+
+def decided_by_main(decide: Callable[[], T], info: DistInfo) -> T:
+    """decide() on rank 0 alone, its answer on every rank (batch_size=auto's probe: one GPU's
+    answer for all, while the others wait under PREPARE_TIMEOUT). When rank 0 fails, the others
+    stop too, pointing at its output."""
+    if not info.enabled:
+        return decide()
+    box: list = [None]
+    try:
+        if info.is_main:
+            box[0] = decide()
+    finally:  # rank 0 sends None when decide() raised, so that no rank waits for an answer that never comes
+        dist.broadcast_object_list(box, src=0, group=info.prepare_group)
+    if box[0] is None:
+        raise RankFailure(f"rank {info.rank}: rank 0 found no answer to share (its output says why)")
+    return box[0]
 
 
 def shutdown() -> None:

@@ -29,9 +29,9 @@ RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "pr
 #: Settings with a default value that null turns off (SSB's default key and calibration target): read
 #: as YAML, as an optional setting is, and checked by their config (target_zpr: a number or "paper").
 NULLABLE = frozenset({"ssb_key", "target_zpr"})
-#: Settings read as YAML whatever their default's type: the nullable ones, and graph_bucket (a
-#: number or auto; training/config.py resolves auto).
-_READ_AS_YAML = NULLABLE | {"graph_bucket"}
+#: Settings read as YAML whatever their default's type: the nullable ones, and graph_bucket and
+#: batch_size (a number or auto; training/config.py checks them).
+_READ_AS_YAML = NULLABLE | {"graph_bucket", "batch_size"}
 _TARGETS = ("target_zpr", "target_pair_repeat")
 
 

@@ -23,6 +23,7 @@ from data.dataset import TextMelDataset, build_datasets
 from data.loader import loader_parts
 from model.shapes import ShapeTable, shape_table_of
 from training import distributed as dist_utils
+from training.auto_batch import resolve_batch_size
 from training.checkpoint import CheckpointClock, ResumePoint
 from training.config import RunConfig, TrainConfig
 from training.datacheck import check_data
@@ -107,19 +108,25 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
-def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, data: DataConfig, mel: MelConfig,
-                  n_frames_per_step: int, info: dist_utils.DistInfo, device: torch.device) -> Loaders:
-    """Each split's dataset, sampler and loader, once the data check passed (rank 0 first: it
-    generates corpora and fills the caches, the others reuse them); validation always uses RAND
-    batches of val_batch_size, unpacked (as in the paper)."""
-    progress = train_cfg.progress and info.is_main
+def load_datasets(progress: bool, batching: BatchingConfig, data: DataConfig, mel: MelConfig,
+                  info: dist_utils.DistInfo) -> tuple[TextMelDataset, TextMelDataset]:
+    """The training and validation sets, once the data check passed (rank 0 first: it generates
+    corpora and fills the caches, the others reuse them)."""
+    progress = progress and info.is_main
     with dist_utils.main_rank_first(info):
         paths = corpus_filelists(data, mel)
         report = check_data(paths, mel, batching, data, progress)
         if info.is_main:
             for line in report.text.lines():
                 print(line)
-        train_set, val_set = build_datasets(paths, mel, data.mel_cache_dir, progress, data.unknown_chars)
+        return build_datasets(paths, mel, data.mel_cache_dir, progress, data.unknown_chars)
+
+
+def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset,
+                  val_set: TextMelDataset, n_frames_per_step: int, info: dist_utils.DistInfo,
+                  device: torch.device) -> Loaders:
+    """Each split's sampler and loader over its dataset (load_datasets); validation always uses
+    RAND batches of val_batch_size, unpacked (as in the paper)."""
     train = loader_parts(train_set, batching, n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=train_cfg.val_batch_size, seed=train_cfg.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
@@ -147,9 +154,9 @@ def run_shape_table(train: TrainConfig, batching: BatchingConfig, train_set: Tex
 
 
 def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) -> Run:
-    """The composition root: set up everything in the recipe's order (ranks, data, model, restored
-    from `resume` if given), handing each part the configs it reads. A rank that dies or stalls
-    meanwhile makes the others raise dist_utils.RankFailure."""
+    """The composition root: set up everything in the recipe's order (ranks, data, B0 for
+    batch_size=auto, model, restored from `resume` if given), handing each part the configs it
+    reads. A rank that dies or stalls meanwhile makes the others raise dist_utils.RankFailure."""
     device_kind = "cuda" if cfg.train.device.startswith("cuda") or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu"
     if cfg.train.threads:
@@ -159,7 +166,12 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
                                        cfg.train.dist_backend)
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
-        loaders = build_loaders(cfg.train, cfg.batching, cfg.data, cfg.mel, cfg.model.n_frames_per_step, info,
+        train_set, val_set = load_datasets(cfg.train.progress, cfg.batching, cfg.data, cfg.mel, info)
+        if cfg.auto_batch_size:
+            train_cfg, batching, hp = resolve_batch_size(cfg.train, cfg.model, cfg.batching, cfg.data.mel_cache_dir, hp,
+                                                         train_set.frames, train_set.text_lengths, device, info)
+            cfg = RunConfig(train_cfg, cfg.data, batching, cfg.model, cfg.mel)
+        loaders = build_loaders(cfg.train, cfg.batching, train_set, val_set, cfg.model.n_frames_per_step, info,
                                 device)
         parts = build_step_parts(cfg.train, cfg.model, device)
         if resume is not None:

@@ -100,14 +100,18 @@ def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, de
     CUDA (cuda_graphs: auto does this for CUDA runs with graph_bucket > 0; true also on the CPU,
     where the buffers run eagerly). Call it before DDP wraps the model and before the loaders start.
     `progress`: a bar over the shapes (the full model's take seconds each to capture)."""
-    wanted = cuda_graphs == "true" or (cuda_graphs == "auto" and device.type == "cuda")
-    if table is None or not wanted:
+    if table is None or not graphs_wanted(cuda_graphs, device):
         return parts
     shapes = table.shapes()
     with tqdm(total=len(shapes), desc="decoder graphs", unit="shape", disable=not progress, leave=False) as bar:
         graphs = build_loop_graphs(parts.core.decoder, shapes, device, parts.amp_dtype,
                                    on_shape=lambda _: bar.update())
     return dataclasses.replace(parts, graphs=graphs)
+
+
+def graphs_wanted(cuda_graphs: str, device: torch.device) -> bool:
+    """Whether the run puts its shapes on static buffers (hparam cuda_graphs; auto: on CUDA)."""
+    return cuda_graphs == "true" or (cuda_graphs == "auto" and device.type == "cuda")
 
 
 def loop_shape(table: ShapeTable | None, batch: Batch) -> LoopShape | None:
