@@ -9,6 +9,7 @@ Read top to bottom: resolve the config, build the run, then one epoch = plan -> 
 (validate) -> log -> checkpoint. All settings and their defaults are in hparams.yaml; the parts
 live in training/ (config, run, step, loop, checkpoint, rundir).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,17 @@ from training.rundir import check_writable, has_checkpoint, hold_run_dir
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hparams", default="", help="comma-separated key=value overrides of hparams.yaml")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint "
-                        "(from its beginning if it was killed before the first one)")
-    parser.add_argument("--check", action="store_true",
-                        help="check the data (headers only) and print what an epoch will do; no training")
+    parser.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its last checkpoint "
+        "(from its beginning if it was killed before the first one)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the data (headers only) and print what an epoch will do; no training",
+    )
     return parser.parse_args(argv)
 
 
@@ -65,8 +73,10 @@ def hold_output_dir(output_dir: str):
 def refuse_overwrite(args: argparse.Namespace, hp: dict[str, Any]) -> None:
     """A fresh run into a folder that holds an ended run's checkpoint needs overwrite=true."""
     if not args.resume and has_checkpoint(Path(hp["output_dir"])) and not hp["overwrite"]:
-        raise HParamsError(f"{hp['output_dir']} already holds a run. Continue it with --resume "
-                           f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)")
+        raise HParamsError(
+            f"{hp['output_dir']} already holds a run. Continue it with --resume "
+            f"{hp['output_dir']}, or start over with --hparams overwrite=true (or another output_dir)"
+        )
 
 
 def train(run: Run, state: RunState, position: EpochPosition | None) -> None:
@@ -90,17 +100,26 @@ def describe(run: Run, state: RunState, resumed: bool) -> None:
     n_params = sum(p.numel() for p in run.parts.core.parameters())
     batching = run.batching
     loaders = run.loaders
-    run.log(f"{len(loaders.train_set)} train / {len(loaders.val_set)} val utterances | "
-            f"{n_params / 1e6:.2f}M parameters | "
-            f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
-            f"{run.run_dir}")
+    run.log(
+        f"{len(loaders.train_set)} train / {len(loaders.val_set)} val utterances | "
+        f"{n_params / 1e6:.2f}M parameters | "
+        f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
+        f"{run.run_dir}"
+    )
     if loaders.train_sampler.calibration:
         run.log(calibrated_line(loaders.train_sampler.calibration))
     if run.shapes is not None:
         graphs = run.parts.graphs
-        how = ("eager" if graphs is None else f"CUDA graphs, captured in {graphs.seconds:.1f} s" if graphs.captured
-               else f"static buffers, eager, built in {graphs.seconds:.1f} s")
-        run.log(f"decoder loop: {len(run.shapes.shapes())} padded shapes (graph_bucket={run.shapes.graph_bucket}), {how}")
+        how = (
+            "eager"
+            if graphs is None
+            else f"CUDA graphs, captured in {graphs.seconds:.1f} s"
+            if graphs.captured
+            else f"static buffers, eager, built in {graphs.seconds:.1f} s"
+        )
+        run.log(
+            f"decoder loop: {len(run.shapes.shapes())} padded shapes (graph_bucket={run.shapes.graph_bucket}), {how}"
+        )
 
 
 def check_only(cfg: RunConfig) -> None:
@@ -110,8 +129,10 @@ def check_only(cfg: RunConfig) -> None:
     report = check_data(paths, cfg.mel, cfg.batching, cfg.data, progress=cfg.train.progress)
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
     if cfg.auto_batch_size:
-        print(f"batch_size=auto: B0 = {cfg.batching.batch_size} here, the paper's (a GPU run probes for its own "
-              "when it starts)")
+        print(
+            f"batch_size=auto: B0 = {cfg.batching.batch_size} here, the paper's (a GPU run probes for its own "
+            "when it starts)"
+        )
     for line in report.text.lines():
         print(line)
     print(plan_summary(cfg.batching, cfg.model.n_frames_per_step, paths[0], report))
@@ -139,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def run_training(args: argparse.Namespace, cfg: RunConfig, run: Run, state: RunState,
-                 position: EpochPosition | None) -> int:
+def run_training(
+    args: argparse.Namespace, cfg: RunConfig, run: Run, state: RunState, position: EpochPosition | None
+) -> int:
     """Train the built run from `state` (mid-epoch at `position`); the exit status."""
     prepare_run_dir(run, state, fresh=position is None)
     describe(run, state, resumed=args.resume is not None)
@@ -148,8 +170,10 @@ def run_training(args: argparse.Namespace, cfg: RunConfig, run: Run, state: RunS
     try:
         train(run, state, position)
     except StopRequested:
-        run.log(f"stopped at epoch {state.epoch} step {state.step_in_epoch}; "
-                f"continue with: python train.py --resume {run.run_dir}")
+        run.log(
+            f"stopped at epoch {state.epoch} step {state.step_in_epoch}; "
+            f"continue with: python train.py --resume {run.run_dir}"
+        )
         return 0 if cfg.train.stop_after_steps else 130
     except UserError as err:  # bad data met only now (e.g. a clip's mel computed on the fly); the checkpoint stays
         print(f"error: {err}", file=sys.stderr)

@@ -11,6 +11,7 @@ analysis.py, cli.py. How to add a strategy: see planner.py's docstring.
 The PyTorch batch samplers live in batching.sampler (imported on demand, so this package
 needs only numpy and numba).
 """
+
 __version__ = "0.1.0"  # the package version (pyproject.toml reads it from here)
 
 from .config import BatchingConfig
@@ -24,7 +25,25 @@ from .strategies import STRATEGIES, STRATEGY_TABLE, Strategy
 from .stream import StreamBucketer, deal_steps, plan_stream, skipped_samples
 
 __all__ = [
-    "STRATEGIES", "STRATEGY_TABLE", "BatchingConfig", "GlobalPlan", "LengthsFileError", "OptionError", "Strategy",
-    "batch_stats", "pair_repeat", "parse_overrides", "plan_digest", "plan_epoch", "plan_global", "randomness",
-    "read_lengths", "strategy_of", "train_split", "StreamBucketer", "deal_steps", "plan_stream", "skipped_samples",
+    "STRATEGIES",
+    "STRATEGY_TABLE",
+    "BatchingConfig",
+    "GlobalPlan",
+    "LengthsFileError",
+    "OptionError",
+    "Strategy",
+    "batch_stats",
+    "pair_repeat",
+    "parse_overrides",
+    "plan_digest",
+    "plan_epoch",
+    "plan_global",
+    "randomness",
+    "read_lengths",
+    "strategy_of",
+    "train_split",
+    "StreamBucketer",
+    "deal_steps",
+    "plan_stream",
+    "skipped_samples",
 ]

@@ -1,4 +1,5 @@
 """`python -m batching`: see batching.cli."""
+
 from .cli import main
 
 raise SystemExit(main())

@@ -10,6 +10,7 @@ so that the shard's pick is this rank's. A sampler iterated under a shard it was
 with one error (`refuse_unannounced_shard`, which asks Accelerate's GradientState for the loader
 being iterated). Nothing here imports accelerate unless the program already has.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,8 +28,10 @@ def shard_aware(loader):
     if found is not None:
         shard, sampler = found
         if not hasattr(sampler, "adopt_shard"):
-            raise UserError(f"shard_aware: the prepared loader's batch sampler is a {type(sampler).__name__}, not a "
-                            "sampler of batching (PlanBatchSampler, PlanCutSampler): pass the loader the sampler is in")
+            raise UserError(
+                f"shard_aware: the prepared loader's batch sampler is a {type(sampler).__name__}, not a "
+                "sampler of batching (PlanBatchSampler, PlanCutSampler): pass the loader the sampler is in"
+            )
         sampler.adopt_shard(shard.num_processes, shard.process_index)
     return loader
 
@@ -54,6 +57,8 @@ def refuse_unannounced_shard(sampler) -> None:
 
     found = shard_of(GradientState().active_dataloader)
     if found is not None and found[1] is sampler:
-        raise UserError("accelerator.prepare wrapped this sampler in Accelerate's BatchSamplerShard, which keeps every "
-                        "num_processes-th batch: pass the prepared loader to batching.accelerate_shard.shard_aware("
-                        "loader) before iterating it (docs/lhotse.md, 'Hugging Face Accelerate')")
+        raise UserError(
+            "accelerator.prepare wrapped this sampler in Accelerate's BatchSamplerShard, which keeps every "
+            "num_processes-th batch: pass the prepared loader to batching.accelerate_shard.shard_aware("
+            "loader) before iterating it (docs/lhotse.md, 'Hugging Face Accelerate')"
+        )

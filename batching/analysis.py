@@ -1,4 +1,5 @@
 """The paper's analyses on a set of lengths: Table 1, the Fig. 2 parameter sweeps, and calibration."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,11 @@ def table1(lengths: np.ndarray, seed: int = 0) -> list[dict]:
     for name, config in TABLE1_CONFIGS.items():
         stats = batch_stats(lengths, plan_epoch(lengths, dataclasses.replace(config, seed=seed)))
         paper = dict(zip(("paper_n_batches", "paper_zpr", "paper_abl"), PAPER_TABLE1[name]))
-        rows.append(dict(name=name, n_batches=stats["n_batches"], zpr=round(stats["zpr"], 2),
-                         abl=round(stats["abl"], 2), **paper))
+        rows.append(
+            dict(
+                name=name, n_batches=stats["n_batches"], zpr=round(stats["zpr"], 2), abl=round(stats["abl"], 2), **paper
+            )
+        )
     return rows
 
 
@@ -51,20 +55,25 @@ def sweep_grid(lengths: np.ndarray, batch_size: int, points: int = 40) -> dict[s
     wide) and stream's bucket interval in [1, L_max] frames (geometric)."""
     n_batches = max(1, ceil_div(lengths.size, batch_size))
     buckets = np.unique(np.geomspace(1, n_batches, points).round().astype(int)) * batch_size
-    return dict(lrf=np.round(np.linspace(0, 1, points + 1), 4).tolist(),
-                bucket_size=buckets.tolist(),
-                n_bins=np.unique(np.geomspace(1, n_batches, points).round().astype(int)).tolist(),
-                bucket_interval=np.unique(np.geomspace(1, lengths.max(initial=1), points).round().astype(int)).tolist())
+    return dict(
+        lrf=np.round(np.linspace(0, 1, points + 1), 4).tolist(),
+        bucket_size=buckets.tolist(),
+        n_bins=np.unique(np.geomspace(1, n_batches, points).round().astype(int)).tolist(),
+        bucket_interval=np.unique(np.geomspace(1, lengths.max(initial=1), points).round().astype(int)).tolist(),
+    )
 
 
-def sweep(lengths: np.ndarray, base: BatchingConfig, grid: dict[str, list], with_randomness: bool = False
-          ) -> dict[str, list[dict]]:
+def sweep(
+    lengths: np.ndarray, base: BatchingConfig, grid: dict[str, list], with_randomness: bool = False
+) -> dict[str, list[dict]]:
     """ZPR and ABL of epoch 0 for every value of every swept parameter; with_randomness adds
     pair_repeat into epoch 1 (the trade-off plot's other axis)."""
     curves = {}
     for param, values in grid.items():
-        curves[param] = [dict(value=value, **_padding(lengths, _variant(base, SWEPT[param], param, value),
-                                                      with_randomness)) for value in values]
+        curves[param] = [
+            dict(value=value, **_padding(lengths, _variant(base, SWEPT[param], param, value), with_randomness))
+            for value in values
+        ]
     return curves
 
 
@@ -80,15 +89,20 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target: float, metric: 
     strategy, when it has no parameter here (SWEPT), gets its own plan's figures at the given
     options and a note saying it was not calibrated."""
     n_batches = max(1, ceil_div(lengths.size, base.batch_size))
-    grid = dict(bucket_size=(np.arange(1, n_batches + 1) * base.batch_size).tolist(),
-                n_bins=list(range(1, n_batches + 1)))
+    grid = dict(
+        bucket_size=(np.arange(1, n_batches + 1) * base.batch_size).tolist(), n_bins=list(range(1, n_batches + 1))
+    )
     best = {}
     for param, points in sweep(lengths, base, grid, with_randomness=metric in FALLING).items():
         below = [p for p in points if p[metric] <= target]
         if below:
             chosen = max(below, key=lambda p: p[metric])
-            best[SWEPT[param]] = {param: chosen["value"], "zpr": chosen["zpr"], "abl": chosen["abl"],
-                                  metric: chosen[metric]}
+            best[SWEPT[param]] = {
+                param: chosen["value"],
+                "zpr": chosen["zpr"],
+                "abl": chosen["abl"],
+                metric: chosen[metric],
+            }
         else:
             best[SWEPT[param]] = {param: None, "zpr": None, "abl": None}
     top = dict(lrf=LRF_CEILING, bucket_interval=int(lengths.max(initial=1)) + 1)
@@ -96,13 +110,25 @@ def calibrate(lengths: np.ndarray, base: BatchingConfig, target: float, metric: 
         best[SWEPT[param]] = bisect_parameter(lengths, base, param, target, low, top[param], step, metric)
     if base.batching not in SWEPT.values():
         stats = plan_global(lengths, base).stats(lengths, base.n_frames_per_step)
-        best[base.batching] = dict(zpr=stats["zpr"], abl=stats["abl"], note=f"not calibrated: {base.batching} has "
-                                   "no parameter that calibrate tunes; its figures at the given options")
+        best[base.batching] = dict(
+            zpr=stats["zpr"],
+            abl=stats["abl"],
+            note=f"not calibrated: {base.batching} has "
+            "no parameter that calibrate tunes; its figures at the given options",
+        )
     return best
 
 
-def bisect_parameter(lengths: np.ndarray, base: BatchingConfig, param: str, target: float,
-                     low: float, high: float, step: float, metric: str = "zpr") -> dict:
+def bisect_parameter(
+    lengths: np.ndarray,
+    base: BatchingConfig,
+    param: str,
+    target: float,
+    low: float,
+    high: float,
+    step: float,
+    metric: str = "zpr",
+) -> dict:
     """The value low + k * step in [low, high] whose `metric` is closest to, not above, the target,
     by bisection on k: for zpr and padding (the padded share of all frames, in percent), which grow
     with the value, the largest such value; for pair_repeat, which falls as it grows, the smallest.
@@ -127,8 +153,9 @@ def bisect_parameter(lengths: np.ndarray, base: BatchingConfig, param: str, targ
     return {param: _grid_value(low, good, step), **found}
 
 
-def _measured(lengths: np.ndarray, base: BatchingConfig, param: str, low: float, step: float, metric: str,
-              k: int) -> dict:
+def _measured(
+    lengths: np.ndarray, base: BatchingConfig, param: str, low: float, step: float, metric: str, k: int
+) -> dict:
     """_padding of grid point k (with pair_repeat when that is the metric)."""
     config = _variant(base, SWEPT[param], param, _grid_value(low, k, step))
     return _padding(lengths, config, with_randomness=metric in FALLING)
@@ -142,8 +169,14 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
     PlanCutSampler's default target meets corpora nobody calibrated it for, and the nearest width
     is what the target asks for as far as the corpus allows.
     The bisection plans single-rank epochs 0 and 1, so every rank resolves the same width."""
-    metric, target = next(((m, getattr(config, f"target_{m}")) for m in ("zpr", "pair_repeat")
-                           if getattr(config, f"target_{m}") is not None), (None, None))
+    metric, target = next(
+        (
+            (m, getattr(config, f"target_{m}"))
+            for m in ("zpr", "pair_repeat")
+            if getattr(config, f"target_{m}") is not None
+        ),
+        (None, None),
+    )
     if metric is None:
         return config, None
     low, step = BISECTED["lrf"]
@@ -163,11 +196,19 @@ def resolve_width(lengths: np.ndarray, config: BatchingConfig) -> tuple[Batching
     if bisected is lengths:
         record = describe(lengths, resolved)
     else:
-        record = dict(pair_repeat=None, zpr=found["zpr"] if reached else
-                      _padding(bisected, on.with_strategy("ssb", lrf=lrf))["zpr"])
-    return resolved, dict(target=asked, ssb_key=config.ssb_key, lrf=lrf, reached=reached,
-                          zpr=record["zpr"], pair_repeat=record["pair_repeat"],
-                          bisected_on=None if bisected is lengths else int(bisected.size))
+        record = dict(
+            pair_repeat=None,
+            zpr=found["zpr"] if reached else _padding(bisected, on.with_strategy("ssb", lrf=lrf))["zpr"],
+        )
+    return resolved, dict(
+        target=asked,
+        ssb_key=config.ssb_key,
+        lrf=lrf,
+        reached=reached,
+        zpr=record["zpr"],
+        pair_repeat=record["pair_repeat"],
+        bisected_on=None if bisected is lengths else int(bisected.size),
+    )
 
 
 def _calibration_set(lengths: np.ndarray, config: BatchingConfig, metric: str) -> tuple[np.ndarray, BatchingConfig]:
@@ -187,11 +228,16 @@ def calibrated_line(record: dict) -> str:
     sampled = record.get("bisected_on")
     where = "these lengths" if sampled is None else f"a {sampled:,}-length sample of these lengths"
     key = f"ssb_key={record['ssb_key'] or 'length'}"
-    figures = (f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}" if sampled is None
-               else f"ZPR {record['zpr']:.2f}% on the sample")
+    figures = (
+        f"ZPR {record['zpr']:.2f}%, pair_repeat {record['pair_repeat']:.4f}"
+        if sampled is None
+        else f"ZPR {record['zpr']:.2f}% on the sample"
+    )
     if not record.get("reached", True):
-        return (f"{record['target']} is out of reach on {where}: {key} plans at the nearest width, "
-                f"lrf={record['lrf']}: {figures}")
+        return (
+            f"{record['target']} is out of reach on {where}: {key} plans at the nearest width, "
+            f"lrf={record['lrf']}: {figures}"
+        )
     return f"{key} lrf={record['lrf']} calibrated to {record['target']} on {where}: {figures}"
 
 

@@ -32,6 +32,7 @@ The plan is a GlobalPlan (order, cuts, seq, world_size): batch b holds the utter
 order[cuts[b]:cuts[b + 1]], so resume, plan digests and pair-repeat randomness work as for
 every other strategy; BlockPlan adds the block boundaries and each utterance's start frame.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,15 +67,15 @@ class BlockPlan(GlobalPlan):
 
     def rows(self, rank: int | None = None) -> list[np.ndarray]:
         """For each batch of batches(rank), the row (block within the batch) of each utterance."""
-        seq = self.seq if rank is None else self.seq[rank::self.world_size]
+        seq = self.seq if rank is None else self.seq[rank :: self.world_size]
         block_of = np.repeat(np.arange(self.n_blocks), np.diff(self.blocks))
         first = np.searchsorted(self.blocks, self.cuts)
-        return [block_of[self.cuts[b]:self.cuts[b + 1]] - first[b] for b in seq.tolist()]
+        return [block_of[self.cuts[b] : self.cuts[b + 1]] - first[b] for b in seq.tolist()]
 
     def batch_starts(self, rank: int | None = None) -> list[np.ndarray]:
         """For each batch of batches(rank), each utterance's first frame in its block."""
-        seq = self.seq if rank is None else self.seq[rank::self.world_size]
-        return [self.starts[self.cuts[b]:self.cuts[b + 1]] for b in seq.tolist()]
+        seq = self.seq if rank is None else self.seq[rank :: self.world_size]
+        return [self.starts[self.cuts[b] : self.cuts[b + 1]] for b in seq.tolist()]
 
     def n_rows(self) -> np.ndarray:
         """Rows (blocks) of every batch, in batch-id order."""
@@ -82,18 +83,20 @@ class BlockPlan(GlobalPlan):
 
     def triples(self, rank: int | None = None) -> list[np.ndarray]:
         """For each batch of batches(rank), an [n, 3] int64 array of (row, start frame, sample)."""
-        return [np.stack([rows, starts, batch], 1)
-                for rows, starts, batch in zip(self.rows(rank), self.batch_starts(rank), self.batches(rank))]
+        return [
+            np.stack([rows, starts, batch], 1)
+            for rows, starts, batch in zip(self.rows(rank), self.batch_starts(rank), self.batches(rank))
+        ]
 
-    def redeal(self, consumed_steps: int, world_size: int, lengths: np.ndarray, config: BatchingConfig) -> "BlockPlan":
+    def redeal(self, consumed_steps: int, world_size: int, lengths: np.ndarray, config: BatchingConfig) -> BlockPlan:
         """The blocks of the steps not yet run, whole and in run order, dealt to `world_size` ranks."""
-        seq = self.seq[consumed_steps * self.world_size:]
+        seq = self.seq[consumed_steps * self.world_size :]
         first = np.searchsorted(self.blocks, self.cuts)
-        block_ids = np.concatenate([np.arange(first[b], first[b + 1]) for b in seq.tolist()] or
-                                   [np.zeros(0, np.int64)])
+        block_ids = np.concatenate([np.arange(first[b], first[b + 1]) for b in seq.tolist()] or [np.zeros(0, np.int64)])
         order, blocks, starts = _take_blocks(self.order, self.blocks, self.starts, block_ids)
-        return deal_blocks(order, blocks, starts, self.block_length, config.batch_size, world_size,
-                           config.drop_last, None)
+        return deal_blocks(
+            order, blocks, starts, self.block_length, config.batch_size, world_size, config.drop_last, None
+        )
 
     def stats(self, lengths: np.ndarray, n_frames_per_step: int = 1) -> dict:
         """block_stats: padding over whole blocks; no straggler, since every block has one length."""
@@ -121,13 +124,19 @@ def block_length_of(lengths: np.ndarray, config: BatchingConfig) -> int:
     if longest > config.block_length:
         too_long = np.flatnonzero(slot_lengths(lengths, r) > config.block_length)
         i = int(too_long[0])
-        raise over_limit(i, lengths[i], f"block_length={config.block_length} once rounded up to a multiple of {r}",
-                         "raise block_length or leave it unset (the longest utterance)", too_long.size)
+        raise over_limit(
+            i,
+            lengths[i],
+            f"block_length={config.block_length} once rounded up to a multiple of {r}",
+            "raise block_length or leave it unset (the longest utterance)",
+            too_long.size,
+        )
     return config.block_length
 
 
-def pack_blocks(slots: np.ndarray, block_length: int,
-                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pack_blocks(
+    slots: np.ndarray, block_length: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """BLoad's block construction with a uniform draw over the samples that fit.
 
     slots: frames each sample occupies. Returns (order, blocks, starts): block k holds samples
@@ -200,8 +209,16 @@ def _pack(sorted_slots, draws, block_length):  # pragma: no cover - compiled
     return picks, ends[:n_blocks]
 
 
-def deal_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray, block_length: int, batch_size: int,
-                world_size: int, drop_last: bool, rng: np.random.Generator | None) -> BlockPlan:
+def deal_blocks(
+    order: np.ndarray,
+    blocks: np.ndarray,
+    starts: np.ndarray,
+    block_length: int,
+    batch_size: int,
+    world_size: int,
+    drop_last: bool,
+    rng: np.random.Generator | None,
+) -> BlockPlan:
     """Blocks -> batches of at most batch_size rows, a multiple of world_size of them (module doc).
 
     rng shuffles the blocks first (None keeps their order, as when re-dealing after a resume).
@@ -218,25 +235,36 @@ def deal_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray, block
     if blocks.size - 1 < n_batches:  # every batch needs a block: split the fullest, repeat only singletons
         order, blocks, starts = _split_blocks(order, blocks, starts, n_batches - (blocks.size - 1))
         if blocks.size - 1 < n_batches:
-            order, blocks, starts = _take_blocks(order, blocks, starts, np.resize(np.arange(blocks.size - 1), n_batches))
+            order, blocks, starts = _take_blocks(
+                order, blocks, starts, np.resize(np.arange(blocks.size - 1), n_batches)
+            )
     n_final = blocks.size - 1
     rows = np.full(n_batches, n_final // max(n_batches, 1), np.int64)
     rows[: n_final - rows.sum()] += 1  # row counts differ by at most one, largest first
     cuts = blocks[np.concatenate([[0], np.cumsum(rows)])]
-    return BlockPlan(order, cuts.astype(np.int64), np.arange(n_batches, dtype=np.int64), world_size,
-                     blocks, starts, int(block_length))
+    return BlockPlan(
+        order,
+        cuts.astype(np.int64),
+        np.arange(n_batches, dtype=np.int64),
+        world_size,
+        blocks,
+        starts,
+        int(block_length),
+    )
 
 
-def _split_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray,
-                  need: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _split_blocks(
+    order: np.ndarray, blocks: np.ndarray, starts: np.ndarray, need: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Up to `need` more blocks by halving the blocks with the most utterances (starts re-based)."""
     blocks, _ = halve_largest(blocks, need)
     starts = starts - np.repeat(starts[blocks[:-1]], np.diff(blocks))
     return order, blocks, starts
 
 
-def _take_blocks(order: np.ndarray, blocks: np.ndarray, starts: np.ndarray,
-                 block_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _take_blocks(
+    order: np.ndarray, blocks: np.ndarray, starts: np.ndarray, block_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The given blocks, in the given order, as (order, blocks, starts)."""
     sizes = np.diff(blocks)[block_ids]
     new_blocks = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -1,6 +1,7 @@
 """The token budget of a batch and the one error for a sample over a length limit: the budget is
 shared by the strategies that cut batches under it (ordered.py with dbs, stream.py), the error also
 by the block packer (bload.py's block_length)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,9 @@ def over_limit(index: int, length: int, limit: str, advice: str, count: int | No
     return UserError(f"sample {index} has length {length} frames, over {limit}{such}: {advice}")
 
 
-def token_budget(lengths: np.ndarray, config: BatchingConfig, kept: np.ndarray | None = None,
-                 advice: str = "raise capacity") -> int:
+def token_budget(
+    lengths: np.ndarray, config: BatchingConfig, kept: np.ndarray | None = None, advice: str = "raise capacity"
+) -> int:
     """The token budget in frames: capacity, else batch_size * the longest kept sample (the paper's
     B0 * L_max). kept: the indices of the samples batched (None: all); each must fit in the budget
     alone, else the error names the first that does not."""
@@ -30,6 +32,7 @@ def token_budget(lengths: np.ndarray, config: BatchingConfig, kept: np.ndarray |
     too_long = np.flatnonzero(kept_lengths > config.capacity)
     if too_long.size:
         index = int(too_long[0] if kept is None else kept[too_long[0]])
-        raise over_limit(index, lengths[index], f"the batch capacity of {config.capacity} frames", advice,
-                         too_long.size)
+        raise over_limit(
+            index, lengths[index], f"the batch capacity of {config.capacity} frames", advice, too_long.size
+        )
     return config.capacity

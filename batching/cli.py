@@ -1,4 +1,5 @@
 """Command-line analyser: stats, table1, sweep, calibrate and plot on a lengths file."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,8 +10,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis import (SWEPT, calibrate, calibrated_line, describe, fixed_points, resolve_width, sweep, sweep_grid,
-                       table1)
+from .analysis import (
+    SWEPT,
+    calibrate,
+    calibrated_line,
+    describe,
+    fixed_points,
+    resolve_width,
+    sweep,
+    sweep_grid,
+    table1,
+)
 from .config import BatchingConfig
 from .errors import UserError
 from .lengths import read_lengths
@@ -45,20 +55,37 @@ def _parser() -> argparse.ArgumentParser:
     specs = [
         ("stats", _stats, 1.0, "ZPR, ABL, batch count and randomness of one configuration"),
         ("table1", _table1, 0.8, "the paper's Table 1 and DBS rows, next to the paper's figures"),
-        ("sweep", _sweep, 0.8, "ZPR and ABL against LRF, bucket size, bins and bucket interval (Fig. 2), "
-                               "and ZPR against pair_repeat for every strategy: PNGs and table"),
-        ("calibrate", _calibrate, 0.8, "lrf, bucket size, bins and bucket interval whose ZPR is closest to, "
-                                       "not above, a target"),
+        (
+            "sweep",
+            _sweep,
+            0.8,
+            "ZPR and ABL against LRF, bucket size, bins and bucket interval (Fig. 2), "
+            "and ZPR against pair_repeat for every strategy: PNGs and table",
+        ),
+        (
+            "calibrate",
+            _calibrate,
+            0.8,
+            "lrf, bucket size, bins and bucket interval whose ZPR is closest to, not above, a target",
+        ),
         ("plot", _plot, 1.0, "the batches of one epoch as bars (Figs. 1 and 3): PNG"),
     ]
     for name, run, split, help_text in specs:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(run=run)
-        sub.add_argument("--lengths", required=True, type=Path,
-                         help="filelist (path|text|frames), TSV with a 'frames' column, or one length per line")
+        sub.add_argument(
+            "--lengths",
+            required=True,
+            type=Path,
+            help="filelist (path|text|frames), TSV with a 'frames' column, or one length per line",
+        )
         sub.add_argument("--hparams", default="", help="batching options, e.g. batching=ssb,lrf=0.1,dbs=true,br=true")
-        sub.add_argument("--split", type=float, default=split,
-                         help=f"train fraction of a seeded random split (default {split}; 1.0 = all)")
+        sub.add_argument(
+            "--split",
+            type=float,
+            default=split,
+            help=f"train fraction of a seeded random split (default {split}; 1.0 = all)",
+        )
         sub.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
         sub.add_argument("--seed", type=int, default=0, help="planning seed (default 0)")
         sub.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -69,8 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = commands.choices["calibrate"]
     target = sub.add_mutually_exclusive_group()
     target.add_argument("--target-zpr", type=float, help="target ZPR in percent (default: SSB's at --hparams lrf)")
-    target.add_argument("--target-pair-repeat", type=float,
-                        help="target pair_repeat (randomness between epochs, 0-1) instead of a ZPR")
+    target.add_argument(
+        "--target-pair-repeat", type=float, help="target pair_repeat (randomness between epochs, 0-1) instead of a ZPR"
+    )
     sub = commands.choices["plot"]
     sub.add_argument("--epoch", type=int, default=0)
     sub.add_argument("--strategies", default="rand,sb,ssb", help="one panel each (default rand,sb,ssb)")
@@ -96,8 +124,12 @@ def _sweep(args, lengths, config):
     args.out.mkdir(parents=True, exist_ok=True)
     png, tradeoff = args.out / "sweep.png", args.out / "tradeoff.png"
     plot_sweep(curves, png, {p: getattr(config, p) for p in SWEPT})
-    plot_tradeoff(curves, points, tradeoff, f"{lengths.size:,} lengths, B0 = {config.batch_size}"
-                  f"{', DBS' if config.dbs else ''} (stream: always a budget)")
+    plot_tradeoff(
+        curves,
+        points,
+        tradeoff,
+        f"{lengths.size:,} lengths, B0 = {config.batch_size}{', DBS' if config.dbs else ''} (stream: always a budget)",
+    )
     rows = [_sweep_row(p, pt["value"], pt) for p, curve in curves.items() for pt in curve]
     rows += [_sweep_row(name, "-", pt) for name, pt in points.items()]
     text = _markdown(rows, ["param", "value", "zpr", "abl", "pair_repeat"]) + f"\n\nwrote {png}\nwrote {tradeoff}"
@@ -105,21 +137,32 @@ def _sweep(args, lengths, config):
 
 
 def _sweep_row(param: str, value, point: dict) -> dict:
-    return dict(param=param, value=value, zpr=round(point["zpr"], 2), abl=round(point["abl"], 2),
-                pair_repeat=round(point["pair_repeat"], 4))
+    return dict(
+        param=param,
+        value=value,
+        zpr=round(point["zpr"], 2),
+        abl=round(point["abl"], 2),
+        pair_repeat=round(point["pair_repeat"], 4),
+    )
 
 
 def _calibrate(args, lengths, config):
-    metric, target = ("pair_repeat", args.target_pair_repeat) if args.target_pair_repeat is not None else (
-        "zpr", args.target_zpr)
+    metric, target = (
+        ("pair_repeat", args.target_pair_repeat) if args.target_pair_repeat is not None else ("zpr", args.target_zpr)
+    )
     if target is None:
         target = describe(lengths, config.with_strategy("ssb"))["zpr"]
     best = calibrate(lengths, config, target, metric)
     columns = ["batching", "param", "value", "zpr", "abl"] + (["pair_repeat"] if metric == "pair_repeat" else [])
-    rows = [dict(batching=name, param=k, value=v[k], **{c: _rounded(v.get(c), c) for c in columns[3:]})
-            for name, v in best.items() for k in v if k in SWEPT]
-    notes = "".join(f"\n{name}: {v['note']}: ZPR {v['zpr']:.2f}%, ABL {v['abl']:.1f}" for name, v in best.items()
-                    if "note" in v)
+    rows = [
+        dict(batching=name, param=k, value=v[k], **{c: _rounded(v.get(c), c) for c in columns[3:]})
+        for name, v in best.items()
+        for k in v
+        if k in SWEPT
+    ]
+    notes = "".join(
+        f"\n{name}: {v['note']}: ZPR {v['zpr']:.2f}%, ABL {v['abl']:.1f}" for name, v in best.items() if "note" in v
+    )
     table = _markdown(rows, columns)
     words = "ZPR {:.2f}%" if metric == "zpr" else "pair_repeat {:.4f}"
     return {f"target_{metric}": target, **best}, f"target {words.format(target)}\n\n{table}\n{notes}".rstrip("\n")
@@ -139,12 +182,16 @@ def _plot(args, lengths, config):
     for name in args.strategies.split(","):
         panel = config.with_strategy(name.strip())
         if panel.plans_blocks:
-            raise UserError(f"plot draws padded batches; {panel.batching}'s block plan is not drawn: use `stats` "
-                            "for its padding and steps, or plot another strategy")
+            raise UserError(
+                f"plot draws padded batches; {panel.batching}'s block plan is not drawn: use `stats` "
+                "for its padding and steps, or plot another strategy"
+            )
         batches = plan_epoch(lengths, panel, args.epoch)
         summary[name] = describe(lengths, panel, args.epoch)
-        panels[f"{name.upper()}{'-DBS' if panel.dbs else ''}: {len(batches)} batches, "
-               f"ZPR {summary[name]['zpr']:.2f}%, ABL {summary[name]['abl']:.1f}"] = batches
+        panels[
+            f"{name.upper()}{'-DBS' if panel.dbs else ''}: {len(batches)} batches, "
+            f"ZPR {summary[name]['zpr']:.2f}%, ABL {summary[name]['abl']:.1f}"
+        ] = batches
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "batches.png"
     plot_batches(lengths, panels, png)

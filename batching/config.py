@@ -1,9 +1,11 @@
 """The batching hyper-parameters: one frozen, validated record shared by the planner, sampler and CLI."""
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .options import OptionError, coerce, parse_overrides
 from .strategies import KEYS, STRATEGIES, STRATEGY_TABLE
@@ -63,8 +65,9 @@ class BatchingConfig:
         _check_int("seed", self.seed, minimum=0)
         if self.lrf is None and self.target_zpr is None and self.target_pair_repeat is None:
             object.__setattr__(self, "lrf", DEFAULT_LRF)  # no width to calibrate: the paper's
-        if self.lrf is not None and (isinstance(self.lrf, bool) or not isinstance(self.lrf, (int, float))
-                                     or not 0 <= self.lrf < float("inf")):
+        if self.lrf is not None and (
+            isinstance(self.lrf, bool) or not isinstance(self.lrf, (int, float)) or not 0 <= self.lrf < float("inf")
+        ):
             _bad("lrf", self.lrf, "a finite number >= 0")
         for name in ("dbs", "br", "drop_last"):
             if not isinstance(getattr(self, name), bool):
@@ -82,14 +85,17 @@ class BatchingConfig:
                 raise OptionError(f"{name}={value} applies only to batching={owners}")
         for name in strategy.forbids:
             if getattr(self, name) is not None:
-                raise OptionError(f"{name}={getattr(self, name)} does not apply to batching={self.batching} "
-                                  f"({strategy.summary})")
+                raise OptionError(
+                    f"{name}={getattr(self, name)} does not apply to batching={self.batching} ({strategy.summary})"
+                )
         self._check_key_options()
         if strategy.dbs is not None:  # e.g. stream batches are always token-budget batches, bload blocks never
             object.__setattr__(self, "dbs", strategy.dbs)
         if self.capacity is not None and not self.dbs:
-            raise OptionError(f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
-                              "(or drop capacity to use fixed batches of batch_size)")
+            raise OptionError(
+                f"capacity={self.capacity} is a token budget for dynamic batch sizes: add dbs=true "
+                "(or drop capacity to use fixed batches of batch_size)"
+            )
 
     def _check_key_options(self) -> None:
         """ssb_key and stream_key (None: length, the paper's and the blog's) and the calibration
@@ -101,16 +107,19 @@ class BatchingConfig:
             value, words = getattr(self, name), TARGET_WORDS.get(name, {})
             if value in words:
                 continue
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not 0 < value < top):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < top
+            ):
                 also = "".join(f", '{word}' ({meaning})" for word, meaning in words.items())
                 _bad(name, value, f"a number in (0, {top}){also}, or null (None) to leave it unset")
         if self.target_zpr is not None and self.target_pair_repeat is not None:
-            raise OptionError(f"target_zpr={self.target_zpr} and target_pair_repeat={self.target_pair_repeat} "
-                              "both calibrate lrf: keep one")
+            raise OptionError(
+                f"target_zpr={self.target_zpr} and target_pair_repeat={self.target_pair_repeat} "
+                "both calibrate lrf: keep one"
+            )
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "BatchingConfig":
+    def from_dict(cls, values: Mapping[str, Any]) -> BatchingConfig:
         """Build from a mapping (YAML, `key=value` strings); unknown keys are an error, never ignored."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(fields))
@@ -119,7 +128,7 @@ class BatchingConfig:
         return cls(**{k: _coerce(k, v, fields[k].type) for k, v in values.items()})
 
     @classmethod
-    def from_hparams(cls, text: str) -> "BatchingConfig":
+    def from_hparams(cls, text: str) -> BatchingConfig:
         """Parse `batching=ssb,lrf=0.1,dbs=true` (the recipe's --hparams style)."""
         try:
             values = parse_overrides(text)
@@ -130,7 +139,7 @@ class BatchingConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def with_strategy(self, batching: str, **changes: Any) -> "BatchingConfig":
+    def with_strategy(self, batching: str, **changes: Any) -> BatchingConfig:
         """This config with another strategy: the options that only other strategies own (e.g.
         max_length, block_length) and those the target refuses are dropped, everything else (B0,
         dbs, capacity, the seed) carries over, then `changes` apply. The one way to switch: used
@@ -173,8 +182,16 @@ class BatchingConfig:
 OWNED_OPTIONS = tuple(dict.fromkeys(name for s in STRATEGY_TABLE.values() for name in s.options))
 #: The `int | None` fields (capacity and the owned options): a positive integer, or None for unset.
 OPTIONAL_INTS = tuple(f.name for f in dataclasses.fields(BatchingConfig) if f.type == "int | None")
-_KINDS = {"bool": bool, "int": int, "int | None": int, "float": float, "str": str, "float | None": float,
-          "str | None": str, "float | str | None": float}
+_KINDS = {
+    "bool": bool,
+    "int": int,
+    "int | None": int,
+    "float": float,
+    "str": str,
+    "float | None": float,
+    "str | None": str,
+    "float | str | None": float,
+}
 #: SSB's noise width when neither lrf nor a target is given (the paper's).
 DEFAULT_LRF = 0.1
 #: The calibration targets and their (exclusive) upper bounds: ZPR in percent, pair_repeat a fraction.

@@ -12,6 +12,7 @@ count so that an empty gap (between two modes, before an outlier) keeps some wid
 is one histogram pass, one pass that computes G + noise as a 32-bit integer, and a two-pass
 radix sort (numba): cheaper than numpy's argsort of the lengths themselves.
 """
+
 from __future__ import annotations
 
 import numba
@@ -77,7 +78,7 @@ def _tables(lengths: np.ndarray) -> tuple:
     edges = np.linspace(low, high, n_bins + 1)
     counts = _histogram(lengths, low, high, n_bins)
     slope = np.sqrt(np.maximum(counts, DENSITY_FLOOR * lengths.size / n_bins))  # G' = slope_k * l^(3/2) in bin k
-    rise = slope * 0.4 * np.diff(edges ** 2.5)  # ∫ x^(3/2) dx = 0.4 x^(5/2), over each bin
+    rise = slope * 0.4 * np.diff(edges**2.5)  # ∫ x^(3/2) dx = 0.4 x^(5/2), over each bin
     start = np.concatenate([[0.0], np.cumsum(rise)[:-1]])
     return low, high, n_bins, slope, start - slope * 0.4 * edges[:-1] ** 2.5, float(rise.sum())
 

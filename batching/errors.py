@@ -5,6 +5,7 @@ subclasses, into one `error: ...` line on stderr and exit status 2; any other ex
 programming error and keeps its traceback. It lives here, in the lowest package, because every
 other package of the project imports `batching` and none is imported by it.
 """
+
 from __future__ import annotations
 
 

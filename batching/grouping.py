@@ -1,4 +1,5 @@
 """Cutting an ordered sample sequence into batches: fixed B0, or greedy dynamic sizes (paper Section 4)."""
+
 from __future__ import annotations
 
 import numba
@@ -34,7 +35,7 @@ def without_incomplete_last(cuts: np.ndarray, ordered_lengths: np.ndarray, capac
     if cuts.size < 2:
         return cuts
     start = cuts[-2]
-    size, longest = cuts[-1] - start, int(ordered_lengths[start:cuts[-1]].max())
+    size, longest = cuts[-1] - start, int(ordered_lengths[start : cuts[-1]].max())
     return cuts[:-1] if (size + 1) * longest <= capacity else cuts
 
 

@@ -1,4 +1,5 @@
 """Reading utterance lengths (frames) from a filelist, a TSV or a plain list, with errors that point at the line."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +13,11 @@ class LengthsFileError(UserError):
     """A lengths file that cannot be read; the message names the file and the line."""
 
 
-FORMATS = ("a filelist (wav_path|text|frames, no header)",
-           "a TSV whose header has a 'frames' column (e.g. LJSpeech's lengths.tsv)",
-           "one length in frames per line, no header")
+FORMATS = (
+    "a filelist (wav_path|text|frames, no header)",
+    "a TSV whose header has a 'frames' column (e.g. LJSpeech's lengths.tsv)",
+    "one length in frames per line, no header",
+)
 
 
 def read_lengths(path: str | Path, with_ids: bool = False):
@@ -46,8 +49,7 @@ def read_lengths(path: str | Path, with_ids: bool = False):
         rows = [(number, [str(number), line.strip()]) for number, line in enumerate(lines, start=1)]
         frames_col, id_col = 1, 0
     else:
-        raise LengthsFileError(f"{path}:1: {lines[0][:80]!r} is none of the formats read here: "
-                               f"{'; '.join(FORMATS)}")
+        raise LengthsFileError(f"{path}:1: {lines[0][:80]!r} is none of the formats read here: {'; '.join(FORMATS)}")
     frames = np.array([_frames(path, number, row[frames_col]) for number, row in rows], dtype=np.int64)
     return (frames, [row[id_col] for _, row in rows]) if with_ids else frames
 
@@ -57,8 +59,9 @@ def _fields(path: Path, lines: list[str], sep: str, expected: int, first_line: i
     for number, line in enumerate(lines, start=first_line):
         row = line.split(sep)
         if len(row) != expected:
-            raise LengthsFileError(f"{path}:{number}: expected {expected} {sep!r}-separated fields, "
-                                   f"found {len(row)}: {line[:80]!r}")
+            raise LengthsFileError(
+                f"{path}:{number}: expected {expected} {sep!r}-separated fields, found {len(row)}: {line[:80]!r}"
+            )
         rows.append((number, row))
     return rows
 

@@ -1,5 +1,6 @@
 """How random a strategy's batches are from one epoch to the next (the padding metrics, ZPR and
 ABL, are the plan's own: batching.plan.batch_stats and GlobalPlan.stats)."""
+
 from __future__ import annotations
 
 import numpy as np

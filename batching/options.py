@@ -1,5 +1,6 @@
 """The one parser of `key=value,key=value` option strings and the one coercer of their values,
 shared by `python -m batching`, BatchingConfig and the recipe's hparams (training/hparams.py)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,8 +1,9 @@
 """The planner of the ordering strategies (RAND, SB, SSB, BKT, ATS): order the samples, cut the
 order into batches of B0 or under a DBS token budget, deal the batches to ranks (Sections 2-5)."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,8 +21,9 @@ def capacity_of(lengths: np.ndarray, config: BatchingConfig) -> int | None:
     return token_budget(lengths, config) if config.dbs else None
 
 
-def plan_ordered(lengths: np.ndarray, config: BatchingConfig, epoch: int, world_size: int, *,
-                 order: Ordering) -> GlobalPlan:
+def plan_ordered(
+    lengths: np.ndarray, config: BatchingConfig, epoch: int, world_size: int, *, order: Ordering
+) -> GlobalPlan:
     """One epoch from a generator seeded with (seed, epoch): `order`, then cuts, then sharding."""
     capacity = capacity_of(lengths, config)
     rng = np.random.default_rng([config.seed, epoch])

@@ -6,6 +6,7 @@ strict sorting (prepare-trainset-per-epoch). For ssb with a > 0 the i.i.d. conti
 already orders ties at random, so the shuffle is folded into it (it would cost as much as the
 sort itself on tens of millions of lengths).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The paper's LJSpeech figures (Tables 1-2, Section 4), the reference our analysis is checked against."""
+
 from __future__ import annotations
 
 from .config import BatchingConfig

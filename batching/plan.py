@@ -4,6 +4,7 @@ rank runs it, in what order, and the plan's own statistics (padding, straggler c
 It sits below the strategies and above the config: every strategy module can build a GlobalPlan
 (or a subclass) without an import circle.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,31 +45,31 @@ class GlobalPlan:
 
     def batches(self, rank: int | None = None) -> list[np.ndarray]:
         """One rank's batches in run order, or with rank=None every batch in step-major order."""
-        seq = self.seq if rank is None else self.seq[rank::self.world_size]
+        seq = self.seq if rank is None else self.seq[rank :: self.world_size]
         starts, stops = self.cuts[seq].tolist(), self.cuts[seq + 1].tolist()
         return list(map(self.order.__getitem__, map(slice, starts, stops)))
 
     def extents(self, lengths: np.ndarray, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Each batch's longest length and its size, in the order of batches(rank), without a
         Python loop over the batches (a run's shape table takes every epoch's of a large corpus)."""
-        seq = self.seq if rank is None else self.seq[rank::self.world_size]
+        seq = self.seq if rank is None else self.seq[rank :: self.world_size]
         starts, stops = self.cuts[:-1], self.cuts[1:]
         filled = stops > starts  # reduceat reads one element for an empty batch: such a batch's longest is 0
         longest = np.zeros(starts.size, np.int64)
         if filled.any():
-            values = np.asarray(lengths, np.int64)[self.order[:stops[-1]]]
+            values = np.asarray(lengths, np.int64)[self.order[: stops[-1]]]
             longest[filled] = np.maximum.reduceat(values, starts[filled])
         return longest[seq], (stops - starts)[seq].astype(np.int64)
 
-    def redeal(self, consumed_steps: int, world_size: int, lengths: np.ndarray,
-               config: BatchingConfig) -> "GlobalPlan":
+    def redeal(self, consumed_steps: int, world_size: int, lengths: np.ndarray, config: BatchingConfig) -> GlobalPlan:
         """The batches not yet run after `consumed_steps` steps, dealt to `world_size` ranks (a resume
         on another number of processes); the sharding tail rules apply to them."""
-        rest = self.batches()[consumed_steps * self.world_size:]
+        rest = self.batches()[consumed_steps * self.world_size :]
         order = np.concatenate(rest or [self.order[:0]])
         cuts = np.concatenate([[0], np.cumsum([len(b) for b in rest], dtype=np.int64)])
-        return GlobalPlan(*arrange(order, cuts, lengths, world_size, config.drop_last, None), world_size,
-                          skipped=self.skipped)
+        return GlobalPlan(
+            *arrange(order, cuts, lengths, world_size, config.drop_last, None), world_size, skipped=self.skipped
+        )
 
     def stats(self, lengths: np.ndarray, n_frames_per_step: int = 1) -> dict:
         """The epoch's padding figures, all ranks together (batch_stats), the decoder steps it runs

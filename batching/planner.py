@@ -20,10 +20,11 @@ named in analysis.py's SWEPT and reports the given strategy's own figures beside
 none there. An ordering strategy needs only an `order_<name>` function in ordering.py, its row
 and its PLANNERS entry.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
@@ -33,8 +34,8 @@ from .errors import UserError
 from .ordered import plan_ordered
 from .ordering import order_alternated, order_bucketed, order_random, order_semi_sorted, order_sorted
 from .plan import GlobalPlan, as_lengths
-from .stream import plan_stream
 from .strategies import STRATEGY_TABLE, Strategy
+from .stream import plan_stream
 
 #: Each strategy's epoch planner, by the name of its STRATEGY_TABLE row.
 PLANNERS: dict[str, Callable[..., GlobalPlan]] = {
@@ -60,15 +61,16 @@ def plan_global(lengths, config: BatchingConfig, epoch: int = 0, world_size: int
     if world_size < 1:
         raise ValueError(f"world_size={world_size} must be >= 1")
     if config.pending_target:
-        raise UserError(f"{config.pending_target} asks for SSB's width lrf to be calibrated on the lengths planned: "
-                        "resolve it first, config, _ = batching.analysis.resolve_width(lengths, config), and plan "
-                        "the config it returns (PlanBatchSampler, the Lhotse samplers and python -m batching do so "
-                        "themselves), or give lrf instead of the target")
+        raise UserError(
+            f"{config.pending_target} asks for SSB's width lrf to be calibrated on the lengths planned: "
+            "resolve it first, config, _ = batching.analysis.resolve_width(lengths, config), and plan "
+            "the config it returns (PlanBatchSampler, the Lhotse samplers and python -m batching do so "
+            "themselves), or give lrf instead of the target"
+        )
     return PLANNERS[config.batching](as_lengths(lengths), config, epoch, world_size)
 
 
-def plan_epoch(lengths, config: BatchingConfig, epoch: int = 0, rank: int = 0,
-               world_size: int = 1) -> list[np.ndarray]:
+def plan_epoch(lengths, config: BatchingConfig, epoch: int = 0, rank: int = 0, world_size: int = 1) -> list[np.ndarray]:
     """The batches (int64 sample indices) that `rank` of `world_size` runs in `epoch`, in order.
 
     Every rank builds the same global plan and takes every world_size-th batch, so all ranks

@@ -1,5 +1,6 @@
 """Pictures like the paper's: Fig. 2 (sweeps), Figs. 1/3 (the batches of one epoch), and the
 padding-randomness trade-off of every strategy."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-LABELS = {"lrf": "LRF (SSB)", "bucket_size": "bucket size (BKT)", "n_bins": "number of bins (ATS)",
-          "bucket_interval": "bucket interval (stream, frames)"}
+LABELS = {
+    "lrf": "LRF (SSB)",
+    "bucket_size": "bucket size (BKT)",
+    "n_bins": "number of bins (ATS)",
+    "bucket_interval": "bucket interval (stream, frames)",
+}
 
 
 def plot_sweep(curves: dict[str, list[dict]], path: Path, selected: dict[str, float]) -> None:
@@ -50,10 +55,18 @@ def plot_frontier(curves: dict[str, list[dict]], points: dict[str, dict], path: 
     marker per point (e.g. another sampler's settings): the lower left is cheaper and more random."""
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for name, curve in curves.items():
-        ax.plot([max(p["pair_repeat"], 1e-6) for p in curve], [p["decoder_steps"] for p in curve], marker=".", label=name)
+        ax.plot(
+            [max(p["pair_repeat"], 1e-6) for p in curve], [p["decoder_steps"] for p in curve], marker=".", label=name
+        )
     for name, point in points.items():
-        ax.plot(max(point["pair_repeat"], 1e-6), point["decoder_steps"], linestyle="none", label=name,
-                marker="o" if "reshuffled" in name else "s", fillstyle="full" if "reshuffled" in name else "none")
+        ax.plot(
+            max(point["pair_repeat"], 1e-6),
+            point["decoder_steps"],
+            linestyle="none",
+            label=name,
+            marker="o" if "reshuffled" in name else "s",
+            fillstyle="full" if "reshuffled" in name else "none",
+        )
     if points:  # the region around the other sampler's points: the families' far ends run off it
         steps = [p["decoder_steps"] for p in points.values()]
         ax.set_ylim(0.8 * min(steps), 1.25 * max(steps))

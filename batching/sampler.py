@@ -6,6 +6,7 @@ BlockPlan.redeal re-deal an epoch's unrun batches after a resume on another worl
 plan.digest() is what the ranks compare. Each epoch is planned once (twice after a resume on
 another world size).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -101,7 +102,7 @@ class PlanBatchSampler(Sampler[list]):
         rank, per_step = (None, self.world_size) if self._all_ranks else (self.rank, 1)
         if self._exhausted:
             return self._items(self.plan, rank)
-        return self._items(self._current(), rank)[self._consumed * per_step:]
+        return self._items(self._current(), rank)[self._consumed * per_step :]
 
     def __iter__(self):
         if not self._all_ranks:
@@ -134,7 +135,7 @@ class PlanBatchSampler(Sampler[list]):
         return self._all_ranks
 
     @property
-    def sampler(self) -> "PlanBatchSampler":
+    def sampler(self) -> PlanBatchSampler:
         """Itself: Accelerate's prepared loader passes set_epoch(e) on to its batch sampler's
         `batch_sampler.sampler`, so this is how loader.set_epoch reaches the plan."""
         return self
@@ -150,9 +151,11 @@ class PlanBatchSampler(Sampler[list]):
             self._all_ranks = True
             return
         if (self.world_size, self.rank) != (1, 0) or self._history or self._consumed:
-            raise UserError(f"accelerator.prepare wrapped this sampler (rank {self.rank} of {self.world_size}) for "
-                            f"process {index} of {processes}: build it with rank=accelerator.process_index, "
-                            "world_size=accelerator.num_processes")
+            raise UserError(
+                f"accelerator.prepare wrapped this sampler (rank {self.rank} of {self.world_size}) for "
+                f"process {index} of {processes}: build it with rank=accelerator.process_index, "
+                "world_size=accelerator.num_processes"
+            )
         self.rank, self.world_size, self._all_ranks, self._cache = index, processes, True, {}
 
     def plan_digest(self) -> str:
@@ -162,9 +165,13 @@ class PlanBatchSampler(Sampler[list]):
     def state_dict(self, consumed: int | None = None) -> dict:
         """Position in the epoch. `consumed` overrides the count of yielded batches, e.g. with
         the trainer's step count when a DataLoader's workers have prefetched ahead."""
-        return dict(epoch=self.epoch, consumed=self._consumed if consumed is None else consumed,
-                    world_size=self.world_size, history=[list(h) for h in self._history],
-                    config=self.config.to_dict())
+        return dict(
+            epoch=self.epoch,
+            consumed=self._consumed if consumed is None else consumed,
+            world_size=self.world_size,
+            history=[list(h) for h in self._history],
+            config=self.config.to_dict(),
+        )
 
     def load_state_dict(self, state: dict) -> None:
         """Resume without replaying: with the same world size, skip the consumed batches; with
@@ -176,8 +183,10 @@ class PlanBatchSampler(Sampler[list]):
             self.config, self._cache = saved, {}  # the checkpoint's calibrated width: the resume plans as the run did
         if saved != self.config:
             changed = [k for k, v in saved.to_dict().items() if getattr(self.config, k) != v]
-            raise UserError(f"checkpoint was planned with other batching settings ({', '.join(changed)}): "
-                            f"saved {saved}, now {self.config}")
+            raise UserError(
+                f"checkpoint was planned with other batching settings ({', '.join(changed)}): "
+                f"saved {saved}, now {self.config}"
+            )
         self.epoch, self._exhausted = state["epoch"], False
         self._history = [tuple(h) for h in state["history"]]
         if state["world_size"] == self.world_size:
@@ -198,8 +207,10 @@ class BlockBatchSampler(PlanBatchSampler):
 
     def __init__(self, lengths, config: BatchingConfig, rank: int = 0, world_size: int = 1) -> None:
         if not config.plans_blocks:
-            raise ValueError(f"BlockBatchSampler needs a strategy whose plan is a block plan (e.g. batching=bload), "
-                             f"got {config.batching!r}")
+            raise ValueError(
+                f"BlockBatchSampler needs a strategy whose plan is a block plan (e.g. batching=bload), "
+                f"got {config.batching!r}"
+            )
         super().__init__(lengths, config, rank, world_size)
         self.block_length = self.plan.block_length  # a block plan's blocks have one length in every epoch
 

@@ -3,13 +3,20 @@
 A plan is held as (order, cuts, seq): batch b is order[cuts[b]:cuts[b + 1]], and seq lists the
 batches in step-major order, so rank r runs seq[s * world_size + r] at step s.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def arrange(order: np.ndarray, cuts: np.ndarray, lengths: np.ndarray, world_size: int,
-            drop_last: bool, rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def arrange(
+    order: np.ndarray,
+    cuts: np.ndarray,
+    lengths: np.ndarray,
+    world_size: int,
+    drop_last: bool,
+    rng: np.random.Generator | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Make the batch count a multiple of world_size and order the steps.
 
     Tail: without drop_last, the largest batches are split in two (halves stay neighbours

@@ -3,6 +3,7 @@
 The project's only split: data.filelist.split_train_val (prepare_ljspeech.py, the demo and espeak
 corpora) and `python -m batching` / the benchmarks all call train_split, so they name the same clips.
 """
+
 from __future__ import annotations
 
 import numpy as np

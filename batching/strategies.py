@@ -15,6 +15,7 @@ BatchingConfig (config.py) validates itself against these rows; the function tha
 strategy's epoch is named in planner.py's PLANNERS, above the config and the strategies, so no
 module imports one above it (how to add a strategy: planner.py's docstring).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,17 +33,34 @@ class Strategy:
     forbids: tuple[str, ...] = ()
 
 
-STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("rand", "shuffle (the baseline)"),
-    Strategy("sb", "sort by length"),
-    Strategy("ssb", "sort by a key + uniform noise (lrf, ssb_key)", options=("ssb_key", "target_zpr", "target_pair_repeat")),
-    Strategy("bkt", "sort, shuffle inside buckets (bucket_size)"),
-    Strategy("ats", "alternately sorted bins (n_bins)"),
-    Strategy("stream", "the blog's streaming length buckets (bucket_interval, max_length, stream_key)", dbs=True,
-             options=("max_length", "stream_key")),
-    Strategy("bload", "BLoad block packing (block_length)", block_plan=True, dbs=False, options=("block_length",),
-             forbids=("capacity",)),
-)}
+STRATEGY_TABLE: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("rand", "shuffle (the baseline)"),
+        Strategy("sb", "sort by length"),
+        Strategy(
+            "ssb",
+            "sort by a key + uniform noise (lrf, ssb_key)",
+            options=("ssb_key", "target_zpr", "target_pair_repeat"),
+        ),
+        Strategy("bkt", "sort, shuffle inside buckets (bucket_size)"),
+        Strategy("ats", "alternately sorted bins (n_bins)"),
+        Strategy(
+            "stream",
+            "the blog's streaming length buckets (bucket_interval, max_length, stream_key)",
+            dbs=True,
+            options=("max_length", "stream_key"),
+        ),
+        Strategy(
+            "bload",
+            "BLoad block packing (block_length)",
+            block_plan=True,
+            dbs=False,
+            options=("block_length",),
+            forbids=("capacity",),
+        ),
+    )
+}
 STRATEGIES = tuple(STRATEGY_TABLE)
 
 #: What SSB adds its noise to (ssb_key) and stream's buckets are equally wide in (stream_key): the

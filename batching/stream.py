@@ -39,10 +39,11 @@ same with bounded memory for a consumer that reads a real stream.
 StreamBucketer is the reference, streaming implementation (any iterator of (index, length));
 plan_stream runs the same algorithm compiled on the planner's arrays (identical batches).
 """
+
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numba
 import numpy as np
@@ -118,8 +119,9 @@ class StreamBucketer:
         yield from self.flush()
 
 
-def deal_steps(batches: Iterable[list[int]], world_size: int, window: int = 1,
-               key: Callable[[list[int]], int] | None = None) -> Iterator[list[list[int]]]:
+def deal_steps(
+    batches: Iterable[list[int]], world_size: int, window: int = 1, key: Callable[[list[int]], int] | None = None
+) -> Iterator[list[list[int]]]:
     """Deal a stream of batches to ranks in lock-step: yields steps of world_size batches
     (rank r runs step[r]), so every rank gets the same number of batches.
 
@@ -152,7 +154,7 @@ def _steps(buffer, world_size, key):
     if key is not None:
         buffer = sorted(buffer, key=key)
     for s in range(0, len(buffer), world_size):
-        yield buffer[s:s + world_size]
+        yield buffer[s : s + world_size]
 
 
 def skipped_samples(lengths: np.ndarray, config: BatchingConfig) -> np.ndarray:
@@ -188,8 +190,11 @@ def stream_cuts(ordered_lengths: np.ndarray, buckets: np.ndarray, budget: int) -
     emission order."""
     if ordered_lengths.size == 0:
         return np.zeros(0, np.int64), np.zeros(1, np.int64)
-    return _stream_cuts(np.ascontiguousarray(ordered_lengths, dtype=np.int64),
-                        np.ascontiguousarray(buckets, dtype=np.int64), np.int64(budget))
+    return _stream_cuts(
+        np.ascontiguousarray(ordered_lengths, dtype=np.int64),
+        np.ascontiguousarray(buckets, dtype=np.int64),
+        np.int64(budget),
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -218,7 +223,7 @@ def _stream_cuts(lengths, buckets, budget):  # pragma: no cover - compiled
         b = buckets[p]
         grown = max(longest[b], length)
         if count[b] > 0 and (count[b] + 1) * grown > budget:
-            positions[written:written + count[b]] = held[offsets[b]:offsets[b] + count[b]]
+            positions[written : written + count[b]] = held[offsets[b] : offsets[b] + count[b]]
             written += count[b]
             cuts[n_cuts] = written
             n_cuts += 1
@@ -229,7 +234,7 @@ def _stream_cuts(lengths, buckets, budget):  # pragma: no cover - compiled
         longest[b] = grown
     for b in range(n_buckets):  # the end-of-epoch flush, shortest bucket first
         if count[b] > 0:
-            positions[written:written + count[b]] = held[offsets[b]:offsets[b] + count[b]]
+            positions[written : written + count[b]] = held[offsets[b] : offsets[b] + count[b]]
             written += count[b]
             cuts[n_cuts] = written
             n_cuts += 1
@@ -243,14 +248,18 @@ def plan_stream(lengths, config: BatchingConfig, epoch: int = 0, world_size: int
     stream = rng.permutation(lengths.size)
     skipped = skipped_samples(lengths, config)
     if skipped.size:
-        warnings.warn(f"batching=stream: {skipped.size} of {lengths.size} samples are longer than "
-                      f"max_length={config.max_length} frames and are skipped (longest "
-                      f"{int(lengths[skipped].max())} frames)", stacklevel=2)
+        warnings.warn(
+            f"batching=stream: {skipped.size} of {lengths.size} samples are longer than "
+            f"max_length={config.max_length} frames and are skipped (longest "
+            f"{int(lengths[skipped].max())} frames)",
+            stacklevel=2,
+        )
         stream = stream[lengths[stream] <= config.max_length]
     budget = stream_budget(lengths, config)
     key = CostKey(lengths[stream]) if config.stream_key == "cost" and stream.size else None
     buckets = bucket_ids(lengths[stream], config.bucket_interval, key)
     positions, cuts = stream_cuts(lengths[stream], buckets, budget)
-    order, cuts, seq = arrange(stream[positions], cuts, lengths, world_size, config.drop_last,
-                               rng if config.br else None)
+    order, cuts, seq = arrange(
+        stream[positions], cuts, lengths, world_size, config.drop_last, rng if config.br else None
+    )
     return GlobalPlan(order, cuts, seq, world_size, skipped=skipped)

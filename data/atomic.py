@@ -1,12 +1,14 @@
 """The project's one atomic file writer: readers, and a run killed mid-write, see either the old
 complete file or the new complete one, never half of one."""
+
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 
 @contextmanager

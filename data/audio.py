@@ -3,6 +3,7 @@
 The frame count is fixed by the hop alone (centred STFT): `1 + n_samples // hop_length`, so the
 batch planner can know every utterance's length from the WAV header without decoding audio.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,21 +31,30 @@ class MelConfig:
     clamp: float = 1e-5
 
     @classmethod
-    def from_ms(cls, sample_rate: int, win_ms: float, hop_ms: float, n_fft: int, n_mels: int, fmin: float,
-                fmax: float) -> "MelConfig":
+    def from_ms(
+        cls, sample_rate: int, win_ms: float, hop_ms: float, n_fft: int, n_mels: int, fmin: float, fmax: float
+    ) -> MelConfig:
         """From the hparams' units: window and hop in milliseconds, rounded half up to samples
         (22,050 Hz: 50 ms -> 1103, 12.5 ms -> 276, the paper's). Errors name the hparam."""
         win_length, hop_length = (int(sample_rate * ms / 1000 + 0.5) for ms in (win_ms, hop_ms))
-        for name, value in (("sample_rate", sample_rate), ("win_ms", win_length), ("hop_ms", hop_length),
-                            ("n_fft", n_fft), ("n_mels", n_mels)):
+        for name, value in (
+            ("sample_rate", sample_rate),
+            ("win_ms", win_length),
+            ("hop_ms", hop_length),
+            ("n_fft", n_fft),
+            ("n_mels", n_mels),
+        ):
             if value < 1:
                 raise UserError(f"hparam '{name}' gives {value}, must be >= 1")
         if win_length > n_fft:
-            raise UserError(f"hparam 'win_ms': a {win_ms} ms window is {win_length} samples, more than "
-                            f"n_fft={n_fft}: raise n_fft")
+            raise UserError(
+                f"hparam 'win_ms': a {win_ms} ms window is {win_length} samples, more than n_fft={n_fft}: raise n_fft"
+            )
         if not 0 <= fmin < fmax <= sample_rate / 2:
-            raise UserError(f"hparams 'fmin', 'fmax': need 0 <= fmin < fmax <= sample_rate / 2 = "
-                            f"{sample_rate / 2:g} Hz, got {fmin:g} and {fmax:g}")
+            raise UserError(
+                f"hparams 'fmin', 'fmax': need 0 <= fmin < fmax <= sample_rate / 2 = "
+                f"{sample_rate / 2:g} Hz, got {fmin:g} and {fmax:g}"
+            )
         return cls(sample_rate, win_length, hop_length, n_fft, n_mels, float(fmin), float(fmax))
 
     def fingerprint(self) -> str:
@@ -96,8 +106,9 @@ def save_wav(path: str | Path, wav: np.ndarray | torch.Tensor, sample_rate: int 
 
 def mel_basis(cfg: MelConfig) -> np.ndarray:
     """librosa's Slaney-normalised filter bank, [n_mels, n_fft // 2 + 1]."""
-    return librosa.filters.mel(sr=cfg.sample_rate, n_fft=cfg.n_fft, n_mels=cfg.n_mels,
-                               fmin=cfg.fmin, fmax=cfg.fmax, htk=False, norm="slaney")
+    return librosa.filters.mel(
+        sr=cfg.sample_rate, n_fft=cfg.n_fft, n_mels=cfg.n_mels, fmin=cfg.fmin, fmax=cfg.fmax, htk=False, norm="slaney"
+    )
 
 
 class MelExtractor(torch.nn.Module):
@@ -114,11 +125,20 @@ class MelExtractor(torch.nn.Module):
         """[n_samples] -> [n_mels, n_frames] (or batched [B, n_samples] -> [B, n_mels, n_frames])."""
         wav = torch.as_tensor(wav, dtype=torch.float32, device=self.window.device)
         if wav.shape[-1] <= self.cfg.n_fft // 2:
-            raise AudioFormatError(f"audio of {wav.shape[-1]} samples is too short for the reflect padding "
-                                   f"of a {self.cfg.n_fft}-point STFT (needs more than {self.cfg.n_fft // 2})")
-        spec = torch.stft(wav, n_fft=self.cfg.n_fft, hop_length=self.cfg.hop_length,
-                          win_length=self.cfg.win_length, window=self.window, center=True,
-                          pad_mode="reflect", return_complex=True)
+            raise AudioFormatError(
+                f"audio of {wav.shape[-1]} samples is too short for the reflect padding "
+                f"of a {self.cfg.n_fft}-point STFT (needs more than {self.cfg.n_fft // 2})"
+            )
+        spec = torch.stft(
+            wav,
+            n_fft=self.cfg.n_fft,
+            hop_length=self.cfg.hop_length,
+            win_length=self.cfg.win_length,
+            window=self.window,
+            center=True,
+            pad_mode="reflect",
+            return_complex=True,
+        )
         mel = torch.matmul(self.mel_basis, spec.abs())
         return torch.log(torch.clamp(mel, min=self.cfg.clamp))
 
@@ -132,7 +152,22 @@ def griffin_lim(log_mel: np.ndarray | torch.Tensor, cfg: MelConfig = MelConfig()
     if log_mel.shape[1] < 2:
         return np.zeros(log_mel.shape[1] * cfg.hop_length, dtype=np.float32)
     magnitude = librosa.feature.inverse.mel_to_stft(
-        np.exp(np.asarray(log_mel, dtype=np.float32)), sr=cfg.sample_rate, n_fft=cfg.n_fft, power=1.0,
-        fmin=cfg.fmin, fmax=cfg.fmax, htk=False, norm="slaney")
-    return librosa.griffinlim(magnitude, n_iter=n_iter, hop_length=cfg.hop_length, win_length=cfg.win_length,
-                              n_fft=cfg.n_fft, window="hann", center=True, pad_mode="reflect")
+        np.exp(np.asarray(log_mel, dtype=np.float32)),
+        sr=cfg.sample_rate,
+        n_fft=cfg.n_fft,
+        power=1.0,
+        fmin=cfg.fmin,
+        fmax=cfg.fmax,
+        htk=False,
+        norm="slaney",
+    )
+    return librosa.griffinlim(
+        magnitude,
+        n_iter=n_iter,
+        hop_length=cfg.hop_length,
+        win_length=cfg.win_length,
+        n_fft=cfg.n_fft,
+        window="hann",
+        center=True,
+        pad_mode="reflect",
+    )

@@ -20,6 +20,7 @@ With a cache folder, the report is stored under a hash of both filelists, every 
 (path, size, mtime_ns), the mel settings, the limits and this checker's code; a rerun on unchanged
 data costs one stat() per clip.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,9 +28,9 @@ import io
 import json
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import soundfile as sf
@@ -37,12 +38,20 @@ from tqdm import tqdm
 
 from data.atomic import atomic_open
 from data.audio import MelConfig, n_frames
+
 # the loader's own parser and encoding: the check accepts what it accepts
 from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_line
 from data.textcheck import TextNotes, check_texts
 
-__all__ = ["CheckLimits", "Problem", "FilelistCounts", "CheckReport", "check_filelists",
-           "SUPPORTED_FORMATS", "SUPPORTED_SUBTYPES"]
+__all__ = [
+    "CheckLimits",
+    "Problem",
+    "FilelistCounts",
+    "CheckReport",
+    "check_filelists",
+    "SUPPORTED_FORMATS",
+    "SUPPORTED_SUBTYPES",
+]
 
 SUPPORTED_FORMATS = ("WAV", "WAVEX")
 SUPPORTED_SUBTYPES = ("PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE")
@@ -50,9 +59,15 @@ _FLOAT_DTYPES = {"FLOAT": "float32", "DOUBLE": "float64"}  # subtypes whose samp
 MAX_SHOWN = 200  # problems printed by error_message(); the rest are counted
 # The code that decides the verdict: editing any of it invalidates cached reports.
 _HERE = Path(__file__).parent
-_CODE_DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in (
-    *(_HERE / name for name in ("audio.py", "filelist.py", "textcheck.py", "check.py")),
-    *sorted((_HERE / "text").glob("*.py"))))).hexdigest()
+_CODE_DIGEST = hashlib.sha256(
+    b"".join(
+        path.read_bytes()
+        for path in (
+            *(_HERE / name for name in ("audio.py", "filelist.py", "textcheck.py", "check.py")),
+            *sorted((_HERE / "text").glob("*.py")),
+        )
+    )
+).hexdigest()
 _PARSE_FIX = "write it as wav_path|text|frames (3 fields, non-empty text without '|', frames a positive integer)"
 
 
@@ -60,6 +75,7 @@ _PARSE_FIX = "write it as wav_path|text|frames (3 fields, non-empty text without
 class CheckLimits:
     """The longest training utterance the batching takes, decided by the caller, and why (for the
     message); it applies to the train filelist only."""
+
     max_frames: int | None = None
     source: str = "no limit"
 
@@ -107,6 +123,7 @@ class CheckReport:
 @dataclass
 class _Entry:
     """A line that parses."""
+
     filelist: str
     line: int
     utt: Utterance
@@ -117,6 +134,7 @@ class _Entry:
 class _Line:
     """A non-blank filelist line and the stat of the wav path it names, from plain strings: this is all a
     cache hit needs, and pathlib objects for 13,100 lines would cost more than the stat calls."""
+
     number: int
     text: str
     wav: str
@@ -140,16 +158,27 @@ class _Header:
     subtype: str
 
 
-def check_filelists(train_path: str | Path, val_path: str | Path, mel_cfg: MelConfig, limits: CheckLimits,
-                    cache_dir: str | Path | None = None, progress: bool = False,
-                    unknown_chars: str = "error") -> CheckReport:
+def check_filelists(
+    train_path: str | Path,
+    val_path: str | Path,
+    mel_cfg: MelConfig,
+    limits: CheckLimits,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+    unknown_chars: str = "error",
+) -> CheckReport:
     """Check both filelists and their clips; every problem is reported, none raises. Characters
     outside the symbol table are problems, or (unknown_chars="drop") notes of what is dropped."""
     listings = [_read_listing(Path(train_path)), _read_listing(Path(val_path))]
     if _same_file(Path(train_path), Path(val_path)):
-        listings[1].problems.append(Problem(listings[1].name, None, f"is the same file as the train filelist "
-                                            f"{listings[0].name}", "give validation its own utterances, "
-                                            "e.g. with data.filelist.split_train_val"))
+        listings[1].problems.append(
+            Problem(
+                listings[1].name,
+                None,
+                f"is the same file as the train filelist {listings[0].name}",
+                "give validation its own utterances, e.g. with data.filelist.split_train_val",
+            )
+        )
         listings[1].lines = []
     if cache_dir is None:
         return _run_checks(listings, mel_cfg, limits, progress, unknown_chars)
@@ -161,8 +190,9 @@ def check_filelists(train_path: str | Path, val_path: str | Path, mel_cfg: MelCo
     return report
 
 
-def _run_checks(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits, progress: bool,
-                unknown_chars: str) -> CheckReport:
+def _run_checks(
+    listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits, progress: bool, unknown_chars: str
+) -> CheckReport:
     problems = [p for listing in listings for p in listing.problems]
     parsed = [_parse(listing, problems) for listing in listings]
     entries = [entry for group in parsed for entry in group]
@@ -187,8 +217,11 @@ def _read_listing(path: Path) -> _Listing:
     try:
         data = path.read_bytes()
     except OSError as err:
-        return _Listing(name, b"", problems=[Problem(name, None, f"cannot be read: {err}",
-                                                     "pass the path of a UTF-8 filelist that exists")])
+        return _Listing(
+            name,
+            b"",
+            problems=[Problem(name, None, f"cannot be read: {err}", "pass the path of a UTF-8 filelist that exists")],
+        )
     try:
         content = data.decode(FILELIST_ENCODING)
     except UnicodeDecodeError as err:
@@ -199,8 +232,9 @@ def _read_listing(path: Path) -> _Listing:
             wav = os.path.join(folder, line.split("|", 1)[0].strip())
             listing.lines.append(_Line(number, line.rstrip("\n"), wav, _stat(wav)))
     if not listing.lines:
-        listing.problems.append(Problem(name, None, "holds no utterances",
-                                        "list at least one wav_path|text|frames line"))
+        listing.problems.append(
+            Problem(name, None, "holds no utterances", "list at least one wav_path|text|frames line")
+        )
     return listing
 
 
@@ -209,11 +243,14 @@ def _not_utf8(name: str, data: bytes, err: UnicodeDecodeError) -> Problem:
     number = data.count(b"\n", 0, err.start) + 1
     start = data.rfind(b"\n", 0, err.start) + 1
     end = data.find(b"\n", err.start)
-    line = data[start:end if end >= 0 else len(data)].decode("latin-1").rstrip("\r")
-    return Problem(name, number, f"is not UTF-8 text (byte 0x{data[err.start]:02x}; as Latin-1 the line reads "
-                                 f"{line!r})",
-                   f"convert the filelist to UTF-8, e.g. iconv -f latin1 -t utf-8 {shlex.quote(name)} > utf8.txt "
-                   "(Latin-1 / Windows-1252 is what most other tools write)")
+    line = data[start : end if end >= 0 else len(data)].decode("latin-1").rstrip("\r")
+    return Problem(
+        name,
+        number,
+        f"is not UTF-8 text (byte 0x{data[err.start]:02x}; as Latin-1 the line reads {line!r})",
+        f"convert the filelist to UTF-8, e.g. iconv -f latin1 -t utf-8 {shlex.quote(name)} > utf8.txt "
+        "(Latin-1 / Windows-1252 is what most other tools write)",
+    )
 
 
 def _parse(listing: _Listing, problems: list[Problem]) -> list[_Entry]:
@@ -260,15 +297,30 @@ def _check_clip(entry: _Entry, mel_cfg: MelConfig, limits: CheckLimits) -> list[
     utt, where = entry.utt, (entry.filelist, entry.line)
     if entry.stat is None:
         folder = Path(entry.filelist).parent
-        return [Problem(*where, f"clip {utt.path} not found",
-                        f"fix the path (a relative one starts at the filelist's folder, {folder}) or restore the file")]
+        return [
+            Problem(
+                *where,
+                f"clip {utt.path} not found",
+                f"fix the path (a relative one starts at the filelist's folder, {folder}) or restore the file",
+            )
+        ]
     if entry.stat.st_size == 0:
-        return [Problem(*where, f"{utt.path} is an empty file (0 bytes; a failed export or copy)",
-                        "export or copy the clip again from its source, or remove the line")]
+        return [
+            Problem(
+                *where,
+                f"{utt.path} is an empty file (0 bytes; a failed export or copy)",
+                "export or copy the clip again from its source, or remove the line",
+            )
+        ]
     header = _read_header(utt.path)
     if isinstance(header, str):
-        return [Problem(*where, f"cannot read the header of {utt.path} ({header})",
-                        f"replace the file, or convert it: {_convert(utt.path, mel_cfg)}")]
+        return [
+            Problem(
+                *where,
+                f"cannot read the header of {utt.path} ({header})",
+                f"replace the file, or convert it: {_convert(utt.path, mel_cfg)}",
+            )
+        ]
     problems = _check_format(entry, header, mel_cfg) + _check_truncated(entry, header)
     if header.sample_rate != mel_cfg.sample_rate:  # its sample count means nothing until it is resampled
         return problems + _check_length(entry, utt.frames, limits, mel_cfg)
@@ -286,10 +338,15 @@ def _check_truncated(entry: _Entry, header: _Header) -> list[Problem]:
     offset, size, block_align = declared
     if size in (0, 0xFFFFFFFF) or size <= entry.stat.st_size - offset or not block_align:  # 0, ~0: streamed
         return []
-    return [Problem(entry.filelist, entry.line,
-                    f"{entry.utt.path} is cut short: its header declares {size // block_align} samples, the file "
-                    f"holds {header.n_samples} (a truncated export or copy)",
-                    "export or copy the clip again from its source, or remove the line")]
+    return [
+        Problem(
+            entry.filelist,
+            entry.line,
+            f"{entry.utt.path} is cut short: its header declares {size // block_align} samples, the file "
+            f"holds {header.n_samples} (a truncated export or copy)",
+            "export or copy the clip again from its source, or remove the line",
+        )
+    ]
 
 
 def _declared_data(path: Path) -> tuple[int, int, int] | None:
@@ -321,30 +378,52 @@ def _check_finite(entry: _Entry, header: _Header, mel_cfg: MelConfig) -> list[Pr
     try:
         samples, _ = sf.read(str(entry.utt.path), dtype=dtype, always_2d=True)
     except (RuntimeError, OSError) as err:
-        return [Problem(entry.filelist, entry.line, f"cannot read the audio of {entry.utt.path} ({err})",
-                        f"replace the file, or convert it: {_convert(entry.utt.path, mel_cfg)}")]
+        return [
+            Problem(
+                entry.filelist,
+                entry.line,
+                f"cannot read the audio of {entry.utt.path} ({err})",
+                f"replace the file, or convert it: {_convert(entry.utt.path, mel_cfg)}",
+            )
+        ]
     bad = ~np.isfinite(samples).all(axis=1)
     if not bad.any():
         return []
     first = int(np.argmax(bad)) / header.sample_rate
-    return [Problem(entry.filelist, entry.line,
-                    f"{entry.utt.path} holds {int(bad.sum())} NaN or infinite sample(s), the first at {first:.3f} s "
-                    "(a broken float export; training would skip every step that meets it)",
-                    "re-export the clip from its source, or remove the line")]
+    return [
+        Problem(
+            entry.filelist,
+            entry.line,
+            f"{entry.utt.path} holds {int(bad.sum())} NaN or infinite sample(s), the first at {first:.3f} s "
+            "(a broken float export; training would skip every step that meets it)",
+            "re-export the clip from its source, or remove the line",
+        )
+    ]
 
 
 def _check_format(entry: _Entry, header: _Header, mel_cfg: MelConfig) -> list[Problem]:
     path, where, command = entry.utt.path, (entry.filelist, entry.line), _convert(entry.utt.path, mel_cfg)
     problems = []
     if header.format not in SUPPORTED_FORMATS or header.subtype not in SUPPORTED_SUBTYPES:
-        problems.append(Problem(*where, f"{path} holds {header.format}/{header.subtype} audio, not a WAV of "
-                                        f"{', '.join(SUPPORTED_SUBTYPES)}", f"convert it: {command}"))
+        problems.append(
+            Problem(
+                *where,
+                f"{path} holds {header.format}/{header.subtype} audio, not a WAV of {', '.join(SUPPORTED_SUBTYPES)}",
+                f"convert it: {command}",
+            )
+        )
     if header.channels != 1:
-        problems.append(Problem(*where, f"{path} has {header.channels} channels, expected mono",
-                                f"mix it down to mono: {command}"))
+        problems.append(
+            Problem(*where, f"{path} has {header.channels} channels, expected mono", f"mix it down to mono: {command}")
+        )
     if header.sample_rate != mel_cfg.sample_rate:
-        problems.append(Problem(*where, f"{path} is at {header.sample_rate} Hz, expected {mel_cfg.sample_rate} Hz",
-                                f"resample it, then regenerate its frames field: {command}"))
+        problems.append(
+            Problem(
+                *where,
+                f"{path} is at {header.sample_rate} Hz, expected {mel_cfg.sample_rate} Hz",
+                f"resample it, then regenerate its frames field: {command}",
+            )
+        )
     return problems
 
 
@@ -353,13 +432,23 @@ def _check_samples(entry: _Entry, n_samples: int, mel_cfg: MelConfig) -> list[Pr
     utt, where, hop = entry.utt, (entry.filelist, entry.line), mel_cfg.hop_length
     problems = []
     if n_samples <= mel_cfg.n_fft // 2:
-        problems.append(Problem(*where, f"{utt.path} has only {n_samples} samples, too short for the reflect padding "
-                                        f"of a {mel_cfg.n_fft}-point STFT (needs more than {mel_cfg.n_fft // 2})",
-                                "remove the line"))
+        problems.append(
+            Problem(
+                *where,
+                f"{utt.path} has only {n_samples} samples, too short for the reflect padding "
+                f"of a {mel_cfg.n_fft}-point STFT (needs more than {mel_cfg.n_fft // 2})",
+                "remove the line",
+            )
+        )
     expected = n_frames(n_samples, hop)
     if utt.frames != expected:
-        problems.append(Problem(*where, f"frames field {utt.frames} does not match {utt.path} ({n_samples} samples)",
-                                f"regenerate the frames field: it should be 1 + {n_samples} // {hop} = {expected}"))
+        problems.append(
+            Problem(
+                *where,
+                f"frames field {utt.frames} does not match {utt.path} ({n_samples} samples)",
+                f"regenerate the frames field: it should be 1 + {n_samples} // {hop} = {expected}",
+            )
+        )
     return problems
 
 
@@ -367,10 +456,15 @@ def _check_length(entry: _Entry, frames: int, limits: CheckLimits, mel_cfg: MelC
     if limits.max_frames is None or frames <= limits.max_frames:
         return []
     seconds = frames * mel_cfg.hop_length / mel_cfg.sample_rate
-    return [Problem(entry.filelist, entry.line,
-                    f"{entry.utt.path} is {frames} frames ({seconds:.1f} s), longer than the {limits.max_frames} "
-                    f"allowed by {limits.source}",
-                    "split the clip or remove the line, or raise the bound")]
+    return [
+        Problem(
+            entry.filelist,
+            entry.line,
+            f"{entry.utt.path} is {frames} frames ({seconds:.1f} s), longer than the {limits.max_frames} "
+            f"allowed by {limits.source}",
+            "split the clip or remove the line, or raise the bound",
+        )
+    ]
 
 
 def _check_duplicates(entries: Sequence[_Entry]) -> list[Problem]:
@@ -394,8 +488,12 @@ def _check_duplicates(entries: Sequence[_Entry]) -> list[Problem]:
 def _duplicate(entry: _Entry, first: _Entry, same: str, fix: str) -> Problem:
     if first.filelist == entry.filelist:
         return Problem(entry.filelist, entry.line, f"duplicate {same}, already at line {first.line}", fix)
-    return Problem(entry.filelist, entry.line, f"train and val overlap: same {same} as {first.filelist}:{first.line}",
-                   "remove the line from one of the two filelists")
+    return Problem(
+        entry.filelist,
+        entry.line,
+        f"train and val overlap: same {same} as {first.filelist}:{first.line}",
+        "remove the line from one of the two filelists",
+    )
 
 
 def _counts(name: str, entries: list[_Entry], mel_cfg: MelConfig) -> FilelistCounts:
@@ -418,15 +516,21 @@ def _cache_key(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits
 def _load_cached(cache_dir: Path, key: str) -> CheckReport | None:
     try:
         stored = json.loads((cache_dir / f"check-{key}.json").read_text(encoding="utf-8"))
-        return CheckReport([Problem(**p) for p in stored["problems"]],
-                           [FilelistCounts(**c) for c in stored["counts"]], TextNotes(**stored["text"]),
-                           from_cache=True)
+        return CheckReport(
+            [Problem(**p) for p in stored["problems"]],
+            [FilelistCounts(**c) for c in stored["counts"]],
+            TextNotes(**stored["text"]),
+            from_cache=True,
+        )
     except (OSError, ValueError, KeyError, TypeError):  # absent or damaged: check again
         return None
 
 
 def _save_cached(cache_dir: Path, key: str, report: CheckReport) -> None:
-    stored = {"problems": [asdict(p) for p in report.problems], "counts": [asdict(c) for c in report.counts],
-              "text": asdict(report.text)}
+    stored = {
+        "problems": [asdict(p) for p in report.problems],
+        "counts": [asdict(c) for c in report.counts],
+        "text": asdict(report.text),
+    }
     with atomic_open(cache_dir / f"check-{key}.json") as out:
         json.dump(stored, out)

@@ -15,9 +15,10 @@ PackedCollate lays BLoad blocks out (items from PackedView, data/dataset.py): a 
   (the encoder runs on it, so its convolutions and BiLSTM never see a neighbour);
 * packing: the table (row, start, text_start, n_text), rows in order, utterances in start order.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -47,9 +48,16 @@ class TextMelCollate:
         for i, (ids, spec) in enumerate(pairs):
             text[i, : len(ids)] = ids
             mel[i, :, : spec.shape[-1]] = spec
-            gate[i, spec.shape[-1] - 1:] = 1.0
-        return Batch(text=text, text_lengths=text_lengths, mel=mel, gate=gate, mel_lengths=mel_lengths,
-                     text_lengths_host=text_lengths, frames=sum(m.shape[-1] for m in mels))
+            gate[i, spec.shape[-1] - 1 :] = 1.0
+        return Batch(
+            text=text,
+            text_lengths=text_lengths,
+            mel=mel,
+            gate=gate,
+            mel_lengths=mel_lengths,
+            text_lengths_host=text_lengths,
+            frames=sum(m.shape[-1] for m in mels),
+        )
 
 
 class PackedCollate:
@@ -57,8 +65,9 @@ class PackedCollate:
 
     def __init__(self, n_frames_per_step: int, block_length: int):
         if n_frames_per_step < 1 or block_length < 1 or block_length % n_frames_per_step:
-            raise ValueError(f"block_length={block_length} must be a positive multiple of "
-                             f"n_frames_per_step={n_frames_per_step}")
+            raise ValueError(
+                f"block_length={block_length} must be a positive multiple of n_frames_per_step={n_frames_per_step}"
+            )
         self.r, self.block_length = n_frames_per_step, block_length
 
     def __call__(self, items: Sequence[tuple[int, int, torch.Tensor, torch.Tensor]]) -> Batch:
@@ -76,12 +85,14 @@ class PackedCollate:
         for i, (row, start, ids, spec) in enumerate(items):
             length = spec.shape[-1]
             if start % r or start < end.get(row, 0) or start + length > frames:
-                raise ValueError(f"utterance at row {row} frame {start} ({length} frames) does not fit the "
-                                 f"block layout (block_length={frames}, n_frames_per_step={r})")
+                raise ValueError(
+                    f"utterance at row {row} frame {start} ({length} frames) does not fit the "
+                    f"block layout (block_length={frames}, n_frames_per_step={r})"
+                )
             end[row] = start + round_up(length, r)
             text[i, : len(ids)] = ids
-            mel[row, :, start:start + length] = spec
-            gate[row, start:start + length - 1] = 0.0
+            mel[row, :, start : start + length] = spec
+            gate[row, start : start + length - 1] = 0.0
             row_of.append(row)
             start_of.append(start)
             text_start.append(used[row])
@@ -89,5 +100,13 @@ class PackedCollate:
         if len(end) != rows:
             raise ValueError(f"rows {sorted(set(range(rows)) - set(end))} of the batch hold no utterance")
         packing = Packing(torch.tensor(row_of), torch.tensor(start_of), torch.tensor(text_start), max(used))
-        return Batch(text=text, text_lengths=text_lengths, mel=mel, gate=gate, mel_lengths=mel_lengths,
-                     text_lengths_host=text_lengths, frames=sum(mel.shape[-1] for *_, mel in items), packing=packing)
+        return Batch(
+            text=text,
+            text_lengths=text_lengths,
+            mel=mel,
+            gate=gate,
+            mel_lengths=mel_lengths,
+            text_lengths_host=text_lengths,
+            frames=sum(mel.shape[-1] for *_, mel in items),
+            packing=packing,
+        )

@@ -3,14 +3,15 @@
 Lengths come from the filelist (`.frames`, `.text_lengths`) so that batches can be planned without
 audio; every mel is checked against its filelist length so the plan and the loader never disagree.
 """
+
 from __future__ import annotations
 
 import functools
 import hashlib
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -22,7 +23,6 @@ from data.atomic import atomic_open
 from data.audio import MelConfig, MelExtractor, load_wav
 from data.filelist import Utterance, read_filelist
 from data.text import UnknownSymbolError, text_to_sequence
-
 
 CACHE_DTYPE = np.float32  # what the extractor computes and the cache holds
 MAX_HEALED_SHOWN = 5  # damaged cache entries named one by one; the rest are counted
@@ -40,8 +40,13 @@ class NonFiniteFeaturesError(UserError):
 class TextMelDataset(Dataset):
     """(text ids [T_text], log mel [n_mels, T]) per utterance; lengths known up front, audio read lazily."""
 
-    def __init__(self, utterances: Sequence[Utterance], mel_cfg: MelConfig = MelConfig(),
-                 cache_dir: str | Path | None = None, unknown_chars: str = "error"):
+    def __init__(
+        self,
+        utterances: Sequence[Utterance],
+        mel_cfg: MelConfig = MelConfig(),
+        cache_dir: str | Path | None = None,
+        unknown_chars: str = "error",
+    ):
         self.utterances = list(utterances)
         self.mel_cfg = mel_cfg
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -121,14 +126,16 @@ class TextMelDataset(Dataset):
             raise NonFiniteFeaturesError(
                 f"{utt.origin or utt.path}: the mel of {utt.path} holds {bad} non-finite value(s) (NaN or infinite "
                 f"samples, or samples so large that the STFT overflows); re-export the clip from its source as 16-bit "
-                f"PCM, or remove the line")
+                f"PCM, or remove the line"
+            )
 
     def _check_frames(self, index: int, actual: int) -> None:
         expected = int(self.frames[index])
         if actual != expected:
             raise FramesMismatchError(
                 f"{self.utterances[index].path}: the mel has {actual} frames but the filelist says {expected}; "
-                f"regenerate the filelist (frames = 1 + n_samples // {self.mel_cfg.hop_length})")
+                f"regenerate the filelist (frames = 1 + n_samples // {self.mel_cfg.hop_length})"
+            )
 
 
 def _encode_texts(utterances: Sequence[Utterance], unknown_chars: str) -> list[torch.Tensor]:
@@ -201,21 +208,29 @@ def precompute_mels(dataset: TextMelDataset, progress: bool = True) -> CacheFill
     return CacheFill(len(todo), healed)
 
 
-def build_datasets(filelists: tuple[Path, Path], mel_cfg: MelConfig, cache_dir: str | Path | None,
-                   progress: bool = True, unknown_chars: str = "error") -> tuple[TextMelDataset, TextMelDataset]:
+def build_datasets(
+    filelists: tuple[Path, Path],
+    mel_cfg: MelConfig,
+    cache_dir: str | Path | None,
+    progress: bool = True,
+    unknown_chars: str = "error",
+) -> tuple[TextMelDataset, TextMelDataset]:
     """The train and validation datasets of two filelists, whose `.frames` are the lengths the batch
     planner uses; with a cache_dir ("" or None: none) every mel is computed once, up front, and
     damaged cache entries are recomputed, counted on stderr."""
     cache = Path(cache_dir) if cache_dir else None
-    sets = tuple(TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache, unknown_chars=unknown_chars)
-                 for path in filelists)
+    sets = tuple(
+        TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache, unknown_chars=unknown_chars) for path in filelists
+    )
     if cache is not None:
         healed = [entry for dataset in sets for entry in precompute_mels(dataset, progress=progress).healed]
         if healed:
             shown = "".join(f"\n  {entry}" for entry in healed[:MAX_HEALED_SHOWN])
             more = f"\n  ... and {len(healed) - MAX_HEALED_SHOWN} more" if len(healed) > MAX_HEALED_SHOWN else ""
-            print(f"mel cache: {len(healed)} damaged or mismatched entries recomputed and rewritten:{shown}{more}",
-                  file=sys.stderr)
+            print(
+                f"mel cache: {len(healed)} damaged or mismatched entries recomputed and rewritten:{shown}{more}",
+                file=sys.stderr,
+            )
     return sets
 
 

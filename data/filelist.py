@@ -5,12 +5,14 @@ The frame count is stored so that the batch planner can plan a whole epoch witho
 audio; relative wav paths are relative to the filelist's own directory (never the working
 directory), so a corpus can be moved and a run started from anywhere.
 """
+
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence, TypeVar
+from typing import TypeVar
 
 from batching.errors import UserError
 from batching.lengths import parse_frames
@@ -18,8 +20,17 @@ from batching.split import train_split
 from data.atomic import atomic_open
 from data.audio import MelConfig, check_format, n_frames, wav_info
 
-__all__ = ["FILELIST_ENCODING", "FilelistError", "Utterance", "read_filelist", "write_filelist", "wav_info",
-           "wav_frames", "split_train_val", "summarize"]
+__all__ = [
+    "FILELIST_ENCODING",
+    "FilelistError",
+    "Utterance",
+    "read_filelist",
+    "write_filelist",
+    "wav_info",
+    "wav_frames",
+    "split_train_val",
+    "summarize",
+]
 
 T = TypeVar("T")
 FILELIST_ENCODING = "utf-8-sig"  # UTF-8; a byte-order mark (Windows editors write one) is skipped
@@ -61,8 +72,9 @@ def read_filelist(path: str | Path) -> list[Utterance]:
     try:
         text = path.read_text(encoding=FILELIST_ENCODING)
     except UnicodeDecodeError as err:
-        raise FilelistError(f"{path}: is not UTF-8 text ({err}); convert it to UTF-8 (python train.py --check "
-                            "names the line)") from None
+        raise FilelistError(
+            f"{path}: is not UTF-8 text ({err}); convert it to UTF-8 (python train.py --check names the line)"
+        ) from None
     for number, line in enumerate(io.StringIO(text, newline=None), start=1):
         if not line.strip():
             continue
@@ -109,5 +121,7 @@ def summarize(name: str, utterances: Sequence[Utterance], cfg: MelConfig = MelCo
     if not frames:
         return f"{name}: 0 utterances"
     hours = sum(frames) * cfg.hop_length / cfg.sample_rate / 3600
-    return (f"{name}: {len(frames)} utterances, {hours:.2f} h, frames min/mean/max "
-            f"{min(frames)}/{sum(frames) / len(frames):.1f}/{max(frames)}")
+    return (
+        f"{name}: {len(frames)} utterances, {hours:.2f} h, frames min/mean/max "
+        f"{min(frames)}/{sum(frames) / len(frames):.1f}/{max(frames)}"
+    )

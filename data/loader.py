@@ -2,10 +2,11 @@
 collate. The sampler is batching.sampler.make_batch_sampler's choice (a BlockBatchSampler for a
 strategy whose plan is a block plan, BatchingConfig.plans_blocks); its kind picks the rest: the
 block sampler gets PackedView and PackedCollate, every other sampler the padding collate."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from torch.utils.data import Dataset
 
@@ -22,8 +23,9 @@ class LoaderParts:
     collate: Callable
 
 
-def loader_parts(dataset: TextMelDataset, config: BatchingConfig, n_frames_per_step: int, rank: int = 0,
-                 world_size: int = 1) -> LoaderParts:
+def loader_parts(
+    dataset: TextMelDataset, config: BatchingConfig, n_frames_per_step: int, rank: int = 0, world_size: int = 1
+) -> LoaderParts:
     """Sampler, dataset view and collate for DataLoader(parts.dataset, batch_sampler=parts.sampler,
     collate_fn=parts.collate)."""
     sampler = make_batch_sampler(dataset.frames, config, rank, world_size)

@@ -2,6 +2,7 @@
 and 32 clips; present here and in CI, absent for outside users), or the folder SHARED_DIR names,
 e.g. a copy carried to a GPU machine, where only the checkout travels. Torch-free and cheap, so
 scripts import it before anything heavy."""
+
 import os
 from pathlib import Path
 

@@ -5,11 +5,12 @@ characters outside the symbol table is a problem of its line. Otherwise the chec
 `train.py --check` and the run's log, the lines that normalisation rewrote (the first few, and a
 count) and, with unknown_chars=drop, every dropped character with the lines it was dropped from.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from data.text import PUNCTUATION, clean_text, unknown_in
 
@@ -21,6 +22,7 @@ _SPACES = re.compile(r"\s+")
 @dataclass
 class TextNotes:
     """What the check found usable but worth telling: rewritten lines and dropped characters."""
+
     rewritten: int = 0
     examples: list[str] = field(default_factory=list)  # "FILELIST:LINE: 'raw' -> 'spoken'"
     dropped: dict[str, list[str]] = field(default_factory=dict)  # character -> ["FILELIST:LINE", ...]
@@ -28,13 +30,17 @@ class TextNotes:
     def lines(self) -> list[str]:
         out = []
         if self.rewritten:
-            out.append(f"text: normalisation rewrote {self.rewritten} line(s) (numbers, symbols, abbreviations...); "
-                       f"the first {len(self.examples)}:")
+            out.append(
+                f"text: normalisation rewrote {self.rewritten} line(s) (numbers, symbols, abbreviations...); "
+                f"the first {len(self.examples)}:"
+            )
             out += [f"  {example}" for example in self.examples]
         if self.dropped:
             total = sum(len(places) for places in self.dropped.values())
-            out.append(f"text: unknown_chars=drop drops {len(self.dropped)} unknown character(s), {total} time(s) "
-                       f"(once per line that holds it):")
+            out.append(
+                f"text: unknown_chars=drop drops {len(self.dropped)} unknown character(s), {total} time(s) "
+                f"(once per line that holds it):"
+            )
             for char, places in sorted(self.dropped.items()):
                 more = f" and {len(places) - MAX_PLACES} more" if len(places) > MAX_PLACES else ""
                 out.append(f"  {char!r} in {len(places)} line(s): {', '.join(places[:MAX_PLACES])}{more}")
@@ -44,6 +50,7 @@ class TextNotes:
 @dataclass(frozen=True)
 class Reading:
     """One distinct raw text, read once (inflect is slow): what it becomes and what is wrong."""
+
     spoken: str
     unknown: tuple[str, ...]
     problem: tuple[str, str] | None  # (what is wrong, what to do)
@@ -53,16 +60,19 @@ def read_text(raw: str, unknown_chars: str) -> Reading:
     try:
         spoken = clean_text(raw)
     except Exception as err:  # inflect raises its own exception classes (e.g. NumOutOfRangeError)
-        return Reading("", (), (f"the text cleaner fails on {raw!r}: {type(err).__name__} {err}",
-                                "write the number in words"))
+        return Reading(
+            "", (), (f"the text cleaner fails on {raw!r}: {type(err).__name__} {err}", "write the number in words")
+        )
     unknown = tuple(unknown_in(spoken))
     problem = None
     if not spoken or (unknown_chars == "drop" and not spoken.strip("".join(unknown) + " ")):
         problem = (f"text {raw!r} is empty after cleaning", "write out what is said, in words")
     elif unknown and unknown_chars == "error":
-        problem = (f"unknown characters {', '.join(map(repr, unknown))} after cleaning (cleaned text {spoken!r})",
-                   f"spell them out in words or remove them (known: a-z, space and {PUNCTUATION.strip()}), "
-                   f"or set unknown_chars=drop")
+        problem = (
+            f"unknown characters {', '.join(map(repr, unknown))} after cleaning (cleaned text {spoken!r})",
+            f"spell them out in words or remove them (known: a-z, space and {PUNCTUATION.strip()}), "
+            f"or set unknown_chars=drop",
+        )
     return Reading(spoken, unknown, problem)
 
 
@@ -71,8 +81,9 @@ def rewritten(raw: str, spoken: str) -> bool:
     return _SPACES.sub(" ", raw.lower()).strip() != spoken
 
 
-def check_texts(lines: Iterable[tuple[str, int, str]], unknown_chars: str) -> tuple[list[tuple[str, int, str, str]],
-                                                                                 TextNotes]:
+def check_texts(
+    lines: Iterable[tuple[str, int, str]], unknown_chars: str
+) -> tuple[list[tuple[str, int, str, str]], TextNotes]:
     """(filelist, line, raw text) of each parsed line -> ([(filelist, line, what, fix)], notes)."""
     readings: dict[str, Reading] = {}
     problems, notes = [], TextNotes()

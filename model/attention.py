@@ -1,5 +1,4 @@
 """Location-sensitive attention (Chorowski et al. 2015) as used by Tacotron2."""
-from typing import Tuple
 
 import torch
 from torch import nn
@@ -25,15 +24,15 @@ class LocationSensitiveAttention(nn.Module):
     numbers, so the outputs and gradients are the same.
     """
 
-    def __init__(self, query_dim: int, memory_dim: int, dim: int, n_filters: int, kernel_size: int,
-                 recompute: bool = False):
+    def __init__(
+        self, query_dim: int, memory_dim: int, dim: int, n_filters: int, kernel_size: int, recompute: bool = False
+    ):
         super().__init__()
         self.kernel_size = kernel_size
         self.recompute = recompute
         self.query_layer = linear(query_dim, dim, bias=False, gain="tanh")
         self.memory_layer = linear(memory_dim, dim, bias=False, gain="tanh")
-        self.location_conv = nn.Conv1d(2, n_filters, kernel_size, padding=(kernel_size - 1) // 2,
-                                       bias=False)
+        self.location_conv = nn.Conv1d(2, n_filters, kernel_size, padding=(kernel_size - 1) // 2, bias=False)
         nn.init.xavier_uniform_(self.location_conv.weight)
         self.location_dense = linear(n_filters, dim, bias=False, gain="tanh")
         self.v = linear(dim, 1, bias=False)
@@ -42,9 +41,15 @@ class LocationSensitiveAttention(nn.Module):
         """location_dense(location_conv(.)) as one [2 * kernel_size, dim] matrix."""
         return self.location_conv.weight.flatten(1).t() @ self.location_dense.weight.t()
 
-    def forward(self, query: torch.Tensor, memory: torch.Tensor, processed_memory: torch.Tensor,
-                weights_cat: torch.Tensor, location_matrix: torch.Tensor,
-                mask_bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        query: torch.Tensor,
+        memory: torch.Tensor,
+        processed_memory: torch.Tensor,
+        weights_cat: torch.Tensor,
+        location_matrix: torch.Tensor,
+        mask_bias: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One decoder step.
 
         query [B, query_dim]; memory [B, T_text, memory_dim]; processed_memory = memory_layer(memory)
@@ -52,12 +57,17 @@ class LocationSensitiveAttention(nn.Module):
         weights_cat [B, 2, T_text] (previous and cumulative weights); mask_bias [B, T_text], 0 at
         real symbols and -inf at padding. Returns the context [B, memory_dim] and weights [B, T_text].
         """
-        return self.attend(self.query_layer(query), memory, processed_memory, weights_cat,
-                           location_matrix, mask_bias)
+        return self.attend(self.query_layer(query), memory, processed_memory, weights_cat, location_matrix, mask_bias)
 
-    def attend(self, processed_query: torch.Tensor, memory: torch.Tensor, processed_memory: torch.Tensor,
-               weights_cat: torch.Tensor, location_matrix: torch.Tensor,
-               mask_bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def attend(
+        self,
+        processed_query: torch.Tensor,
+        memory: torch.Tensor,
+        processed_memory: torch.Tensor,
+        weights_cat: torch.Tensor,
+        location_matrix: torch.Tensor,
+        mask_bias: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """forward after the query projection (processed_query [B, dim] = query_layer(query)), for a
         caller that projects the query itself (model/fast_decoder.py)."""
         inputs = (processed_query, memory, processed_memory, weights_cat, location_matrix, mask_bias)
@@ -66,9 +76,15 @@ class LocationSensitiveAttention(nn.Module):
             return checkpoint(self.energy_chain, *inputs, use_reentrant=False, preserve_rng_state=False)
         return self.energy_chain(*inputs)
 
-    def energy_chain(self, processed_query: torch.Tensor, memory: torch.Tensor, processed_memory: torch.Tensor,
-                     weights_cat: torch.Tensor, location_matrix: torch.Tensor,
-                     mask_bias: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def energy_chain(
+        self,
+        processed_query: torch.Tensor,
+        memory: torch.Tensor,
+        processed_memory: torch.Tensor,
+        weights_cat: torch.Tensor,
+        location_matrix: torch.Tensor,
+        mask_bias: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The context and the weights from the projected query: what `recompute` recomputes."""
         b, _, t_text = weights_cat.shape
         half = (self.kernel_size - 1) // 2

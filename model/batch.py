@@ -6,6 +6,7 @@ A padded batch (packing None): B utterances, mel [B, n_mels, T] with T a multipl
 frames per step. A packed batch (BLoad blocks): mel [R, n_mels, T] holds R blocks, text and the
 lengths are per utterance, and `packing` says where each utterance sits (model/packing.py).
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,17 +1,30 @@
 """Tacotron2 hyper-parameters: NVIDIA's Tacotron2 dimensions as defaults, checked on creation."""
+
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 # Fields that must be >= 1, fields that may be 0, dropout probabilities in [0, 1).
 _POSITIVE = (
-    "n_symbols", "symbols_embedding_dim", "encoder_embedding_dim", "encoder_kernel_size",
-    "n_mel_channels", "n_frames_per_step", "attention_rnn_dim", "decoder_rnn_dim", "prenet_dim",
-    "attention_dim", "attention_location_n_filters", "attention_location_kernel_size",
-    "postnet_embedding_dim", "postnet_kernel_size", "postnet_n_convolutions", "max_decoder_steps",
+    "n_symbols",
+    "symbols_embedding_dim",
+    "encoder_embedding_dim",
+    "encoder_kernel_size",
+    "n_mel_channels",
+    "n_frames_per_step",
+    "attention_rnn_dim",
+    "decoder_rnn_dim",
+    "prenet_dim",
+    "attention_dim",
+    "attention_location_n_filters",
+    "attention_location_kernel_size",
+    "postnet_embedding_dim",
+    "postnet_kernel_size",
+    "postnet_n_convolutions",
+    "max_decoder_steps",
 )
 _NON_NEGATIVE = ("encoder_n_convolutions",)
-_PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout",
-                  "postnet_dropout")
+_PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout", "postnet_dropout")
 # "Same" padding of a convolution keeps the length only for odd kernels.
 _ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
 
@@ -74,8 +87,12 @@ class Tacotron2Config:
             _require(self, name, 0.0 <= getattr(self, name) < 1.0, "must be in [0, 1)")
         for name in _ODD:
             _require(self, name, getattr(self, name) % 2 == 1, "must be odd (same-length convolution)")
-        _require(self, "encoder_embedding_dim", self.encoder_embedding_dim % 2 == 0,
-                 "must be even (the BiLSTM gives half to each direction)")
+        _require(
+            self,
+            "encoder_embedding_dim",
+            self.encoder_embedding_dim % 2 == 0,
+            "must be even (the BiLSTM gives half to each direction)",
+        )
         _require(self, "gate_threshold", 0.0 < self.gate_threshold < 1.0, "must be in (0, 1)")
 
     @classmethod

@@ -18,9 +18,11 @@ This is the reference implementation; model/fast_decoder.py (Tacotron2Config.fas
 the same teacher-forced pass with fewer, bigger GEMMs and the recurrent weights' gradients
 deferred to one GEMM after the loop, and shares teacher_forcing/project with it.
 """
+
 import warnings
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -47,8 +49,8 @@ class TeacherForcing(NamedTuple):
     prenet_out: torch.Tensor  # [steps, B, prenet_dim]
     processed_memory: torch.Tensor  # [B, T_text, attention_dim]
     location_matrix: torch.Tensor  # [2 * kernel_size, attention_dim]
-    attention_keep: List[Optional[torch.Tensor]]  # per step [B, attention_rnn_dim] or None
-    decoder_keep: List[Optional[torch.Tensor]]  # per step [B, decoder_rnn_dim] or None
+    attention_keep: list[torch.Tensor | None]  # per step [B, attention_rnn_dim] or None
+    decoder_keep: list[torch.Tensor | None]  # per step [B, decoder_rnn_dim] or None
 
 
 def reset_keep(layout: StepLayout, dtype: torch.dtype) -> torch.Tensor:
@@ -67,8 +69,13 @@ class Decoder(nn.Module):
         self.prenet = Prenet(cfg.n_mel_channels, [cfg.prenet_dim, cfg.prenet_dim], cfg.prenet_dropout)
         self.attention_rnn = nn.LSTMCell(cfg.prenet_dim + memory_dim, cfg.attention_rnn_dim)
         self.attention = LocationSensitiveAttention(
-            cfg.attention_rnn_dim, memory_dim, cfg.attention_dim,
-            cfg.attention_location_n_filters, cfg.attention_location_kernel_size, cfg.recompute_attention)
+            cfg.attention_rnn_dim,
+            memory_dim,
+            cfg.attention_dim,
+            cfg.attention_location_n_filters,
+            cfg.attention_location_kernel_size,
+            cfg.recompute_attention,
+        )
         self.decoder_rnn = nn.LSTMCell(cfg.attention_rnn_dim + memory_dim, cfg.decoder_rnn_dim)
         self.projection = linear(cfg.decoder_rnn_dim + memory_dim, cfg.n_mel_channels * self.r)
         self.gate_layer = linear(cfg.decoder_rnn_dim + memory_dim, self.r, gain="sigmoid")
@@ -77,41 +84,51 @@ class Decoder(nn.Module):
         b, t_text, memory_dim = memory.shape
         zeros = memory.new_zeros
         return DecoderState(
-            zeros(b, self.attention_rnn.hidden_size), zeros(b, self.attention_rnn.hidden_size),
-            zeros(b, self.decoder_rnn.hidden_size), zeros(b, self.decoder_rnn.hidden_size),
-            zeros(b, t_text), zeros(b, t_text), zeros(b, memory_dim))
+            zeros(b, self.attention_rnn.hidden_size),
+            zeros(b, self.attention_rnn.hidden_size),
+            zeros(b, self.decoder_rnn.hidden_size),
+            zeros(b, self.decoder_rnn.hidden_size),
+            zeros(b, t_text),
+            zeros(b, t_text),
+            zeros(b, memory_dim),
+        )
 
-    def step(self, prenet_out: torch.Tensor, s: DecoderState, memory: torch.Tensor,
-             processed_memory: torch.Tensor, location_matrix: torch.Tensor, mask_bias: torch.Tensor,
-             attention_keep: Optional[torch.Tensor] = None,
-             decoder_keep: Optional[torch.Tensor] = None) -> DecoderState:
+    def step(
+        self,
+        prenet_out: torch.Tensor,
+        s: DecoderState,
+        memory: torch.Tensor,
+        processed_memory: torch.Tensor,
+        location_matrix: torch.Tensor,
+        mask_bias: torch.Tensor,
+        attention_keep: torch.Tensor | None = None,
+        decoder_keep: torch.Tensor | None = None,
+    ) -> DecoderState:
         """Advance one decoder step; its output features are cat(decoder_hidden, context).
 
         attention_keep / decoder_keep are this step's dropout masks for the LSTM hidden states
         (None: no dropout), drawn for all steps at once by `_dropout_masks`.
         """
-        ah, ac = self.attention_rnn(torch.cat((prenet_out, s.context), 1),
-                                    (s.attention_hidden, s.attention_cell))
+        ah, ac = self.attention_rnn(torch.cat((prenet_out, s.context), 1), (s.attention_hidden, s.attention_cell))
         if attention_keep is not None:
             ah = ah * attention_keep
         weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
-        context, weights = self.attention(ah, memory, processed_memory, weights_cat, location_matrix,
-                                          mask_bias)
+        context, weights = self.attention(ah, memory, processed_memory, weights_cat, location_matrix, mask_bias)
         dh, dc = self.decoder_rnn(torch.cat((ah, context), 1), (s.decoder_hidden, s.decoder_cell))
         if decoder_keep is not None:
             dh = dh * decoder_keep
         return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
 
-    def _dropout_masks(self, steps: int, like: torch.Tensor, size: int,
-                       p: float) -> List[Optional[torch.Tensor]]:
+    def _dropout_masks(self, steps: int, like: torch.Tensor, size: int, p: float) -> list[torch.Tensor | None]:
         """Inverted-dropout masks for every step, drawn in one RNG call (per-step calls cost more)."""
         if not self.training or p == 0.0:
             return [None] * steps
         keep = like.new_empty(steps, like.size(0), size).bernoulli_(1.0 - p).div_(1.0 - p)
         return list(keep.unbind(0))
 
-    def teacher_forcing(self, memory: torch.Tensor, mel: torch.Tensor,
-                        layout: Optional[StepLayout] = None) -> TeacherForcing:
+    def teacher_forcing(
+        self, memory: torch.Tensor, mel: torch.Tensor, layout: StepLayout | None = None
+    ) -> TeacherForcing:
         """Everything of a teacher-forced pass that does not depend on the previous step, in the
         order the random draws are made (prenet dropout, then the LSTM dropout masks)."""
         b, n_mels, t = mel.shape
@@ -124,14 +141,13 @@ class Decoder(nn.Module):
         prenet_out = self.prenet(inputs.transpose(0, 1))  # [steps, B, prenet_dim]
         processed_memory = self.attention.memory_layer(memory)
         location_matrix = self.attention.location_matrix()
-        attention_keep = self._dropout_masks(steps, memory, self.attention_rnn.hidden_size,
-                                             self.p_attention_dropout)
-        decoder_keep = self._dropout_masks(steps, memory, self.decoder_rnn.hidden_size,
-                                           self.p_decoder_dropout)
+        attention_keep = self._dropout_masks(steps, memory, self.attention_rnn.hidden_size, self.p_attention_dropout)
+        decoder_keep = self._dropout_masks(steps, memory, self.decoder_rnn.hidden_size, self.p_decoder_dropout)
         return TeacherForcing(prenet_out, processed_memory, location_matrix, attention_keep, decoder_keep)
 
-    def project(self, hidden: List[torch.Tensor], contexts: List[torch.Tensor],
-                alignments: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(
+        self, hidden: list[torch.Tensor], contexts: list[torch.Tensor], alignments: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-step decoder_hidden, context and weights -> mel [B, n_mels, T], gate [B, T] and
         alignments [B, steps, T_text], projected for all steps at once."""
         feats = torch.cat((torch.stack(hidden, 1), torch.stack(contexts, 1)), 2)
@@ -140,8 +156,9 @@ class Decoder(nn.Module):
         gate = self.gate_layer(feats).view(b, steps * self.r)
         return mel_out, gate, torch.stack(alignments, 1)
 
-    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
-                layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor, layout: StepLayout | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher forcing. mel [B, n_mels, T] with T a multiple of r.
 
         Packed blocks: layout says where utterances start, and mask_bias is per step,
@@ -153,23 +170,45 @@ class Decoder(nn.Module):
         advance = partial(self.teacher_step, memory=memory, tf=tf, inputs=tf.prenet_out.unbind(0))
         return self.run_steps(memory, mask_bias, layout, tf.prenet_out.size(0), advance)
 
-    def teacher_step(self, i: int, s: DecoderState, mask_bias: torch.Tensor, *, memory: torch.Tensor,
-                     tf: TeacherForcing, inputs: Sequence[torch.Tensor]) -> DecoderState:
+    def teacher_step(
+        self,
+        i: int,
+        s: DecoderState,
+        mask_bias: torch.Tensor,
+        *,
+        memory: torch.Tensor,
+        tf: TeacherForcing,
+        inputs: Sequence[torch.Tensor],
+    ) -> DecoderState:
         """Step i of a teacher-forced pass (inputs: tf.prenet_out's steps)."""
-        return self.step(inputs[i], s, memory, tf.processed_memory, tf.location_matrix, mask_bias,
-                         tf.attention_keep[i], tf.decoder_keep[i])
+        return self.step(
+            inputs[i],
+            s,
+            memory,
+            tf.processed_memory,
+            tf.location_matrix,
+            mask_bias,
+            tf.attention_keep[i],
+            tf.decoder_keep[i],
+        )
 
-    def run_steps(self, memory: torch.Tensor, mask_bias: torch.Tensor, layout: Optional[StepLayout], steps: int,
-                  advance: Callable[..., DecoderState]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def run_steps(
+        self,
+        memory: torch.Tensor,
+        mask_bias: torch.Tensor,
+        layout: StepLayout | None,
+        steps: int,
+        advance: Callable[..., DecoderState],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher-forced loop of both decoders: `steps` calls of advance(i, state, mask_bias)
         from the zero state, packed blocks reset branch-free at every step (x * 1 is exact; no host
         read), then the projections of all steps."""
         keep = None if layout is None else reset_keep(layout, memory.dtype)
         step_bias = [mask_bias] * steps if layout is None else mask_bias.unbind(0)
         s = self.initial_state(memory)
-        hidden: List[torch.Tensor] = []
-        contexts: List[torch.Tensor] = []
-        alignments: List[torch.Tensor] = []
+        hidden: list[torch.Tensor] = []
+        contexts: list[torch.Tensor] = []
+        alignments: list[torch.Tensor] = []
         for i in range(steps):
             if keep is not None:
                 s = DecoderState(*(v * keep[i] for v in s))
@@ -180,8 +219,9 @@ class Decoder(nn.Module):
         return self.project(hidden, contexts, alignments)
 
     @torch.no_grad()
-    def inference(self, memory: torch.Tensor, mask_bias: torch.Tensor, max_steps: int,
-                  gate_threshold: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def inference(
+        self, memory: torch.Tensor, mask_bias: torch.Tensor, max_steps: int, gate_threshold: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Free-running decoding until every item's gate fires (or max_steps).
 
         Only the prenet applies dropout here (as at synthesis in eval mode), whatever the mode.
@@ -210,11 +250,14 @@ class Decoder(nn.Module):
             lengths = torch.where((lengths < 0) & (first <= self.r), step * self.r + first, lengths)
             if bool((lengths >= 0).all()):
                 break
-            frame = out[:, -self.n_mels:]
+            frame = out[:, -self.n_mels :]
         else:
-            warnings.warn(f"Tacotron2 inference reached max_decoder_steps={max_steps} "
-                          f"({max_steps * self.r} frames) before the gate said stop; the output is "
-                          "truncated (raise max_decoder_steps or check the alignment)", RuntimeWarning)
+            warnings.warn(
+                f"Tacotron2 inference reached max_decoder_steps={max_steps} "
+                f"({max_steps * self.r} frames) before the gate said stop; the output is "
+                "truncated (raise max_decoder_steps or check the alignment)",
+                RuntimeWarning,
+            )
             lengths = torch.where(lengths < 0, max_steps * self.r, lengths)
         mel = torch.stack(mels, 1).view(b, -1, self.n_mels).transpose(1, 2)
         return mel, torch.stack(gates, 1).view(b, -1), torch.stack(alignments, 1), lengths

@@ -40,9 +40,11 @@ sliced-off outputs send back zero gradients, so outputs and gradients equal the 
 Under bf16 autocast the per-step GEMMs run in bf16, but the weight gradient is one fp32
 accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
+
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import NamedTuple
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -53,19 +55,19 @@ from .packing import StepLayout
 from .shapes import LoopShape
 
 #: Runs the loop of a batch already padded to a shape: (memory, mask_bias, tf) -> (mel, gate, alignments).
-LoopRunner = Callable[[torch.Tensor, torch.Tensor, TeacherForcing], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+LoopRunner = Callable[[torch.Tensor, torch.Tensor, TeacherForcing], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 #: The loop hook: a shape's runner (e.g. model/graphs.py's static buffers), or None to run the loop eagerly.
-RunnerFor = Callable[[LoopShape], Optional[LoopRunner]]
+RunnerFor = Callable[[LoopShape], LoopRunner | None]
 
 
 class StepProjection(NamedTuple):
     """One per-step linear map of the loop: y_i = pre[i] + rows[i, :, skip:] @ weight^T."""
 
-    pre: Tuple[torch.Tensor, ...]  # per step [B, out]: precomputed term; its gradient is G
+    pre: tuple[torch.Tensor, ...]  # per step [B, out]: precomputed term; its gradient is G
     weight: torch.Tensor  # [out, width - skip], compute dtype, outside autograd
     rows: torch.Tensor  # [steps, B, width]: every step's input X (the first skip columns precomputed)
     skip: int
-    zeros: Optional[torch.Tensor] = None  # [B, out] zeros: the hidden gates of CUDA's fused LSTM cell
+    zeros: torch.Tensor | None = None  # [B, out] zeros: the hidden gates of CUDA's fused LSTM cell
 
 
 class StepProjections(NamedTuple):
@@ -84,14 +86,19 @@ def compute_dtype(weight: torch.Tensor) -> torch.dtype:
     return weight.dtype
 
 
-def _precomputed(rows: torch.Tensor, x_pre: Optional[torch.Tensor], w_pre: torch.Tensor,
-                 biases: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+def _precomputed(
+    rows: torch.Tensor,
+    x_pre: torch.Tensor | None,
+    w_pre: torch.Tensor,
+    biases: Sequence[torch.Tensor],
+    dtype: torch.dtype,
+) -> torch.Tensor:
     """pre = x_pre @ w_pre^T + sum(biases) for all steps at once (zeros if there is neither);
     x_pre is also written into the rows, whose first columns it is."""
     steps, batch, _ = rows.shape
     bias = torch.stack(list(biases)).sum(0).to(dtype) if biases else None
     if x_pre is not None:
-        rows[:, :, :x_pre.size(2)].copy_(x_pre)
+        rows[:, :, : x_pre.size(2)].copy_(x_pre)
         return F.linear(x_pre.to(dtype), w_pre, bias)
     if bias is not None:
         return bias.expand(steps, batch, -1)
@@ -102,8 +109,14 @@ class _DeferredWeights(torch.autograd.Function):
     """The parameters' single autograd node for one StepProjection (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, rows: torch.Tensor, x_pre: Optional[torch.Tensor], dtype: torch.dtype,
-                n_weights: int, *params: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        ctx,
+        rows: torch.Tensor,
+        x_pre: torch.Tensor | None,
+        dtype: torch.dtype,
+        n_weights: int,
+        *params: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         weights, biases = params[:n_weights], params[n_weights:]
         full = torch.cat(weights, 1) if n_weights > 1 else weights[0]
         skip = 0 if x_pre is None else x_pre.size(2)
@@ -120,7 +133,7 @@ class _DeferredWeights(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_pre: Optional[torch.Tensor], _grad_weight: Optional[torch.Tensor]):
+    def backward(ctx, grad_pre: torch.Tensor | None, _grad_weight: torch.Tensor | None):
         if grad_pre is None:  # no step's output reached the loss
             return (None,) * (4 + len(ctx.param_dtypes))
         # Explicit dtypes below; an enclosing autocast must not turn the fp32 GEMM into bf16.
@@ -129,7 +142,7 @@ class _DeferredWeights(torch.autograd.Function):
         return (None, d_x_pre, None, None, *d_params)
 
 
-def _parameter_grads(ctx, grad_pre: torch.Tensor) -> Tuple[Optional[torch.Tensor], List[Optional[torch.Tensor]]]:
+def _parameter_grads(ctx, grad_pre: torch.Tensor) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:
     """d x_pre and [*d weights, *d biases] from G = grad_pre and X = rows, stacked over all steps."""
     rows = ctx.rows
     steps, batch, width = rows.shape
@@ -140,11 +153,11 @@ def _parameter_grads(ctx, grad_pre: torch.Tensor) -> Tuple[Optional[torch.Tensor
         d_x_pre = (g @ ctx.w_pre).view(steps, batch, -1).to(ctx.x_pre_dtype)
     n_weights = len(ctx.widths)
     acc = torch.float64 if ctx.param_dtypes[0] == torch.float64 else torch.float32
-    d_params: List[Optional[torch.Tensor]] = [None] * len(ctx.param_dtypes)
-    if any(needs[4:4 + n_weights]):
+    d_params: list[torch.Tensor | None] = [None] * len(ctx.param_dtypes)
+    if any(needs[4 : 4 + n_weights]):
         d_full = g.t().to(acc) @ rows.view(steps * batch, width).to(acc)  # dW = G^T X: one GEMM
         d_params[:n_weights] = d_full.split(ctx.widths, 1)
-    if any(needs[4 + n_weights:]):
+    if any(needs[4 + n_weights :]):
         d_bias = g.to(acc).sum(0)
         d_params[n_weights:] = [d_bias.clone() for _ in d_params[n_weights:]]  # no shared .grad
     return d_x_pre, [None if d is None else d.to(dtype) for d, dtype in zip(d_params, ctx.param_dtypes)]
@@ -156,12 +169,11 @@ class _StepLinear(torch.autograd.Function):
     pre[i] unchanged (it is G_i, collected for _DeferredWeights)."""
 
     @staticmethod
-    def forward(ctx, pre: torch.Tensor, projection: StepProjection, i: int,
-                *parts: torch.Tensor) -> torch.Tensor:
-        row = projection.rows[i, :, projection.skip:]
+    def forward(ctx, pre: torch.Tensor, projection: StepProjection, i: int, *parts: torch.Tensor) -> torch.Tensor:
+        row = projection.rows[i, :, projection.skip :]
         col = 0
         for part in parts:
-            row[:, col:col + part.size(1)].copy_(part)
+            row[:, col : col + part.size(1)].copy_(part)
             col += part.size(1)
         ctx.weight = projection.weight
         ctx.parts = [(part.size(1), part.dtype) for part in parts]
@@ -178,8 +190,14 @@ class _StepLinear(torch.autograd.Function):
         return (grad, None, None) + tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
 
 
-def step_projection(x_pre: Optional[torch.Tensor], weights: Sequence[torch.Tensor],
-                    biases: Sequence[torch.Tensor], steps: int, batch: int, lstm: bool = False) -> StepProjection:
+def step_projection(
+    x_pre: torch.Tensor | None,
+    weights: Sequence[torch.Tensor],
+    biases: Sequence[torch.Tensor],
+    steps: int,
+    batch: int,
+    lstm: bool = False,
+) -> StepProjection:
     """A StepProjection over `weights` (same output size, their inputs side by side); x_pre
     [steps, B, n], if given, is the input of the first n columns, for every step at once. For an
     LSTM's gates on CUDA it also holds the zeros that lstm_update's fused kernel adds."""
@@ -191,8 +209,9 @@ def step_projection(x_pre: Optional[torch.Tensor], weights: Sequence[torch.Tenso
     return StepProjection(pre.unbind(0), weight, rows, 0 if x_pre is None else x_pre.size(2), zeros)
 
 
-def lstm_update(gates: torch.Tensor, cell: torch.Tensor,
-                zeros: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def lstm_update(
+    gates: torch.Tensor, cell: torch.Tensor, zeros: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """LSTMCell's pointwise part on precomputed gates (order i, f, g, o, as nn.LSTMCell). Given
     `zeros` (CUDA) and one dtype, it is CUDA's fused LSTM-cell kernel (nn.LSTMCell's own): one
     kernel forward and one backward instead of about ten each."""
@@ -207,7 +226,7 @@ def lstm_update(gates: torch.Tensor, cell: torch.Tensor,
 class FastDecoder(Decoder):
     """Decoder with the fast teacher-forced forward; parameters and checkpoints are the Decoder's."""
 
-    runner_for: Optional[RunnerFor] = None  # the loop hook (loop_hook); None: every shape runs eagerly
+    runner_for: RunnerFor | None = None  # the loop hook (loop_hook); None: every shape runs eagerly
 
     @contextmanager
     def loop_hook(self, runner_for: RunnerFor) -> Iterator[None]:
@@ -225,14 +244,23 @@ class FastDecoder(Decoder):
         steps, batch, _ = prenet_out.shape
         att, dec, query = self.attention_rnn, self.decoder_rnn, self.attention.query_layer
         return StepProjections(
-            step_projection(prenet_out, [att.weight_ih, att.weight_hh], [att.bias_ih, att.bias_hh], steps, batch,
-                            lstm=True),
+            step_projection(
+                prenet_out, [att.weight_ih, att.weight_hh], [att.bias_ih, att.bias_hh], steps, batch, lstm=True
+            ),
             step_projection(None, [query.weight], [], steps, batch),
-            step_projection(None, [dec.weight_ih, dec.weight_hh], [dec.bias_ih, dec.bias_hh], steps, batch,
-                            lstm=True))
+            step_projection(None, [dec.weight_ih, dec.weight_hh], [dec.bias_ih, dec.bias_hh], steps, batch, lstm=True),
+        )
 
-    def fast_step(self, i: int, s: DecoderState, mask_bias: torch.Tensor, *, p: StepProjections,
-                  memory: torch.Tensor, tf: TeacherForcing) -> DecoderState:
+    def fast_step(
+        self,
+        i: int,
+        s: DecoderState,
+        mask_bias: torch.Tensor,
+        *,
+        p: StepProjections,
+        memory: torch.Tensor,
+        tf: TeacherForcing,
+    ) -> DecoderState:
         """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)."""
         gates = _StepLinear.apply(p.attention.pre[i], p.attention, i, s.context, s.attention_hidden)
         ah, ac = lstm_update(gates, s.attention_cell, p.attention.zeros)
@@ -240,17 +268,23 @@ class FastDecoder(Decoder):
             ah = ah * tf.attention_keep[i]
         query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
         weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
-        context, weights = self.attention.attend(query, memory, tf.processed_memory, weights_cat,
-                                                 tf.location_matrix, mask_bias)
+        context, weights = self.attention.attend(
+            query, memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
+        )
         gates = _StepLinear.apply(p.decoder.pre[i], p.decoder, i, ah, context, s.decoder_hidden)
         dh, dc = lstm_update(gates, s.decoder_cell, p.decoder.zeros)
         if tf.decoder_keep[i] is not None:
             dh = dh * tf.decoder_keep[i]
         return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
 
-    def forward(self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor,
-                layout: Optional[StepLayout] = None,
-                shape: Optional[LoopShape] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        memory: torch.Tensor,
+        mask_bias: torch.Tensor,
+        mel: torch.Tensor,
+        layout: StepLayout | None = None,
+        shape: LoopShape | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Decoder.forward, computed as the module docstring says; with a shape (unpacked batches
         only), the loop runs that padded shape and the results are sliced back; and if the loop
         hook gives a runner for that shape, it runs the loop (e.g. a CUDA graph replay)."""
@@ -262,44 +296,57 @@ class FastDecoder(Decoder):
         memory, mask_bias, tf = pad_to_shape(memory, mask_bias, tf, shape, self.r)
         runner = None if self.runner_for is None else self.runner_for(shape)
         mel_out, gate, alignment = (runner or self.loop)(memory, mask_bias, tf)
-        return mel_out[:b, :, :steps * self.r], gate[:b, :steps * self.r], alignment[:b, :steps, :t_text]
+        return mel_out[:b, :, : steps * self.r], gate[:b, : steps * self.r], alignment[:b, :steps, :t_text]
 
-    def loop(self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing,
-             layout: Optional[StepLayout] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loop(
+        self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, layout: StepLayout | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher-forced loop over every step of tf and the projections of all steps: mel
         [B, n_mels, T], gate [B, T], alignments [B, steps, T_text]. Its shapes are its inputs'."""
         advance = partial(self.fast_step, p=self.step_projections(tf.prenet_out), memory=memory, tf=tf)
         return self.run_steps(memory, mask_bias, layout, tf.prenet_out.size(0), advance)
 
-    def loop_parameters(self) -> List[torch.nn.Parameter]:
+    def loop_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters `loop` reads itself (the rest reach it through the teacher-forced inputs:
         the prenet, the memory layer and the location filter)."""
-        layers = (self.attention_rnn, self.decoder_rnn, self.attention.query_layer, self.attention.v,
-                  self.projection, self.gate_layer)
+        layers = (
+            self.attention_rnn,
+            self.decoder_rnn,
+            self.attention.query_layer,
+            self.attention.v,
+            self.projection,
+            self.gate_layer,
+        )
         return [p for layer in layers for p in layer.parameters()]
 
 
-def pad_to_shape(memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, shape: LoopShape,
-                 r: int) -> Tuple[torch.Tensor, torch.Tensor, TeacherForcing]:
+def pad_to_shape(
+    memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing, shape: LoopShape, r: int
+) -> tuple[torch.Tensor, torch.Tensor, TeacherForcing]:
     """memory, mask_bias and the teacher-forced inputs zero-padded to the shape's rows, steps and
     text (dropout masks with ones); dummy rows attend with an all-zero mask, padded text is -inf."""
     b, t_text = mask_bias.shape
     steps = tf.prenet_out.size(0)
     rows, text, loop_steps = shape.rows, shape.text, shape.frames // r
     if rows < b or text < t_text or loop_steps < steps or shape.frames % r:
-        raise ValueError(f"loop shape {shape} is smaller than the batch ({b} rows, {steps * r} frames, "
-                         f"{t_text} symbols) or not a multiple of n_frames_per_step={r}")
+        raise ValueError(
+            f"loop shape {shape} is smaller than the batch ({b} rows, {steps * r} frames, "
+            f"{t_text} symbols) or not a multiple of n_frames_per_step={r}"
+        )
     bias = mask_bias.new_full((rows, text), float("-inf"))
     bias[:b, :t_text] = mask_bias
     bias[b:] = 0.0
     padded = TeacherForcing(
         F.pad(tf.prenet_out, (0, 0, 0, rows - b, 0, loop_steps - steps)),
         F.pad(tf.processed_memory, (0, 0, 0, text - t_text, 0, rows - b)),
-        tf.location_matrix, _pad_keep(tf.attention_keep, rows, loop_steps), _pad_keep(tf.decoder_keep, rows, loop_steps))
+        tf.location_matrix,
+        _pad_keep(tf.attention_keep, rows, loop_steps),
+        _pad_keep(tf.decoder_keep, rows, loop_steps),
+    )
     return F.pad(memory, (0, 0, 0, text - t_text, 0, rows - b)), bias, padded
 
 
-def _pad_keep(masks: List[Optional[torch.Tensor]], rows: int, steps: int) -> List[Optional[torch.Tensor]]:
+def _pad_keep(masks: list[torch.Tensor | None], rows: int, steps: int) -> list[torch.Tensor | None]:
     """Per-step dropout masks [B, H] padded with ones to `rows` rows and `steps` steps (None stays None)."""
     if masks[0] is None:
         return [None] * steps

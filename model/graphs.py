@@ -27,14 +27,15 @@ Off CUDA (capture=False) the same buffers, copies, autograd node and slicing run
 on the static buffers: the path the CPU tests check against the plain decoder in float64. The
 capture itself needs a GPU.
 """
+
 from __future__ import annotations
 
 import contextlib
 import copy
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -44,8 +45,7 @@ from .fast_decoder import FastDecoder, LoopRunner
 from .shapes import LoopShape
 
 #: The loop's inputs, in the order of the static buffers, and which of them carry a gradient.
-INPUTS = ("memory", "mask_bias", "prenet_out", "processed_memory", "location_matrix",
-          "attention_keep", "decoder_keep")
+INPUTS = ("memory", "mask_bias", "prenet_out", "processed_memory", "location_matrix", "attention_keep", "decoder_keep")
 NEEDS_GRAD = (True, False, True, True, True, False, False)
 #: Eager runs of each shape before its capture (on a side stream, as PyTorch's own helper does):
 #: lazy initialisation (cuBLAS workspaces, autograd's) must not happen inside a capture.
@@ -56,25 +56,27 @@ class StaticLoop:
     """One shape's static buffers and its loop: two CUDA graphs (forward, backward) when
     captured, an eager run on the same buffers otherwise."""
 
-    def __init__(self, decoder: FastDecoder, shape: LoopShape, like: TeacherForcing,
-                 capture: bool = False, pool=None) -> None:
+    def __init__(
+        self, decoder: FastDecoder, shape: LoopShape, like: TeacherForcing, capture: bool = False, pool=None
+    ) -> None:
         self.decoder, self.shape = decoder, shape
         self.inputs = static_inputs(shape, decoder, like)
         self.params = tuple(decoder.loop_parameters())
-        self.outputs: Optional[Tuple[torch.Tensor, ...]] = None
-        self.grads: Optional[Tuple[Optional[torch.Tensor], ...]] = None
-        self.grad_outputs: Tuple[torch.Tensor, ...] = ()
-        self.graphs: Optional[Tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph]] = None
+        self.outputs: tuple[torch.Tensor, ...] | None = None
+        self.grads: tuple[torch.Tensor | None, ...] | None = None
+        self.grad_outputs: tuple[torch.Tensor, ...] = ()
+        self.graphs: tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph] | None = None
         if capture:
             self._capture(pool)
 
-    def _loop(self) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _loop(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         memory, mask_bias, prenet_out, processed_memory, location_matrix, a_keep, d_keep = self.inputs
-        tf = TeacherForcing(prenet_out, processed_memory, location_matrix, list(a_keep.unbind(0)),
-                            list(d_keep.unbind(0)))
+        tf = TeacherForcing(
+            prenet_out, processed_memory, location_matrix, list(a_keep.unbind(0)), list(d_keep.unbind(0))
+        )
         return self.decoder.loop(memory, mask_bias, tf)
 
-    def _targets(self) -> List[torch.Tensor]:
+    def _targets(self) -> list[torch.Tensor]:
         return [x for x, grad in zip(self.inputs, NEEDS_GRAD) if grad] + list(self.params)
 
     def _capture(self, pool) -> None:
@@ -94,24 +96,28 @@ class StaticLoop:
             self.grads = torch.autograd.grad(self.outputs, self._targets(), self.grad_outputs, allow_unused=True)
         self.graphs = (forward, backward)
 
-    def run(self, memory: torch.Tensor, mask_bias: torch.Tensor,
-            tf: TeacherForcing) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def run(
+        self, memory: torch.Tensor, mask_bias: torch.Tensor, tf: TeacherForcing
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The loop on a batch already padded to this shape; differentiable like the eager loop
         (the gradients of the loop's parameters, self.params, included)."""
-        keeps = [self._keep(masks, buffer) for masks, buffer in
-                 ((tf.attention_keep, self.inputs[5]), (tf.decoder_keep, self.inputs[6]))]
-        return _Replay.apply(self, memory, mask_bias, tf.prenet_out, tf.processed_memory, tf.location_matrix,
-                             *keeps, *self.params)
+        keeps = [
+            self._keep(masks, buffer)
+            for masks, buffer in ((tf.attention_keep, self.inputs[5]), (tf.decoder_keep, self.inputs[6]))
+        ]
+        return _Replay.apply(
+            self, memory, mask_bias, tf.prenet_out, tf.processed_memory, tf.location_matrix, *keeps, *self.params
+        )
 
     @staticmethod
-    def _keep(masks: List[Optional[torch.Tensor]], buffer: torch.Tensor) -> torch.Tensor:
+    def _keep(masks: list[torch.Tensor | None], buffer: torch.Tensor) -> torch.Tensor:
         """The step-stacked dropout masks, stacked straight into the shape's buffer (forward_static
         then copies nothing); no dropout (eval, p = 0) keeps everything: ones."""
         if masks[0] is None:
             return buffer.detach().fill_(1.0)
         return torch.stack(masks, out=buffer.detach())
 
-    def forward_static(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
+    def forward_static(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         for buffer, value in zip(self.inputs, tensors):
             if buffer.data_ptr() != value.data_ptr():
                 buffer.detach().copy_(value)
@@ -122,7 +128,7 @@ class StaticLoop:
             self.graphs[0].replay()
         return tuple(o.detach() for o in self.outputs)
 
-    def backward_static(self, grads: Sequence[torch.Tensor]) -> Tuple[Optional[torch.Tensor], ...]:
+    def backward_static(self, grads: Sequence[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
         """The gradients of every input (None where it has none) and of every parameter."""
         if self.graphs is None:
             computed = torch.autograd.grad(self.outputs, self._targets(), list(grads), allow_unused=True)
@@ -140,9 +146,9 @@ class _Replay(torch.autograd.Function):
     """The autograd node of a StaticLoop run: forward and backward are its static runs."""
 
     @staticmethod
-    def forward(ctx, loop: StaticLoop, *tensors: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(ctx, loop: StaticLoop, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         ctx.loop = loop
-        return loop.forward_static(tensors[:len(INPUTS)])
+        return loop.forward_static(tensors[: len(INPUTS)])
 
     @staticmethod
     @once_differentiable
@@ -150,7 +156,7 @@ class _Replay(torch.autograd.Function):
         return (None, *ctx.loop.backward_static(grads))
 
 
-def static_inputs(shape: LoopShape, decoder: FastDecoder, like: TeacherForcing) -> Tuple[torch.Tensor, ...]:
+def static_inputs(shape: LoopShape, decoder: FastDecoder, like: TeacherForcing) -> tuple[torch.Tensor, ...]:
     """Zeroed input buffers of a shape (mask bias 0: finite; dropout masks 1): memory, mask bias
     and masks in the parameters' dtype (the encoder's output is), the rest in the dtypes of
     `like`, a teacher-forced pass made under the run's autocast."""
@@ -174,11 +180,11 @@ class LoopGraphs:
     """Every shape's StaticLoop (captured on CUDA), whether they were captured, and the seconds
     building them took."""
 
-    loops: Dict[LoopShape, StaticLoop]
+    loops: dict[LoopShape, StaticLoop]
     captured: bool
     seconds: float = 0.0
 
-    def runner(self, shape: LoopShape) -> Optional[LoopRunner]:
+    def runner(self, shape: LoopShape) -> LoopRunner | None:
         """The loop hook (FastDecoder.loop_hook): the shape's static run, None for a shape it lacks."""
         loop = self.loops.get(shape)
         return None if loop is None else loop.run
@@ -189,9 +195,14 @@ def memory_dim(decoder: FastDecoder) -> int:
     return decoder.attention.memory_layer.in_features
 
 
-def build_loop_graphs(decoder: FastDecoder, shapes: Sequence[LoopShape], device: torch.device,
-                      amp_dtype: Optional[torch.dtype] = None, capture: Optional[bool] = None,
-                      on_shape: Optional[Callable[[LoopShape], None]] = None) -> LoopGraphs:
+def build_loop_graphs(
+    decoder: FastDecoder,
+    shapes: Sequence[LoopShape],
+    device: torch.device,
+    amp_dtype: torch.dtype | None = None,
+    capture: bool | None = None,
+    on_shape: Callable[[LoopShape], None] | None = None,
+) -> LoopGraphs:
     """A StaticLoop per shape, largest first, sharing one memory pool; captured when `capture`
     (default: on CUDA). Runs under the run's autocast (the buffers take its dtypes) and leaves
     every random generator as it found it (the probe pass draws dropout masks). `on_shape` is
@@ -199,11 +210,14 @@ def build_loop_graphs(decoder: FastDecoder, shapes: Sequence[LoopShape], device:
     tick = time.perf_counter()
     capture = device.type == "cuda" if capture is None else capture
     pool = torch.cuda.graph_pool_handle() if capture else None
-    loops: Dict[LoopShape, StaticLoop] = {}
+    loops: dict[LoopShape, StaticLoop] = {}
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         for shape in sorted(shapes, reverse=True):
-            autocast = (torch.autocast(device.type, dtype=amp_dtype, cache_enabled=False) if amp_dtype
-                        else contextlib.nullcontext())
+            autocast = (
+                torch.autocast(device.type, dtype=amp_dtype, cache_enabled=False)
+                if amp_dtype
+                else contextlib.nullcontext()
+            )
             with autocast:
                 loops[shape] = StaticLoop(decoder, shape, probe(decoder, shape), capture, pool)
             if on_shape is not None:
@@ -221,7 +235,7 @@ def probe(decoder: FastDecoder, shape: LoopShape) -> TeacherForcing:
         return decoder.teacher_forcing(memory, mel)
 
 
-def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = torch.float32) -> Dict[str, int]:
+def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = torch.float32) -> dict[str, int]:
     """Bytes a captured shape needs, estimated by running its loop on the meta device (no memory,
     no arithmetic): `static`, its buffers (inputs, outputs, output and input gradients, parameter
     gradients), held for the whole run; `activations`, what autograd keeps from its forward to its
@@ -229,13 +243,17 @@ def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = tor
     counts once, however many nodes save it (every step's attention saves the same memory)."""
     meta = copy.deepcopy(decoder).to(device="meta", dtype=dtype)
     loop = StaticLoop(meta, shape, probe(meta, shape))
-    saved: Dict[int, int] = {}
+    saved: dict[int, int] = {}
     with torch.autograd.graph.saved_tensors_hooks(partial(_note_storage, saved), lambda t: t):
         outputs = loop._loop()
     steps, rows = shape.frames // decoder.r, shape.rows
     # the StepProjections' input rows, which their autograd nodes keep as attributes (not saved tensors)
-    widths = sum(w.size(1) for layer in (meta.attention_rnn, meta.decoder_rnn, meta.attention.query_layer)
-                 for w in layer.parameters() if w.dim() == 2)
+    widths = sum(
+        w.size(1)
+        for layer in (meta.attention_rnn, meta.decoder_rnn, meta.attention.query_layer)
+        for w in layer.parameters()
+        if w.dim() == 2
+    )
     rows_bytes = steps * rows * widths * torch.finfo(dtype).bits // 8
     inputs = sum(_nbytes(x) for x in loop.inputs)
     grad_inputs = sum(_nbytes(x) for x, grad in zip(loop.inputs, NEEDS_GRAD) if grad)
@@ -243,7 +261,7 @@ def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = tor
     return {"static": static, "activations": sum(saved.values()) + rows_bytes}
 
 
-def _note_storage(saved: Dict[int, int], tensor: torch.Tensor) -> torch.Tensor:
+def _note_storage(saved: dict[int, int], tensor: torch.Tensor) -> torch.Tensor:
     """A saved-tensors pack hook: notes the tensor's storage (by identity: meta tensors have no address)."""
     storage = tensor.untyped_storage()
     saved[storage._cdata] = storage.nbytes()

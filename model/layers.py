@@ -1,10 +1,10 @@
 """Building blocks of Tacotron2: Xavier-initialised layers, the encoder, the prenet and the postnet."""
-from typing import List
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
 
 def linear(n_in: int, n_out: int, bias: bool = True, gain: str = "linear") -> nn.Linear:
     """A Linear with Xavier-uniform weights scaled for the nonlinearity that follows it."""
@@ -38,8 +38,7 @@ class MaskedBatchNorm1d(nn.BatchNorm1d):
         var = ((x - mean[:, None]).pow(2) * valid).sum((0, 2)) / count
         with torch.no_grad():
             self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
-            self.running_var.lerp_((var * count / (count - 1).clamp(min=1)).to(self.running_var.dtype),
-                                   self.momentum)
+            self.running_var.lerp_((var * count / (count - 1).clamp(min=1)).to(self.running_var.dtype), self.momentum)
             self.num_batches_tracked += 1
         scale = self.weight.float() * torch.rsqrt(var + self.eps)
         return ((x - mean[:, None]) * scale[:, None] + self.bias.float()[:, None]).to(dtype)
@@ -70,8 +69,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.p = p
         sizes = [n_in] + [dim] * n_convolutions
-        self.convolutions = nn.ModuleList(
-            ConvBN(a, b, kernel_size, gain="relu") for a, b in zip(sizes[:-1], sizes[1:]))
+        self.convolutions = nn.ModuleList(ConvBN(a, b, kernel_size, gain="relu") for a, b in zip(sizes[:-1], sizes[1:]))
         self.lstm = nn.LSTM(sizes[-1], dim // 2, batch_first=True, bidirectional=True)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -101,12 +99,11 @@ class Prenet(nn.Module):
     time; with it off the autoregressive decoder tends to loop or stall.
     """
 
-    def __init__(self, n_in: int, sizes: List[int], p: float):
+    def __init__(self, n_in: int, sizes: list[int], p: float):
         super().__init__()
         self.p = p
         dims = [n_in] + sizes
-        self.layers = nn.ModuleList(
-            linear(a, b, bias=False, gain="relu") for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(linear(a, b, bias=False, gain="relu") for a, b in zip(dims[:-1], dims[1:]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -123,7 +120,8 @@ class Postnet(nn.Module):
         sizes = [n_mels] + [dim] * (n_convolutions - 1) + [n_mels]
         gains = ["tanh"] * (n_convolutions - 1) + ["linear"]
         self.convolutions = nn.ModuleList(
-            ConvBN(a, b, kernel_size, gain=g) for a, b, g in zip(sizes[:-1], sizes[1:], gains))
+            ConvBN(a, b, kernel_size, gain=g) for a, b, g in zip(sizes[:-1], sizes[1:], gains)
+        )
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """x [B, n_mels, T]; valid [B, 1, T] with 1 at real frames."""

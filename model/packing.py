@@ -10,6 +10,7 @@ Decoder steps: step s of a row belongs to the last utterance that started at or 
 s * r (its "segment"); block-end padding steps continue the row's last utterance (their outputs
 are masked out and come after every real step of the row, so they change nothing real).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -28,11 +29,15 @@ class Packing(NamedTuple):
     text_start: torch.Tensor  # long [N]: its first symbol in the block's concatenated text axis
     n_text: int  # width of the block text axis (the longest row's total text)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Packing":
-        return Packing(self.row.to(device, non_blocking=non_blocking), self.start.to(device, non_blocking=non_blocking),
-                       self.text_start.to(device, non_blocking=non_blocking), self.n_text)
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Packing:
+        return Packing(
+            self.row.to(device, non_blocking=non_blocking),
+            self.start.to(device, non_blocking=non_blocking),
+            self.text_start.to(device, non_blocking=non_blocking),
+            self.n_text,
+        )
 
-    def pin_memory(self) -> "Packing":
+    def pin_memory(self) -> Packing:
         return Packing(self.row.pin_memory(), self.start.pin_memory(), self.text_start.pin_memory(), self.n_text)
 
     def frame_mask(self, mel_lengths: torch.Tensor, rows: int, frames: int) -> torch.Tensor:
@@ -102,8 +107,9 @@ def step_layout(packing: Packing, mel_lengths: torch.Tensor, rows: int, steps: i
     return StepLayout(segment, step_in_segment, step_in_segment < n_steps[segment], marker > 0)
 
 
-def step_mask_bias(packing: Packing, layout: StepLayout, text_lengths: torch.Tensor,
-                   dtype: torch.dtype) -> torch.Tensor:
+def step_mask_bias(
+    packing: Packing, layout: StepLayout, text_lengths: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
     """[steps, R, n_text]: 0 at the symbols of the step's own utterance, -inf elsewhere."""
     lo = packing.text_start[layout.segment]  # [R, steps]
     hi = lo + text_lengths[layout.segment]
@@ -119,8 +125,14 @@ def scatter_text(memory: torch.Tensor, text_lengths: torch.Tensor, packing: Pack
     return scatter_utterances(memory, index, valid, rows * packing.n_text).view(rows, packing.n_text, memory.size(2))
 
 
-def packed_guided_attention(alignments: torch.Tensor, packing: Packing, text_lengths: torch.Tensor,
-                            mel_lengths: torch.Tensor, r: int, sigma: float) -> torch.Tensor:
+def packed_guided_attention(
+    alignments: torch.Tensor,
+    packing: Packing,
+    text_lengths: torch.Tensor,
+    mel_lengths: torch.Tensor,
+    r: int,
+    sigma: float,
+) -> torch.Tensor:
     """loss.guided_attention_penalty for packed blocks: each utterance's steps against its own
     text, normalised by the total real steps, so it equals the penalty of the same utterances
     in an ordinary padded batch."""
@@ -133,6 +145,6 @@ def packed_guided_attention(alignments: torch.Tensor, packing: Packing, text_len
     pos = torch.arange(n_text, device=alignments.device)
     offset = pos - lo.unsqueeze(2)  # [R, steps, n_text]
     n = offset / length.unsqueeze(2)
-    guide = 1.0 - torch.exp(-(n - t.unsqueeze(2)).pow(2) / (2 * sigma ** 2))
+    guide = 1.0 - torch.exp(-(n - t.unsqueeze(2)).pow(2) / (2 * sigma**2))
     real = layout.real.unsqueeze(2) & (offset >= 0) & (offset < length.unsqueeze(2))
     return (alignments * guide * real).sum() / n_steps.sum()

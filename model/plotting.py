@@ -3,6 +3,7 @@
 Figures are built on the Agg canvas directly (no pyplot), so they work headless and never touch
 matplotlib's global backend or leak open figures.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -50,8 +51,7 @@ def plot_mel(mel_target: np.ndarray, mel_pred: np.ndarray) -> Figure:
     hi = max(np.max(mel_target), np.max(mel_pred))
     for i, (mel, name) in enumerate([(mel_target, "target"), (mel_pred, "predicted")]):
         ax = fig.add_subplot(2, 1, i + 1)
-        im = ax.imshow(np.asarray(mel), aspect="auto", origin="lower", interpolation="none",
-                       vmin=lo, vmax=hi)
+        im = ax.imshow(np.asarray(mel), aspect="auto", origin="lower", interpolation="none", vmin=lo, vmax=hi)
         fig.colorbar(im, ax=ax)
         ax.set(ylabel="mel channel", title=f"{name} mel")
     ax.set_xlabel("frame")

@@ -11,10 +11,11 @@ and the loss stay the paper's; only the decoder computes a few more steps and ro
 The table is built from host-side lengths and the run's batches (index arrays): the model never
 sees the planner, and the caller decides which batches (every epoch of the run, every rank).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -55,27 +56,33 @@ class ShapeTable:
         batch the table does not cover (a plan it was not built from) keeps its own rows or text,
         and so gets a shape of its own (LoopShape not in shapes())."""
         bucket = round_up(frames, self.graph_bucket)
-        return LoopShape(max(rows, self.rows.get(bucket, 0)), bucket,
-                         max(round_up(text, TEXT_MULTIPLE), self.text.get(bucket, 0)))
+        return LoopShape(
+            max(rows, self.rows.get(bucket, 0)), bucket, max(round_up(text, TEXT_MULTIPLE), self.text.get(bucket, 0))
+        )
 
     def shapes(self) -> list[LoopShape]:
         """Every shape of the table, largest (most frames) first: the capture order."""
         return sorted((LoopShape(self.rows[f], f, self.text[f]) for f in self.rows), reverse=True)
 
 
-def shape_table(batches: Iterable[np.ndarray], frames: np.ndarray, text_lengths: np.ndarray,
-                graph_bucket: int) -> ShapeTable:
+def shape_table(
+    batches: Iterable[np.ndarray], frames: np.ndarray, text_lengths: np.ndarray, graph_bucket: int
+) -> ShapeTable:
     """The table of a run from its batches (sample indices; pass every epoch's batches of every
     rank, so every epoch and rank uses the same shapes), the samples' mel frames and text lengths."""
     frames = np.asarray(frames)
     extents = [(int(frames[batch].max()), len(batch)) for batch in batches]
-    longest, sizes = (np.array(column, dtype=np.int64) for column in zip(*extents)) if extents else (
-        np.zeros(0, np.int64), np.zeros(0, np.int64))
+    longest, sizes = (
+        (np.array(column, dtype=np.int64) for column in zip(*extents))
+        if extents
+        else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    )
     return shape_table_of(longest, sizes, frames, text_lengths, graph_bucket)
 
 
-def shape_table_of(longest: np.ndarray, sizes: np.ndarray, frames: np.ndarray, text_lengths: np.ndarray,
-                   graph_bucket: int) -> ShapeTable:
+def shape_table_of(
+    longest: np.ndarray, sizes: np.ndarray, frames: np.ndarray, text_lengths: np.ndarray, graph_bucket: int
+) -> ShapeTable:
     """The table from each batch's longest mel frames and size (arrays, one entry a batch: a run of
     many epochs of a large corpus passes millions, so no Python loop over them). Text per frame
     bucket is the longest text of any sample short enough for that bucket, so a bucket's text never
@@ -88,4 +95,6 @@ def shape_table_of(longest: np.ndarray, sizes: np.ndarray, frames: np.ndarray, t
     longest_text = np.maximum.accumulate(text_lengths[order])  # over all samples up to each length
     fits = np.searchsorted(frames[order], buckets, side="right")
     text = round_up(longest_text[fits - 1], TEXT_MULTIPLE)
-    return ShapeTable(graph_bucket, dict(zip(buckets.tolist(), most.tolist())), dict(zip(buckets.tolist(), text.tolist())))
+    return ShapeTable(
+        graph_bucket, dict(zip(buckets.tolist(), most.tolist())), dict(zip(buckets.tolist(), text.tolist()))
+    )

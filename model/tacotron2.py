@@ -12,8 +12,9 @@ on each block's concatenated text axis, the decoder resets at every utterance st
 to that utterance's text only, and the postnet runs per utterance (gathered into a padded batch
 and scattered back), so in eval mode an utterance's outputs in a block equal its outputs alone.
 """
+
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -23,8 +24,7 @@ from .config import Tacotron2Config
 from .decoder import Decoder
 from .fast_decoder import FastDecoder
 from .layers import Encoder, Postnet
-from .packing import (gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout,
-                      step_mask_bias)
+from .packing import gather_utterances, positions_mask, scatter_text, scatter_utterances, step_layout, step_mask_bias
 from .shapes import LoopShape, ceil_div
 
 # Gate logit written at padded frames: sigmoid(1e3) == 1, i.e. "stop", with ~0 BCE against 1.
@@ -58,25 +58,37 @@ class Tacotron2(nn.Module):
         # Xavier-uniform bound for an (n_symbols x dim) matrix, as NVIDIA initialises it.
         bound = math.sqrt(6.0 / (cfg.n_symbols + cfg.symbols_embedding_dim))
         nn.init.uniform_(self.embedding.weight, -bound, bound)
-        self.encoder = Encoder(cfg.symbols_embedding_dim, cfg.encoder_n_convolutions,
-                               cfg.encoder_embedding_dim, cfg.encoder_kernel_size, cfg.encoder_dropout)
+        self.encoder = Encoder(
+            cfg.symbols_embedding_dim,
+            cfg.encoder_n_convolutions,
+            cfg.encoder_embedding_dim,
+            cfg.encoder_kernel_size,
+            cfg.encoder_dropout,
+        )
         self.decoder = (FastDecoder if cfg.fast_decoder else Decoder)(cfg)  # same parameters
-        self.postnet = Postnet(cfg.n_mel_channels, cfg.postnet_embedding_dim,
-                               cfg.postnet_kernel_size, cfg.postnet_n_convolutions, cfg.postnet_dropout)
+        self.postnet = Postnet(
+            cfg.n_mel_channels,
+            cfg.postnet_embedding_dim,
+            cfg.postnet_kernel_size,
+            cfg.postnet_n_convolutions,
+            cfg.postnet_dropout,
+        )
 
-    def encode(self, text: torch.Tensor, text_lengths: torch.Tensor,
-               text_lengths_host: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    def encode(
+        self, text: torch.Tensor, text_lengths: torch.Tensor, text_lengths_host: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """text [B, T_text] -> memory [B, T_text, enc_dim] and the attention mask bias [B, T_text].
         text_lengths_host: the same lengths on the CPU (the collate's), which spares the BiLSTM's
         packing a copy from the device; None copies them."""
         valid = _valid_mask(text_lengths, text.size(1))
         host = text_lengths.cpu() if text_lengths_host is None else text_lengths_host
-        memory = self.encoder(self.embedding(text).transpose(1, 2), host,
-                              valid.unsqueeze(1).to(self.embedding.weight.dtype))
+        memory = self.encoder(
+            self.embedding(text).transpose(1, 2), host, valid.unsqueeze(1).to(self.embedding.weight.dtype)
+        )
         mask_bias = torch.zeros(valid.shape, dtype=memory.dtype, device=memory.device)
         return memory, mask_bias.masked_fill_(~valid, float("-inf"))
 
-    def forward(self, batch: Batch, shape: Optional[LoopShape] = None) -> Tacotron2Output:
+    def forward(self, batch: Batch, shape: LoopShape | None = None) -> Tacotron2Output:
         """Teacher-forced pass over a Batch (model/batch.py): mel [B, n_mels, T] zero-padded, T a
         multiple of n_frames_per_step.
 
@@ -101,8 +113,12 @@ class Tacotron2(nn.Module):
         valid = _valid_mask(batch.mel_lengths, batch.mel.size(2))
         mel_out, mel_postnet = self._postnet(mel_out, valid)
         steps_valid = _valid_mask(ceil_div(batch.mel_lengths, r), alignments.size(1))
-        return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT),
-                               alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0))
+        return Tacotron2Output(
+            mel_out,
+            mel_postnet,
+            gate.masked_fill(~valid, GATE_PAD_LOGIT),
+            alignments.masked_fill(~steps_valid.unsqueeze(2), 0.0),
+        )
 
     def _forward_packed(self, batch: Batch) -> Tacotron2Output:
         text_lengths, mel, mel_lengths, packing = batch.text_lengths, batch.mel, batch.mel_lengths, batch.packing
@@ -123,12 +139,15 @@ class Tacotron2(nn.Module):
         _, post_utt = self._postnet(utt.transpose(1, 2), valid_utt)
         post = scatter_utterances(post_utt.transpose(1, 2), index, valid_utt, rows * frames)
         mel_postnet = post.view(rows, frames, n_mels).transpose(1, 2)
-        return Tacotron2Output(mel_out, mel_postnet, gate.masked_fill(~frame_valid, GATE_PAD_LOGIT),
-                               alignments.masked_fill(~layout.real.unsqueeze(2), 0.0))
+        return Tacotron2Output(
+            mel_out,
+            mel_postnet,
+            gate.masked_fill(~frame_valid, GATE_PAD_LOGIT),
+            alignments.masked_fill(~layout.real.unsqueeze(2), 0.0),
+        )
 
     @torch.no_grad()
-    def inference(self, text: torch.Tensor,
-                  text_lengths: Optional[torch.Tensor] = None) -> Tacotron2Inference:
+    def inference(self, text: torch.Tensor, text_lengths: torch.Tensor | None = None) -> Tacotron2Inference:
         """Synthesise until the gate says stop. text [B, T_text]; text_lengths defaults to T_text.
 
         Call .eval() first (the prenet keeps its dropout regardless). An item's length is one past
@@ -139,13 +158,14 @@ class Tacotron2(nn.Module):
             text_lengths = torch.full((text.size(0),), text.size(1), dtype=torch.long, device=text.device)
         memory, mask_bias = self.encode(text, text_lengths)
         mel, gate, alignments, lengths = self.decoder.inference(
-            memory, mask_bias, self.cfg.max_decoder_steps, self.cfg.gate_threshold)
-        mel, gate = mel[:, :, :int(lengths.max())], gate[:, :int(lengths.max())]
+            memory, mask_bias, self.cfg.max_decoder_steps, self.cfg.gate_threshold
+        )
+        mel, gate = mel[:, :, : int(lengths.max())], gate[:, : int(lengths.max())]
         valid = _valid_mask(lengths, mel.size(2))
         _, mel_postnet = self._postnet(mel, valid)
         return Tacotron2Inference(mel_postnet, gate.masked_fill(~valid, GATE_PAD_LOGIT), alignments)
 
-    def _postnet(self, mel: torch.Tensor, valid: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _postnet(self, mel: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Zero the padded frames, then add the postnet residual and zero them again."""
         pad = ~valid.unsqueeze(1)
         mel = mel.masked_fill(pad, 0.0)

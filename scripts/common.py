@@ -1,13 +1,14 @@
 """What the scripts repeat, torch-free: Markdown tables (written and read back), the machine in
 words, a median time."""
+
 from __future__ import annotations
 
 import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 #: The caption of bench.step's second table, which gpu_check reports under its own heading.
 OPS_HEADING = "ops per decoder step"
@@ -21,9 +22,14 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
 def cpu_name() -> str:
     """The CPU's model name and logical cores (from /proc/cpuinfo where there is one)."""
     info = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in (info.read_text().splitlines() if info.is_file() else [])
-             if line.startswith("model name")]
-    return f"{names[0] if names else platform.processor() or platform.machine() or 'CPU'}, {os.cpu_count()} logical cores"
+    names = [
+        line.split(":", 1)[1].strip()
+        for line in (info.read_text().splitlines() if info.is_file() else [])
+        if line.startswith("model name")
+    ]
+    return (
+        f"{names[0] if names else platform.processor() or platform.machine() or 'CPU'}, {os.cpu_count()} logical cores"
+    )
 
 
 def median_seconds(repeats: int, fn: Callable, *args) -> float:

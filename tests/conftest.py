@@ -1,6 +1,7 @@
 """Shared fixtures: the demo corpus of the tiny runs, where the read-only reference data lives, skips
 when it is absent, and guards that fail the run if a test writes into it or into the checkout
 (runs/, corpora/, .cache/, files). Helpers that are not fixtures live in tests/kit.py."""
+
 import shutil
 import warnings
 from pathlib import Path
@@ -20,7 +21,9 @@ def ljspeech_lengths_tsv() -> Path:
     """The 13,100 LJSpeech-1.1 lengths (id, samples, frames, text) from ../shared."""
     path = LJSPEECH_LENGTHS
     if not path.is_file():
-        pytest.skip(f"{path} is absent: it ships in ../shared beside the repo (CI has it); set SHARED_DIR to point elsewhere")
+        pytest.skip(
+            f"{path} is absent: it ships in ../shared beside the repo (CI has it); set SHARED_DIR to point elsewhere"
+        )
     return path
 
 
@@ -43,12 +46,16 @@ def ljspeech_mini(tmp_path_factory) -> Path:
     """
     path = LJSPEECH_MINI
     if not (path / "metadata.csv").is_file():
-        pytest.skip(f"{path} is absent: it ships in ../shared beside the repo (CI has it); set SHARED_DIR to point elsewhere")
+        pytest.skip(
+            f"{path} is absent: it ships in ../shared beside the repo (CI has it); set SHARED_DIR to point elsewhere"
+        )
     damaged = sorted(p.name for p in (path / "wavs").glob("*.wav") if not _readable_wav(p))
     if not damaged:
         return path
-    warnings.warn(f"{len(damaged)} damaged clip(s) in {path / 'wavs'} left out of the tests: {', '.join(damaged)}; "
-                  "restore them from LJSpeech-1.1")
+    warnings.warn(
+        f"{len(damaged)} damaged clip(s) in {path / 'wavs'} left out of the tests: {', '.join(damaged)}; "
+        "restore them from LJSpeech-1.1"
+    )
     copy = tmp_path_factory.mktemp("ljspeech_mini")
     (copy / "wavs").mkdir()
     kept = []
@@ -120,8 +127,10 @@ def pytest_sessionstart(session):
 def pytest_sessionfinish(session):
     """A run whose tests changed, added or removed a file under ../shared or in the checkout fails
     (exit status 1), even if every test passed; pytest_terminal_summary names the files."""
-    guarded = ((_SHARED_BEFORE, _SHARED_CHANGES, lambda: snapshot(SHARED) if SHARED.is_dir() else {}),
-               (_CHECKOUT_BEFORE, _CHECKOUT_CHANGES, lambda: checkout_state(REPO)))
+    guarded = (
+        (_SHARED_BEFORE, _SHARED_CHANGES, lambda: snapshot(SHARED) if SHARED.is_dir() else {}),
+        (_CHECKOUT_BEFORE, _CHECKOUT_CHANGES, lambda: checkout_state(REPO)),
+    )
     for before_key, changes_key, now in guarded:
         before = session.config.stash.get(before_key, None)
         changes = [] if before is None else differences(before, now())
@@ -138,9 +147,13 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section(f"{SHARED} already differs from its SHA256SUMS (restore these files)", yellow=True)
         for line in broken:
             terminalreporter.write_line(line)
-    for key, title in ((_SHARED_CHANGES, f"FAILED: the tests modified {SHARED} (read-only reference data)"),
-                       (_CHECKOUT_CHANGES, f"FAILED: the tests modified the checkout {REPO} (tests write only under "
-                                           "their tmp folders)")):
+    for key, title in (
+        (_SHARED_CHANGES, f"FAILED: the tests modified {SHARED} (read-only reference data)"),
+        (
+            _CHECKOUT_CHANGES,
+            f"FAILED: the tests modified the checkout {REPO} (tests write only under their tmp folders)",
+        ),
+    ):
         changes = config.stash.get(key, [])
         if changes:
             terminalreporter.section(title, red=True)

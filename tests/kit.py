@@ -2,6 +2,7 @@
 root, the tiny model (as train.py hparams and as a Tacotron2Config) with the batches and passes the
 model tests run on it, one runner for commands (train.py, torchrun, `python -m batching`, the
 scripts), and the demo corpus that conftest.py builds once per test session."""
+
 from __future__ import annotations
 
 import contextlib
@@ -74,14 +75,17 @@ def tiny(tmp_path: Path, extra: str = "", corpus: DemoCorpus | None = None) -> s
     paper's constant learning rate (the demo preset's warm-up would outlast such a run).
     `corpus`: a built one to read (the demo_corpus fixture), else train.py builds one under tmp_path."""
     where = corpus.hparams if corpus else f"demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'}"
-    base = (f"demo_utterances={corpus.utterances if corpus else DEMO_UTTERANCES},{where},"
-            f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
-            f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}")
+    base = (
+        f"demo_utterances={corpus.utterances if corpus else DEMO_UTTERANCES},{where},"
+        f"output_dir={tmp_path / 'run'},progress=false,num_workers=0,batch_size=4,val_batch_size=4,"
+        f"validate_every=1,learning_rate=0.001,warmup_steps=0,device=cpu,{TINY_MODEL}"
+    )
     return base + ("," + extra if extra else "")
 
 
 def docs_recipe(page: str, heading: str) -> str:
-    """The first Python block under `heading` of a page under docs/: the code a test runs exactly as the docs show it."""
+    """The first Python block under `heading` of a page under docs/: the code a test runs exactly as the docs
+    show it."""
     section = (REPO / "docs" / page).read_text().split(heading + "\n", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
@@ -100,8 +104,13 @@ for argv in json.loads(sys.argv[1]):
 """
 
 
-def run_command(*args: str | Path, cwd: Path = REPO, env: Mapping[str, str] | None = None, timeout: float = 900,
-                expect: int | None = 0) -> subprocess.CompletedProcess:
+def run_command(
+    *args: str | Path,
+    cwd: Path = REPO,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 900,
+    expect: int | None = 0,
+) -> subprocess.CompletedProcess:
     """Run a command as a user would, on one torch thread with unbuffered output, in `env` (default:
     this process's environment). Unless `expect` is None, a different exit status (or the timeout)
     fails the test with the command and the tail of its stdout and stderr."""
@@ -110,11 +119,15 @@ def run_command(*args: str | Path, cwd: Path = REPO, env: Mapping[str, str] | No
     try:
         done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as err:
-        pytest.fail(f"{' '.join(argv)} (in {cwd}) ran past {timeout:.0f} s\n"
-                    + _tails(err.stdout, err.stderr), pytrace=False)
+        pytest.fail(
+            f"{' '.join(argv)} (in {cwd}) ran past {timeout:.0f} s\n" + _tails(err.stdout, err.stderr), pytrace=False
+        )
     if expect is not None and done.returncode != expect:
-        pytest.fail(f"{' '.join(argv)} (in {cwd}) exited {done.returncode}, expected {expect}\n"
-                    + _tails(done.stdout, done.stderr), pytrace=False)
+        pytest.fail(
+            f"{' '.join(argv)} (in {cwd}) exited {done.returncode}, expected {expect}\n"
+            + _tails(done.stdout, done.stderr),
+            pytrace=False,
+        )
     return done
 
 
@@ -129,16 +142,37 @@ def _tails(stdout: str | bytes | None, stderr: str | bytes | None, keep: int = 4
 
 def torchrun(n_procs: int, hparams: str, *extra: str, timeout: int = 240) -> subprocess.CompletedProcess:
     """train.py on n_procs CPU ranks under torchrun; fails the test unless it exits 0."""
-    return run_command(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_procs}",
-                       REPO / "train.py", "--hparams", hparams, *extra, timeout=timeout)
+    return run_command(
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={n_procs}",
+        REPO / "train.py",
+        "--hparams",
+        hparams,
+        *extra,
+        timeout=timeout,
+    )
 
 
 def tiny_config(**overrides) -> Tacotron2Config:
     """A Tacotron2 of a few thousand parameters on N_SYMBOLS symbols and N_MELS mel channels."""
-    dims = dict(n_symbols=N_SYMBOLS, symbols_embedding_dim=8, encoder_embedding_dim=8,
-                encoder_kernel_size=3, n_mel_channels=N_MELS, attention_rnn_dim=16,
-                decoder_rnn_dim=16, prenet_dim=8, attention_dim=8, attention_location_n_filters=4,
-                attention_location_kernel_size=5, postnet_embedding_dim=8, postnet_kernel_size=3)
+    dims = dict(
+        n_symbols=N_SYMBOLS,
+        symbols_embedding_dim=8,
+        encoder_embedding_dim=8,
+        encoder_kernel_size=3,
+        n_mel_channels=N_MELS,
+        attention_rnn_dim=16,
+        decoder_rnn_dim=16,
+        prenet_dim=8,
+        attention_dim=8,
+        attention_location_n_filters=4,
+        attention_location_kernel_size=5,
+        postnet_embedding_dim=8,
+        postnet_kernel_size=3,
+    )
     return Tacotron2Config(**{**dims, **overrides})
 
 
@@ -186,14 +220,26 @@ def make_batch(text_lengths, mel_lengths, r=1, seed=0) -> Batch:
     return batch_of(text, tl, mel, ml)
 
 
-def batch_of(text: torch.Tensor, text_lengths: torch.Tensor, mel: torch.Tensor, mel_lengths: torch.Tensor,
-             gate: torch.Tensor | None = None) -> Batch:
+def batch_of(
+    text: torch.Tensor,
+    text_lengths: torch.Tensor,
+    mel: torch.Tensor,
+    mel_lengths: torch.Tensor,
+    gate: torch.Tensor | None = None,
+) -> Batch:
     """A padded Batch of these tensors; the gate target, unless given, as the padding collate sets it
     (1.0 from each utterance's last frame on)."""
     if gate is None:
         gate = (torch.arange(mel.size(2), device=mel.device) >= mel_lengths[:, None] - 1).to(mel.dtype)
-    return Batch(text=text, text_lengths=text_lengths, mel=mel, gate=gate, mel_lengths=mel_lengths,
-                 text_lengths_host=text_lengths.cpu(), frames=int(mel_lengths.sum()))
+    return Batch(
+        text=text,
+        text_lengths=text_lengths,
+        mel=mel,
+        gate=gate,
+        mel_lengths=mel_lengths,
+        text_lengths_host=text_lengths.cpu(),
+        frames=int(mel_lengths.sum()),
+    )
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -236,8 +282,15 @@ def step_parts_and_batches(r: int = 2, extra: str = ""):
     parts = build_step_parts(cfg.train, cfg.model, torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     collate = TextMelCollate(cfg.model.n_frames_per_step)
-    batches = [collate([(torch.randint(1, 30, (n,), generator=g), torch.randn(80, m, generator=g))
-                        for n, m in ((9, 30), (14, 41), (6, 22))]) for _ in range(3)]
+    batches = [
+        collate(
+            [
+                (torch.randint(1, 30, (n,), generator=g), torch.randn(80, m, generator=g))
+                for n, m in ((9, 30), (14, 41), (6, 22))
+            ]
+        )
+        for _ in range(3)
+    ]
     return parts, batches
 
 
@@ -248,10 +301,12 @@ def check_demo_learns(tmp_path: Path, extra: str = "") -> list[dict]:
     import train
     from training.rundir import read_metrics
 
-    hp = (f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
-          f"output_dir={tmp_path / 'run'},progress=false,epochs=8,batch_size=8,validate_every=1,"
-          "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
-          "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64" + extra)
+    hp = (
+        f"demo_utterances=160,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
+        f"output_dir={tmp_path / 'run'},progress=false,epochs=8,batch_size=8,validate_every=1,"
+        "model.symbols_embedding_dim=64,model.encoder_embedding_dim=64,model.attention_rnn_dim=128,"
+        "model.decoder_rnn_dim=128,model.prenet_dim=64,model.postnet_embedding_dim=64" + extra
+    )
     assert train.main(["--hparams", hp]) == 0
     records = read_metrics(tmp_path / "run")
     first, last3 = records[0], records[-3:]
@@ -270,8 +325,9 @@ AWKWARD = st.one_of(
 )
 
 
-def icefall_loop(make_sampler, make_loader, ids_of, epochs: int = 2, state: dict | None = None,
-                 stop: tuple[int, int] | None = None) -> tuple[dict[int, list], dict | None]:
+def icefall_loop(
+    make_sampler, make_loader, ids_of, epochs: int = 2, state: dict | None = None, stop: tuple[int, int] | None = None
+) -> tuple[dict[int, list], dict | None]:
     """An icefall-shaped training loop: restore the sampler from `state` (if given), then call
     set_epoch at the top of every epoch. Returns ({epoch: ids trained}, the sampler's state saved
     after step `stop` = (epoch, step) with the steps trained as `consumed`, else None)."""

@@ -2,6 +2,7 @@
 a .pth file names a folder of links to this environment's copies. What is not lent is absent, not
 merely unimported; pip sees the lent packages as installed and never removes them (they lie outside
 the new environment)."""
+
 import importlib.metadata
 import subprocess
 from pathlib import Path
@@ -40,6 +41,10 @@ def link_distributions(dists: list[importlib.metadata.Distribution], folder: Pat
 def lend(python: Path, dists: list[importlib.metadata.Distribution], folder: Path) -> None:
     """Make dists importable in the environment of python, through links in folder."""
     link_distributions(dists, folder)
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(site) / "lent.pth").write_text(f"{folder}\n")

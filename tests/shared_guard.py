@@ -5,6 +5,7 @@ they found them.
 Plain functions, so that tests/conftest.py can snapshot both around the session and
 tests/test_shared_guard.py can prove the detection on folders of its own.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,13 @@ def checkout_state(repo: Path) -> dict[str, str]:
             if path.is_file():
                 state[path.relative_to(repo).as_posix()] = _stamp(path)
     try:
-        status = subprocess.run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=repo,
-                                capture_output=True, text=True, timeout=120).stdout
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "-z", "--untracked-files=all"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
     except (OSError, subprocess.SubprocessError):  # not a git checkout (e.g. an unpacked archive)
         status = ""
     for entry in filter(None, status.split("\0")):

@@ -1,8 +1,9 @@
 """The shape of the code, checked: no nested functions, no function over 60 lines, no import circle
-(not even one that only type annotations need), no strategy name compared outside batching/ (the strategy table decides), one way
-to switch a config's strategy, and one home for a rule: whether a plan is a block plan, the decoder's frames per step;
-the batch crosses into the model and the loss whole, build_loaders' record is read by name, a Run is built by
-keyword."""
+(not even one that only type annotations need), no strategy name compared outside batching/ (the strategy
+table decides), one way to switch a config's strategy, and one home for a rule: whether a plan is a block
+plan, the decoder's frames per step; the batch crosses into the model and the loss whole, build_loaders'
+record is read by name, a Run is built by keyword."""
+
 import ast
 import inspect
 from pathlib import Path
@@ -54,16 +55,19 @@ def imports_of(source: str, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             names |= {base} | {f"{base}.{alias.name}" for alias in node.names}
     return names
 
 
 def module_graph() -> dict[str, set[str]]:
-    files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in project_files()}
-    return {name: {m for m in imports_of(path.read_text(), package_of(path)) if m in files and m != name}
-            for name, path in files.items()}
+    files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p for p in project_files()}
+    return {
+        name: {m for m in imports_of(path.read_text(), package_of(path)) if m in files and m != name}
+        for name, path in files.items()
+    }
 
 
 def package_of(path: Path) -> str:
@@ -87,7 +91,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 stack.pop()
                 path.pop()
             elif state.get(child) == 1:
-                return path[path.index(child):] + [child]
+                return path[path.index(child) :] + [child]
             elif not state.get(child):
                 state[child] = 1
                 stack.append((child, iter(sorted(graph[child]))))
@@ -147,25 +151,31 @@ def test_find_cycle_finds_one():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-@pytest.mark.parametrize("path", [p for p in project_files() if p.parts[len(REPO.parts)] != "batching"],
-                         ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path",
+    [p for p in project_files() if p.parts[len(REPO.parts)] != "batching"],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
 def test_no_strategy_name_is_compared_outside_batching(path):
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
-                                                 for op in node.ops):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops
+        ):
             literals = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
             assert not set(literals) & set(STRATEGIES), f"{path.name}:{node.lineno} compares a strategy name"
 
 
-@pytest.mark.parametrize("path", [p for p in project_files() if p != REPO / "batching" / "config.py"],
-                         ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path", [p for p in project_files() if p != REPO / "batching" / "config.py"], ids=lambda p: str(p.relative_to(REPO))
+)
 def test_a_config_switches_strategy_only_with_its_method(path):
     """`replace(config, batching=...)` would keep options the target does not own:
     BatchingConfig.with_strategy is the one switch."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "replace":
-            assert "batching" not in {k.arg for k in node.keywords}, \
+            assert "batching" not in {k.arg for k in node.keywords}, (
                 f"{path.name}:{node.lineno} switches strategy with replace(): use config.with_strategy(name, ...)"
+            )
 
 
 def relative(path: Path) -> str:
@@ -174,30 +184,42 @@ def relative(path: Path) -> str:
 
 def attribute_reads(path: Path, name: str) -> list[int]:
     """The lines where the file reads an attribute `name` (x.name)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)]
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)
+    ]
 
 
 def hparam_reads(path: Path, key: str) -> list[int]:
     """The lines where the file reads the hparam `key` off the flat hparams (`hp`, `hparams`, `stored`)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") in ("hp", "hparams", "stored")
-            and isinstance(node.slice, ast.Constant) and node.slice.value == key]
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Subscript)
+        and getattr(node.value, "id", "") in ("hp", "hparams", "stored")
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == key
+    ]
 
 
 def field_holders(path: Path, name: str) -> list[str]:
     """The classes of the file that declare a field `name` (an annotated class attribute)."""
-    return [node.name for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ClassDef)
-            and any(isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == name for s in node.body)]
+    return [
+        node.name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == name for s in node.body)
+    ]
 
 
 def test_one_home_asks_whether_a_plan_is_a_block_plan():
     """A strategy row's block_plan is read by BatchingConfig.plans_blocks alone: the sampler, the
     loader, the Lhotse sampler, the CLI, the recipe's checks and the benches take its answer."""
     readers = {relative(p): lines for p in project_files() if (lines := attribute_reads(p, "block_plan"))}
-    assert list(readers) == ["batching/config.py"] and len(readers["batching/config.py"]) == 1, \
+    assert list(readers) == ["batching/config.py"] and len(readers["batching/config.py"]) == 1, (
         f"the row's block_plan is read at {readers}: use BatchingConfig.plans_blocks"
+    )
 
 
 def test_one_reader_hands_on_the_frames_per_step():
@@ -206,8 +228,9 @@ def test_one_reader_hands_on_the_frames_per_step():
     class holds it (the run reads the model's, the loss the model output's, the collates and the
     benches take the model config's), and the loss takes none."""
     readers = {relative(p): lines for p in project_files() if (lines := hparam_reads(p, "n_frames_per_step"))}
-    assert readers == {"training/config.py": readers.get("training/config.py")} \
-        and len(readers["training/config.py"]) == 1, f"the hparam n_frames_per_step is read at {readers}"
+    assert (
+        readers == {"training/config.py": readers.get("training/config.py")} and len(readers["training/config.py"]) == 1
+    ), f"the hparam n_frames_per_step is read at {readers}"
     holders = {cls for p in project_files() for cls in field_holders(p, "n_frames_per_step")}
     assert holders == {"Tacotron2Config", "BatchingConfig"}, f"classes holding n_frames_per_step: {holders}"
     assert "n_frames_per_step" not in inspect.signature(Tacotron2Loss).parameters
@@ -221,16 +244,22 @@ def test_the_batch_crosses_into_the_model_and_the_loss_whole():
 
 
 def calls_of(tree: ast.AST, name: str) -> list[ast.Call]:
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and getattr(node.func, "id", getattr(node.func, "attr", "")) == name]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == name
+    ]
 
 
 @pytest.mark.parametrize("path", project_files(include_tests=True), ids=lambda p: str(p.relative_to(REPO)))
 def test_records_are_read_by_name_and_the_run_is_built_by_keyword(path):
     """build_loaders returns a named record (Loaders), never indexed; Run's fields are set by keyword."""
     tree = ast.parse(path.read_text())
-    indexed = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Subscript)
-               and node.value in calls_of(node, "build_loaders")]
+    indexed = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and node.value in calls_of(node, "build_loaders")
+    ]
     assert not indexed, f"{path.name}:{indexed} indexes build_loaders(...): read its fields by name"
     positional = [call.lineno for call in calls_of(tree, "Run") if call.args]
     assert not positional, f"{path.name}:{positional} builds a Run by position: name each field"
@@ -247,8 +276,12 @@ def test_the_lhotse_samplers_write_their_batch_source_only():
                 samplers[cls.name] = {f.name for f in functions(cls)} & protocol
         calls = path.read_text().count("attach_dataloading_info(")
         assert calls == (path.name == "base.py"), f"{relative(path)} attaches dataloading info {calls} times"
-    assert samplers == {"BaseCutSampler": protocol, "PlanCutSampler": set(), "StreamCutSampler": set(),
-                        "SharCutSampler": set()}, samplers
+    assert samplers == {
+        "BaseCutSampler": protocol,
+        "PlanCutSampler": set(),
+        "StreamCutSampler": set(),
+        "SharCutSampler": set(),
+    }, samplers
 
 
 def test_train_py_reads_as_a_short_recipe():

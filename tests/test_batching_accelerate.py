@@ -4,6 +4,7 @@ every item is trained once an epoch, on equal steps, with a new plan every epoch
 loader's set_epoch; a prepared loader not passed to it stops at its first batch with one error. The
 docs' recipe on 2 CPU processes, resumed, runs in tests/test_batching_lhotse.py beside the
 PlanCutSampler one (one torchrun start for both)."""
+
 import numpy as np
 import pytest
 
@@ -60,12 +61,19 @@ def test_a_shard_not_announced_is_refused_and_one_process_or_a_plain_loader_need
     loader = torch.utils.data.DataLoader(torch.arange(LENGTHS.size), batch_sampler=alone)
     one = shard_aware(prepare_data_loader(loader, num_processes=1, process_index=0, put_on_device=False))
     assert sum(len(b) for b in one) == LENGTHS.size and not alone.yields_all_ranks
-    plain = torch.utils.data.DataLoader(torch.arange(LENGTHS.size),
-                                        batch_sampler=PlanBatchSampler(LENGTHS, CONFIG, 0, 2))
+    plain = torch.utils.data.DataLoader(
+        torch.arange(LENGTHS.size), batch_sampler=PlanBatchSampler(LENGTHS, CONFIG, 0, 2)
+    )
     outer = shard_aware(prepared(PlanBatchSampler(LENGTHS, CONFIG, 0, 2), 0))
     for _ in outer:  # a prepared loader being iterated: the plain one inside its loop is still plain
         assert sum(len(b) for b in plain) < LENGTHS.size
         break
     with pytest.raises(UserError, match="not a sampler of batching"):
-        shard_aware(prepare_data_loader(torch.utils.data.DataLoader(torch.arange(8), batch_size=2), num_processes=2,
-                                        process_index=0, put_on_device=False))
+        shard_aware(
+            prepare_data_loader(
+                torch.utils.data.DataLoader(torch.arange(8), batch_size=2),
+                num_processes=2,
+                process_index=0,
+                put_on_device=False,
+            )
+        )

@@ -1,5 +1,6 @@
 """BLoad block packing: the planner (batching/bload.py), its sampler (batching/sampler.py) and collate
 (data/collate.py, data/dataset.py)."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,8 +22,8 @@ def check_blocks(plan: BlockPlan, lengths: np.ndarray, r: int) -> None:
     """No block over block_length, utterances on multiples of r, in order and not overlapping."""
     slots = slot_lengths(lengths, r)
     for k in range(plan.n_blocks):
-        ids = plan.order[plan.blocks[k]:plan.blocks[k + 1]]
-        starts = plan.starts[plan.blocks[k]:plan.blocks[k + 1]]
+        ids = plan.order[plan.blocks[k] : plan.blocks[k + 1]]
+        starts = plan.starts[plan.blocks[k] : plan.blocks[k + 1]]
         assert ids.size >= 1
         assert starts[0] == 0 and (starts % r == 0).all()
         assert (np.diff(starts) == slots[ids][:-1]).all()  # packed back to back, slot after slot
@@ -49,8 +50,15 @@ def test_every_utterance_once_blocks_fit_and_ranks_get_equal_batches(r, world_si
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths=AWKWARD, world_size=st.integers(1, 8), epoch=st.integers(0, 3), r=st.integers(1, 3),
-       batch_size=st.integers(1, 12), drop_last=st.booleans(), seed=st.integers(0, 2**32))
+@given(
+    lengths=AWKWARD,
+    world_size=st.integers(1, 8),
+    epoch=st.integers(0, 3),
+    r=st.integers(1, 3),
+    batch_size=st.integers(1, 12),
+    drop_last=st.booleans(),
+    seed=st.integers(0, 2**32),
+)
 def test_plan_invariants_on_awkward_lengths(lengths, world_size, epoch, r, batch_size, drop_last, seed):
     lengths = np.array(lengths)
     config = BatchingConfig("bload", batch_size=batch_size, n_frames_per_step=r, drop_last=drop_last, seed=seed)
@@ -135,16 +143,18 @@ def test_block_length_checks_and_stats():
 
 
 def test_longer_blocks_pad_less():
-    zpr = [block_stats(LENGTHS, plan_global(LENGTHS, BatchingConfig("bload", block_length=t)))["zpr"]
-           for t in (800, 1600, 3200)]
+    zpr = [
+        block_stats(LENGTHS, plan_global(LENGTHS, BatchingConfig("bload", block_length=t)))["zpr"]
+        for t in (800, 1600, 3200)
+    ]
     assert zpr[0] > zpr[1] > zpr[2]
 
 
 def test_cli_stats_reports_bload(capsys):
-    from batching.cli import main
-
     import tempfile
     from pathlib import Path
+
+    from batching.cli import main
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "lengths.tsv"
@@ -164,8 +174,10 @@ def test_cli_stats_reports_bload(capsys):
 
 def dataset(lengths, n_mels=3):
     """(text, mel) pairs whose mel values encode (index, frame), and text length index % 5 + 1."""
-    return [(torch.arange(1, i % 5 + 2), torch.full((n_mels, int(n)), float(i)) + torch.arange(int(n)) / 1000)
-            for i, n in enumerate(lengths)]
+    return [
+        (torch.arange(1, i % 5 + 2), torch.full((n_mels, int(n)), float(i)) + torch.arange(int(n)) / 1000)
+        for i, n in enumerate(lengths)
+    ]
 
 
 @pytest.mark.parametrize("r", [1, 2])
@@ -186,9 +198,10 @@ def test_sampler_and_collate_lay_out_the_plan(r):
             row, start, n = int(p.row[u]), int(p.start[u]), int(batch.mel_lengths[u])
             index = int(batch.mel[row, 0, start])  # the dataset wrote its index into the values
             seen.append(index)
-            assert n == lengths[index] and mask[row, start:start + n].all()
-            assert torch.equal(batch.gate[row, start:start + n], (torch.arange(n) == n - 1).float()), \
+            assert n == lengths[index] and mask[row, start : start + n].all()
+            assert torch.equal(batch.gate[row, start : start + n], (torch.arange(n) == n - 1).float()), (
                 "gate target: 1 at each utterance's last frame only"
+            )
             ids = batch.text[u, : batch.text_lengths[u]]
             assert ids.tolist() == list(range(1, index % 5 + 2))
         assert (batch.gate[~mask] == 1).all() and (batch.mel[:, :, ~mask.any(0)] == 0).all()

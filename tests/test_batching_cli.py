@@ -1,4 +1,5 @@
 """python -m batching: Table 1 on the real LJSpeech lengths, the other commands, and clean errors."""
+
 import json
 import sys
 from pathlib import Path
@@ -9,8 +10,13 @@ from batching.cli import main
 from tests.kit import run_command
 
 ACCEPTANCE = {  # issue 2: ZPR within 0.6 points, ABL within 1 %
-    "RAND": (32.02, 773.82), "SB": (0.16, 526.43), "SSB": (6.22, 556.22), "BKT": (6.10, 553.40),
-    "ATS": (6.08, 552.48), "SB-DBS": (0.47, 527.15), "SSB-DBS": (6.62, 557.68),
+    "RAND": (32.02, 773.82),
+    "SB": (0.16, 526.43),
+    "SSB": (6.22, 556.22),
+    "BKT": (6.10, 553.40),
+    "ATS": (6.08, 552.48),
+    "SB-DBS": (0.47, 527.15),
+    "SSB-DBS": (6.62, 557.68),
 }
 
 
@@ -36,7 +42,9 @@ def test_stats_sweep_calibrate_plot(capsys, tmp_path):
     rows = "".join(f"w{i}.wav|text|{20 + (i * 37) % 700}\n" for i in range(400))
     lengths = tmp_path / "list.txt"
     lengths.write_text(rows)
-    code, out, _ = run(capsys, "stats", "--lengths", str(lengths), "--hparams", "batching=ssb,dbs=true,br=true", "--json")
+    code, out, _ = run(
+        capsys, "stats", "--lengths", str(lengths), "--hparams", "batching=ssb,dbs=true,br=true", "--json"
+    )
     stats = json.loads(out)
     assert code == 0 and stats["config"]["dbs"] and stats["n_samples"] == 400 and 0 <= stats["pair_repeat"] <= 1
     code, out, _ = run(capsys, "sweep", "--lengths", str(lengths), "--out", str(tmp_path))
@@ -53,8 +61,17 @@ def test_stats_sweep_calibrate_plot(capsys, tmp_path):
 def test_stats_resolves_a_target_before_planning(capsys, tmp_path):
     lengths = tmp_path / "list.txt"
     lengths.write_text("".join(f"w{i}.wav|text|{20 + (i * 37) % 700}\n" for i in range(400)))
-    code, out, err = run(capsys, "stats", "--lengths", str(lengths), "--split", "1", "--json",
-                         "--hparams", "batching=ssb,dbs=true,ssb_key=cost,target_zpr=15")
+    code, out, err = run(
+        capsys,
+        "stats",
+        "--lengths",
+        str(lengths),
+        "--split",
+        "1",
+        "--json",
+        "--hparams",
+        "batching=ssb,dbs=true,ssb_key=cost,target_zpr=15",
+    )
     stats = json.loads(out)
     assert code == 0 and stats["zpr"] <= 15 and stats["config"]["lrf"] not in (None, 0.1)
     assert f"lrf={stats['config']['lrf']} calibrated to target_zpr=15.0" in err
@@ -62,19 +79,32 @@ def test_stats_resolves_a_target_before_planning(capsys, tmp_path):
 
 def test_calibrate_finds_the_ssb_lrf_of_a_target_zpr_on_ljspeech(capsys, ljspeech_lengths_tsv):
     """Issue 22's acceptance: target 4 % gives an lrf whose ZPR (checked with `stats`) is within 0.5 points."""
-    code, out, _ = run(capsys, "calibrate", "--lengths", str(ljspeech_lengths_tsv), "--target-zpr", "4",
-                       "--hparams", "batching=ssb", "--json")
+    code, out, _ = run(
+        capsys,
+        "calibrate",
+        "--lengths",
+        str(ljspeech_lengths_tsv),
+        "--target-zpr",
+        "4",
+        "--hparams",
+        "batching=ssb",
+        "--json",
+    )
     lrf = json.loads(out)["ssb"]["lrf"]
-    code_stats, out, _ = run(capsys, "stats", "--lengths", str(ljspeech_lengths_tsv), "--hparams",
-                             f"batching=ssb,lrf={lrf}", "--json")
+    code_stats, out, _ = run(
+        capsys, "stats", "--lengths", str(ljspeech_lengths_tsv), "--hparams", f"batching=ssb,lrf={lrf}", "--json"
+    )
     assert code == code_stats == 0 and 0 < lrf < 1 and abs(json.loads(out)["zpr"] - 4) <= 0.5
 
 
-@pytest.mark.parametrize("text, hparams, message", [
-    ("a|t|10\nb|t|x\n", "", r"^error: .*list\.txt:2: frames 'x' is not an integer\n$"),
-    ("a|t|10\n", "batching=fast", r"^error: BatchingConfig\.batching='fast' is invalid: expected one of .*\n$"),
-    ("a|t|10\n", "capacity=100", r"^error: capacity=100 is a token budget .* add dbs=true.*\n$"),
-])
+@pytest.mark.parametrize(
+    "text, hparams, message",
+    [
+        ("a|t|10\nb|t|x\n", "", r"^error: .*list\.txt:2: frames 'x' is not an integer\n$"),
+        ("a|t|10\n", "batching=fast", r"^error: BatchingConfig\.batching='fast' is invalid: expected one of .*\n$"),
+        ("a|t|10\n", "capacity=100", r"^error: capacity=100 is a token budget .* add dbs=true.*\n$"),
+    ],
+)
 def test_errors_are_one_line_and_exit_2(capsys, tmp_path, text, hparams, message):
     path = tmp_path / "list.txt"
     path.write_text(text)
@@ -106,11 +136,15 @@ def test_commands_that_switch_strategies_drop_the_options_of_the_given_one(capsy
     lengths = tmp_path / "list.txt"
     lengths.write_text("".join(f"w{i}.wav|text|{20 + (i * 37) % 900}\n" for i in range(300)))
     extra = [] if command == "calibrate" else ["--out", str(tmp_path)]
-    code, out, err = run(capsys, command, "--lengths", str(lengths), "--hparams", "batching=stream,max_length=800",
-                         "--json", *extra)
+    code, out, err = run(
+        capsys, command, "--lengths", str(lengths), "--hparams", "batching=stream,max_length=800", "--json", *extra
+    )
     assert code == 0 and err == "", err
-    expected = {"calibrate": {"target_zpr", "bkt", "ats", "ssb", "stream"},
-                "sweep": {"png", "curves", "points", "tradeoff_png"}, "plot": {"png", "panels"}}
+    expected = {
+        "calibrate": {"target_zpr", "bkt", "ats", "ssb", "stream"},
+        "sweep": {"png", "curves", "points", "tradeoff_png"},
+        "plot": {"png", "panels"},
+    }
     result = json.loads(out)
     assert set(result) == expected[command]
     assert command == "calibrate" or Path(result["png"]).stat().st_size > 0

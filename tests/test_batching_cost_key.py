@@ -1,4 +1,5 @@
 """SSB's cost key (batching/cost_key.py) and the calibration of lrf to a target (batching.analysis.resolve_width)."""
+
 import dataclasses
 
 import numpy as np
@@ -68,7 +69,8 @@ def test_zero_width_is_strict_sorting():
 
 
 def test_noise_is_narrow_in_frames_where_lengths_are_dense_and_long():
-    """h ∝ density^(-1/2) l^(-3/2): at equal width in G, the long dense mode mixes fewer frames than the short sparse one."""
+    """h ∝ density^(-1/2) l^(-3/2): at equal width in G, the long dense mode mixes fewer frames than the short
+    sparse one."""
     lengths = np.concatenate([np.full(50, 100), np.full(50, 110), np.full(2000, 800), np.full(2000, 810)])
     keys = cost_key(lengths)
     assert keys[-1] - keys[100] > 10 * (keys[50] - keys[0])  # G(810) - G(800) against G(110) - G(100)
@@ -78,7 +80,7 @@ def test_noise_is_narrow_in_frames_where_lengths_are_dense_and_long():
 def test_a_target_resolves_lrf_that_meets_it(target):
     config = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, **target)
     resolved, record = resolve_width(LENGTHS, config)
-    (name, value), = target.items()
+    ((name, value),) = target.items()
     metric = name.removeprefix("target_")
     assert resolved.lrf == record["lrf"] and getattr(resolved, name) == value
     assert describe(LENGTHS, resolved)[metric] == pytest.approx(record[metric]) and record[metric] <= value
@@ -100,14 +102,18 @@ def test_a_zpr_target_on_a_large_corpus_is_bisected_on_a_seeded_sample(monkeypat
     sample = np.random.default_rng(3).choice(lengths, 20_000, replace=False)
     pinned = BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, seed=3, capacity=16 * int(lengths.max()))
     assert record["bisected_on"] == 20_000 and resolved.capacity is None
-    assert record["lrf"] == analysis.bisect_parameter(sample, pinned, "lrf", 8.0, 0.0, analysis.LRF_CEILING, 1e-4)["lrf"]
+    assert (
+        record["lrf"] == analysis.bisect_parameter(sample, pinned, "lrf", 8.0, 0.0, analysis.LRF_CEILING, 1e-4)["lrf"]
+    )
     assert record["zpr"] <= 8.0 and record["pair_repeat"] is None  # the sample's ZPR: no whole-corpus epochs planned
     assert record["zpr"] == pytest.approx(describe(sample, dataclasses.replace(pinned, lrf=resolved.lrf))["zpr"])
     assert 7.5 < describe(lengths, resolved)["zpr"] <= 8.05  # a sample pads a little more at a width: the lrf errs low
     assert "on a 20,000-length sample of these lengths: ZPR" in analysis.calibrated_line(record)
     assert analysis.calibrated_line(record).endswith("% on the sample")
     assert resolve_width(lengths, config) == (resolved, record)
-    by_randomness = resolve_width(lengths, BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, target_pair_repeat=0.05))[1]
+    by_randomness = resolve_width(
+        lengths, BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True, target_pair_repeat=0.05)
+    )[1]
     assert by_randomness["bisected_on"] is None and "on these lengths" in analysis.calibrated_line(by_randomness)
 
 
@@ -116,10 +122,12 @@ def test_target_zpr_paper_is_the_papers_ssbs_zpr_on_the_same_lengths(tmp_path):
     these lengths under the same budget and seed, so it is never more padded than the paper's."""
     for dbs in (True, False):
         paper = describe(LENGTHS, BatchingConfig("ssb", dbs=dbs, br=True, seed=2, lrf=0.1))["zpr"]
-        resolved, record = resolve_width(LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2,
-                                                                  target_zpr="paper"))
-        explicit = resolve_width(LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2,
-                                                         target_zpr=paper))[0]
+        resolved, record = resolve_width(
+            LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2, target_zpr="paper")
+        )
+        explicit = resolve_width(
+            LENGTHS, BatchingConfig("ssb", ssb_key="cost", dbs=dbs, br=True, seed=2, target_zpr=paper)
+        )[0]
         assert resolved == dataclasses.replace(explicit, target_zpr="paper") and record["zpr"] <= paper + 1e-9
         assert record["target"] == f"target_zpr=paper (the paper's SSB's {paper:.2f}%)"
     assert BatchingConfig.from_dict({"batching": "ssb", "target_zpr": "paper"}).target_zpr == "paper"
@@ -133,8 +141,9 @@ def test_a_target_out_of_reach_plans_at_the_nearest_width_and_says_so():
     resolved, record = resolve_width(LENGTHS, BatchingConfig("ssb", dbs=False, target_zpr=0.001))
     assert resolved.lrf == record["lrf"] == 0.0 and record["reached"] is False
     assert record["zpr"] == pytest.approx(describe(LENGTHS, resolved)["zpr"]) and record["zpr"] > 0.001
-    assert calibrated_line(record).startswith("target_zpr=0.001 is out of reach on these lengths: ssb_key=length "
-                                              "plans at the nearest width, lrf=0.0: ZPR ")
+    assert calibrated_line(record).startswith(
+        "target_zpr=0.001 is out of reach on these lengths: ssb_key=length plans at the nearest width, lrf=0.0: ZPR "
+    )
     widest, record = resolve_width(LENGTHS, BatchingConfig("ssb", dbs=True, ssb_key="cost", target_pair_repeat=1e-9))
     assert widest.lrf == LRF_CEILING and record["reached"] is False and record["pair_repeat"] > 1e-9
     sorted_zpr = describe(LENGTHS, BatchingConfig("ssb", dbs=True, lrf=0.0))["zpr"]
@@ -159,7 +168,21 @@ def test_the_sampler_resolves_once_and_a_resume_keeps_the_saved_width():
 def test_calibrate_takes_a_target_pair_repeat(tmp_path, capsys):
     path = tmp_path / "lengths.tsv"
     path.write_text("id\tframes\n" + "".join(f"u{i}\t{n}\n" for i, n in enumerate(LENGTHS)))
-    assert main(["calibrate", "--lengths", str(path), "--split", "1", "--hparams", "batching=ssb,ssb_key=cost,dbs=true",
-                 "--target-pair-repeat", "0.05"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--lengths",
+                str(path),
+                "--split",
+                "1",
+                "--hparams",
+                "batching=ssb,ssb_key=cost,dbs=true",
+                "--target-pair-repeat",
+                "0.05",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("target pair_repeat 0.0500") and "| ssb | lrf |" in out and "pair_repeat |" in out

@@ -1,4 +1,5 @@
 """Reading lengths files: the three formats, and errors that give the file and the line number."""
+
 import json
 
 import numpy as np
@@ -18,7 +19,7 @@ def write(tmp_path, text, name="list.txt"):
 
 
 def test_filelist_and_trailing_blank_lines(tmp_path):
-    path = write(tmp_path, "a.wav|Hello, world.|120\nb.wav|\"Quoted\" text|80\n\n\n")
+    path = write(tmp_path, 'a.wav|Hello, world.|120\nb.wav|"Quoted" text|80\n\n\n')
     lengths, ids = read_lengths(path, with_ids=True)
     assert lengths.tolist() == [120, 80] and ids == ["a.wav", "b.wav"]
 
@@ -29,18 +30,21 @@ def test_tsv_with_quotes_in_text(tmp_path):
     assert lengths.dtype == np.int64 and lengths.tolist() == [7, 3] and ids == ["LJ1", "LJ2"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a|t|10\nb|t\n", r":2: expected 3 '\|'-separated fields, found 2"),
-    ("a|t|10\nb|t|ten\n", r":2: frames 'ten' is not an integer"),
-    ("a|t|10\n\nb|t|5\n", r":2: expected 3 '\|'-separated fields, found 1"),
-    ("a|t|0\n", r":1: frames 0 must be a positive integer"),
-    ("id\tframes\nx\t5\ny\t-2\n", r":3: frames -2 must be a positive integer"),
-    ("id\tsamples\nx\t5\n", r":1: TSV header has no 'frames' column"),
-    ("\n\n", r": the file is empty"),
-    ("120\n80\n\n7\n", r":3: frames '' is not an integer"),
-    ("120\n8.5\n", r":2: frames '8.5' is not an integer"),
-    ("120\n0\n", r":2: frames 0 must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a|t|10\nb|t\n", r":2: expected 3 '\|'-separated fields, found 2"),
+        ("a|t|10\nb|t|ten\n", r":2: frames 'ten' is not an integer"),
+        ("a|t|10\n\nb|t|5\n", r":2: expected 3 '\|'-separated fields, found 1"),
+        ("a|t|0\n", r":1: frames 0 must be a positive integer"),
+        ("id\tframes\nx\t5\ny\t-2\n", r":3: frames -2 must be a positive integer"),
+        ("id\tsamples\nx\t5\n", r":1: TSV header has no 'frames' column"),
+        ("\n\n", r": the file is empty"),
+        ("120\n80\n\n7\n", r":3: frames '' is not an integer"),
+        ("120\n8.5\n", r":2: frames '8.5' is not an integer"),
+        ("120\n0\n", r":2: frames 0 must be a positive integer"),
+    ],
+)
 def test_bad_lines_are_named(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(LengthsFileError, match=str(path).replace(".", r"\.") + message):
@@ -58,8 +62,11 @@ def test_real_ljspeech_lengths(ljspeech_lengths_tsv):
 
 
 @settings(max_examples=50, deadline=None)
-@given(lengths=st.lists(st.integers(1, 10**6), min_size=1, max_size=50),
-       newline=st.sampled_from(["\n", "\r\n"]), trailing=st.sampled_from(["", "\n", "\n\n"]))
+@given(
+    lengths=st.lists(st.integers(1, 10**6), min_size=1, max_size=50),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    trailing=st.sampled_from(["", "\n", "\n\n"]),
+)
 def test_one_length_per_line_reads_back_in_order(tmp_path_factory, lengths, newline, trailing):
     path = tmp_path_factory.mktemp("plain") / "lengths.txt"
     path.write_bytes((newline.join(map(str, lengths)) + trailing).encode())

@@ -1,5 +1,6 @@
 """batching.lhotse.PlanCutSampler: CutSet batches from the planner, in a DataLoader, on one and two
 processes, resumed mid-epoch on another world size (cuts built from generated audio)."""
+
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from batching.accelerate_shard import shard_aware  # noqa: E402
 from batching.errors import UserError  # noqa: E402
 from batching.lhotse import PlanCutSampler, StreamCutSampler, cut_batch_loader  # noqa: E402
 from batching.lhotse.measure import Measure  # noqa: E402
-from tests.kit import REPO, RECIPES_IN_ONE_PROCESS, docs_recipe, icefall_loop, run_command  # noqa: E402
+from tests.kit import RECIPES_IN_ONE_PROCESS, REPO, docs_recipe, icefall_loop, run_command  # noqa: E402
 
 RATE = 8000
 CONFIG = BatchingConfig("ssb", batch_size=4, dbs=True, br=True, seed=3)
@@ -78,7 +79,9 @@ def test_a_k2_style_dataset_loads_the_batches_in_a_dataloader(tmp_path):
 @given(old=st.integers(1, 4), new=st.integers(1, 4), fraction=st.floats(0, 1), seed=st.integers(0, 9))
 def test_resume_mid_epoch_on_another_world_size_replays_and_loses_nothing(old, new, fraction, seed):
     durations = np.random.default_rng(seed).uniform(0.5, 20, 97)
-    cuts = CutSet.from_cuts(dummy_cut(i, duration=float(d), recording_duration=float(d)) for i, d in enumerate(durations))
+    cuts = CutSet.from_cuts(
+        dummy_cut(i, duration=float(d), recording_duration=float(d)) for i, d in enumerate(durations)
+    )
     config = BatchingConfig("ssb", batch_size=6, dbs=True, br=True, seed=seed)
     before = [PlanCutSampler(cuts, config, rank=r, world_size=old) for r in range(old)]
     consumed = []
@@ -108,8 +111,14 @@ def test_an_icefall_loop_restarted_mid_epoch_trains_each_cut_once(tmp_path, work
     cuts = audio_cuts(tmp_path)
 
     def run(**kw):
-        return icefall_loop(lambda: PlanCutSampler(cuts, CONFIG), lambda sampler: torch.utils.data.DataLoader(
-            CutIds(), sampler=sampler, batch_size=None, num_workers=workers), list, **kw)
+        return icefall_loop(
+            lambda: PlanCutSampler(cuts, CONFIG),
+            lambda sampler: torch.utils.data.DataLoader(
+                CutIds(), sampler=sampler, batch_size=None, num_workers=workers
+            ),
+            list,
+            **kw,
+        )
 
     whole, _ = run()
     before, state = run(stop=(0, 2))
@@ -139,14 +148,18 @@ def test_lazy_manifests_are_planned_shar_and_packed_strategies_refused_and_other
 
 def _two_ranks(rank: int, init_file: str, manifest: str, results) -> None:
     """One of two gloo processes: rank and world size come from torch.distributed, as in Lhotse."""
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=60)
+    )
     try:
         sampler = PlanCutSampler(CutSet.from_file(manifest).to_eager(), CONFIG)
         sampler.set_epoch(1)
         total = len(sampler)
-        loader = torch.utils.data.DataLoader(K2SpeechRecognitionDataset(return_cuts=True, input_strategy=OnTheFlyFeatures(
-            Fbank())), sampler=sampler, batch_size=None)
+        loader = torch.utils.data.DataLoader(
+            K2SpeechRecognitionDataset(return_cuts=True, input_strategy=OnTheFlyFeatures(Fbank())),
+            sampler=sampler,
+            batch_size=None,
+        )
         taken = []
         for step, batch in enumerate(loader):
             taken.append([cut.id for cut in batch["supervisions"]["cut"]])
@@ -162,8 +175,13 @@ def test_two_processes_share_an_epoch_and_one_process_finishes_it(tmp_path):
     cuts = audio_cuts(tmp_path)
     cuts.to_file(tmp_path / "cuts.jsonl.gz")
     results = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_two_ranks, args=(str(tmp_path / "init"), str(tmp_path / "cuts.jsonl.gz"), results),
-                       nprocs=2, start_method="spawn", join=True)
+    mp.start_processes(
+        _two_ranks,
+        args=(str(tmp_path / "init"), str(tmp_path / "cuts.jsonl.gz"), results),
+        nprocs=2,
+        start_method="spawn",
+        join=True,
+    )
     ranks = sorted(results.get() for _ in range(2))
     assert [r[:2] for r in ranks] == [(0, 2), (1, 2)] and ranks[0][2] == ranks[1][2] > 3
     position = ("epoch", "consumed", "world_size", "history", "config")
@@ -179,10 +197,27 @@ def test_bench_batchers_smoke(tmp_path):
     """scripts/bench/batchers.py on 300 lengths and 2,000 bimodal ones: every strategy and Lhotse (reshuffled
     and in order) in the table, a frontier PNG per corpus, and ssb_key=cost calibrated to each Lhotse
     point's pair_repeat, not above it."""
-    (tmp_path / "lengths.tsv").write_text("id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300)))
-    done = run_command(sys.executable, "-m", "scripts.bench.batchers", "--lengths", tmp_path / "lengths.tsv",
-                       "--corpora", "file,bimodal", "-n", "2000", "--points", "4", "--num-buckets", "4",
-                       "--out", tmp_path, timeout=300)
+    (tmp_path / "lengths.tsv").write_text(
+        "id\tframes\n" + "".join(f"u{i}\t{40 + (i * 53) % 900}\n" for i in range(300))
+    )
+    done = run_command(
+        sys.executable,
+        "-m",
+        "scripts.bench.batchers",
+        "--lengths",
+        tmp_path / "lengths.tsv",
+        "--corpora",
+        "file,bimodal",
+        "-n",
+        "2000",
+        "--points",
+        "4",
+        "--num-buckets",
+        "4",
+        "--out",
+        tmp_path,
+        timeout=300,
+    )
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     labels = [row[0].lstrip("| ") for row in rows]
     for name in STRATEGIES:
@@ -202,13 +237,17 @@ def test_readme_lhotse_example(tmp_path):
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     audio_cuts(tmp_path).to_file(tmp_path / "cuts_train.jsonl.gz")
     (tmp_path / "example.py").write_text(code + "print(epoch, step, batch['inputs'].shape[0])\n")
-    done = run_command(sys.executable, "example.py", cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = run_command(
+        sys.executable, "example.py", cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     epoch, step, size = map(int, done.stdout.split())
     assert epoch == 2 and step >= 0 and size >= 1
 
 
 def dummy_cuts(durations) -> CutSet:
-    return CutSet.from_cuts(dummy_cut(i, duration=float(d), recording_duration=float(d)) for i, d in enumerate(durations))
+    return CutSet.from_cuts(
+        dummy_cut(i, duration=float(d), recording_duration=float(d)) for i, d in enumerate(durations)
+    )
 
 
 DURATIONS = np.random.default_rng(5).uniform(0.5, 4.0, 60).round(2)
@@ -216,7 +255,9 @@ DURATIONS = np.random.default_rng(5).uniform(0.5, 4.0, 60).round(2)
 
 def test_an_over_long_cut_is_found_at_build_by_id_seconds_and_max_duration():
     cuts = dummy_cuts([*DURATIONS[:20], 9.5, 12.0])
-    with pytest.raises(UserError, match=r"cut 'dummy-mono-cut-0020' lasts 9.5 s, over max_duration=8 s \(2 such cuts\)"):
+    with pytest.raises(
+        UserError, match=r"cut 'dummy-mono-cut-0020' lasts 9.5 s, over max_duration=8 s \(2 such cuts\)"
+    ):
         PlanCutSampler(cuts, max_duration=8.0)
     skipping = PlanCutSampler(cuts, max_duration=8.0, too_long="skip")
     taken = [c.id for b in skipping for c in b]
@@ -247,7 +288,7 @@ def test_lhotse_constructor_forms():
     quadratic = PlanCutSampler(cuts, max_duration=6.0, quadratic_duration=20.0)
     for batch in quadratic:
         longest = max(c.duration for c in batch)
-        assert len(batch) * (longest + longest ** 2 / 20.0) <= 6.0 + 1e-6
+        assert len(batch) * (longest + longest**2 / 20.0) <= 6.0 + 1e-6
     randomized = [ids(PlanCutSampler(cuts, max_duration=6.0, seed="trng")) for _ in range(2)]
     assert randomized[0] != randomized[1]
 
@@ -257,7 +298,13 @@ def test_the_default_is_the_cost_key_calibrated_to_the_papers_ssb_logged_once_bu
     with caplog.at_level("INFO", logger="batching.lhotse"):
         sampler = PlanCutSampler(cuts, max_duration=6.0)
     config = sampler.config
-    assert (config.batching, config.ssb_key, config.target_zpr, config.dbs, config.br) == ("ssb", "cost", "paper", True, True)
+    assert (config.batching, config.ssb_key, config.target_zpr, config.dbs, config.br) == (
+        "ssb",
+        "cost",
+        "paper",
+        True,
+        True,
+    )
     line = [r.getMessage() for r in caplog.records if "calibrated to target_zpr=paper" in r.getMessage()]
     assert len(line) == 1 and f"lrf={config.lrf} " in line[0]
     paper = PlanCutSampler(cuts, BatchingConfig("ssb", dbs=True, br=True), max_duration=6.0).config
@@ -274,8 +321,18 @@ def test_bucketing_knobs_are_accepted_and_logged_once(caplog):
     cuts = dummy_cuts(DURATIONS)
     with caplog.at_level("WARNING", logger="batching.lhotse"):
         for _ in range(2):
-            PlanCutSampler(cuts, max_duration=6.0, shuffle=True, drop_last=False, num_buckets=30, buffer_size=100,
-                           shuffle_buffer_size=200, duration_bins=[1.0, 2.0], concurrent=False, sync_buckets=True)
+            PlanCutSampler(
+                cuts,
+                max_duration=6.0,
+                shuffle=True,
+                drop_last=False,
+                num_buckets=30,
+                buffer_size=100,
+                shuffle_buffer_size=200,
+                duration_bins=[1.0, 2.0],
+                concurrent=False,
+                sync_buckets=True,
+            )
     noted = [r.getMessage().split("=")[0] for r in caplog.records]
     assert sorted(n.split(": ")[1] for n in noted) == sorted({n.split(": ")[1] for n in noted}) and len(noted) <= 6
     with pytest.raises(TypeError, match="unexpected keyword arguments: max_frames"):
@@ -289,10 +346,21 @@ def nemo_sampler(cuts, rank: int, world_size: int) -> PlanCutSampler:
     itself is not installed here (its import pulls Lightning and more): docs/lhotse.md says so."""
     from lhotse.dataset.sampling.base import TimeConstraint
 
-    return PlanCutSampler(cuts, constraint=TimeConstraint(max_cuts=5, max_duration=6.0, quadratic_duration=15.0),
-                          shuffle=True, drop_last=False, shuffle_buffer_size=10000, seed="trng", num_buckets=30,
-                          duration_bins=None, num_cuts_for_bins_estimate=10000, buffer_size=10000, concurrent=False,
-                          rank=rank, world_size=world_size)
+    return PlanCutSampler(
+        cuts,
+        constraint=TimeConstraint(max_cuts=5, max_duration=6.0, quadratic_duration=15.0),
+        shuffle=True,
+        drop_last=False,
+        shuffle_buffer_size=10000,
+        seed="trng",
+        num_buckets=30,
+        duration_bins=None,
+        num_cuts_for_bins_estimate=10000,
+        buffer_size=10000,
+        concurrent=False,
+        rank=rank,
+        world_size=world_size,
+    )
 
 
 def test_nemos_sampler_call_runs_on_a_lazy_filtered_manifest_map_style_and_iterable(tmp_path):
@@ -313,9 +381,12 @@ def test_nemos_sampler_call_runs_on_a_lazy_filtered_manifest_map_style_and_itera
         assert sorted(sum(batches, [])) == kept and max(map(len, batches)) <= 5
     for batch in sampler:
         longest = max(c.duration for c in batch)
-        assert len(batch) * (longest + longest ** 2 / 15.0) <= 6.0 + 1e-6
-    wrapped = torch.utils.data.DataLoader(IterableDatasetWrapper(CutIds(), nemo_sampler(cuts, rank=0, world_size=1)),
-                                          batch_size=None, worker_init_fn=make_worker_init_fn(rank=0, world_size=1, seed=0))
+        assert len(batch) * (longest + longest**2 / 15.0) <= 6.0 + 1e-6
+    wrapped = torch.utils.data.DataLoader(
+        IterableDatasetWrapper(CutIds(), nemo_sampler(cuts, rank=0, world_size=1)),
+        batch_size=None,
+        worker_init_fn=make_worker_init_fn(rank=0, world_size=1, seed=0),
+    )
     assert sorted(sum(list(wrapped), [])) == kept
 
 
@@ -331,6 +402,7 @@ def test_a_state_wins_over_other_arguments_and_a_foreign_or_damaged_state_is_one
     rest = ids(other)
     assert sorted(sum(done, []) + sum(rest, [])) == sorted(cuts.ids) and other.config == sampler.config
     from lhotse.dataset import DynamicBucketingSampler
+
     with pytest.raises(UserError, match="not saved by PlanCutSampler"):
         other.load_state_dict(DynamicBucketingSampler(cuts, max_duration=6.0).state_dict())
     damaged = sampler.state_dict()
@@ -341,6 +413,7 @@ def test_a_state_wins_over_other_arguments_and_a_foreign_or_damaged_state_is_one
 
 def test_iterable_dataset_wrapper_filter_map_and_dataloading_info():
     from lhotse.dataset.iterable_dataset import IterableDatasetWrapper
+
     cuts = dummy_cuts(DURATIONS)
     sampler = PlanCutSampler(cuts, max_duration=6.0).filter(lambda c: c.duration > 1.0).map(lambda b: b.subset(first=1))
     loader = torch.utils.data.DataLoader(IterableDatasetWrapper(CutIds(), sampler), batch_size=None)
@@ -361,7 +434,9 @@ def test_fewer_cuts_than_ranks_are_repeated_under_lhotse_duplicate_ids():
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torchdata_stateful_dataloader_resumes_the_cut_sampler_exactly(workers):
-    stateful = pytest.importorskip("torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)")
+    stateful = pytest.importorskip(
+        "torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)"
+    )
     cuts = dummy_cuts(DURATIONS)
 
     def loader():
@@ -387,32 +462,44 @@ def test_drop_last_drops_the_incomplete_last_batch_as_lhotse_and_counts_it():
     assert [len(b) for b in dropping] == [15] * 6
     assert "cuts discarded 10" in dropping.get_report()
     assert sorted(len(b) for b in PlanCutSampler(cuts, max_duration=15.0)) == [10] + [15] * 6
-    per_rank = [[len(b) for b in PlanCutSampler(cuts, max_duration=15.0, drop_last=True, rank=r, world_size=4)]
-                for r in range(4)]
+    per_rank = [
+        [len(b) for b in PlanCutSampler(cuts, max_duration=15.0, drop_last=True, rank=r, world_size=4)]
+        for r in range(4)
+    ]
     assert per_rank == [[15]] * 4  # six full batches, then the tail that cannot fill a step on 4 ranks
 
 
 def text_examples(tokens) -> list:
     from lhotse.cut.text import TextExample
+
     return [TextExample(f"t{i}", np.zeros(int(n), np.int8)) for i, n in enumerate(tokens)]
 
 
 @settings(max_examples=40, deadline=None)
-@given(tokens=st.lists(st.integers(1, 40), min_size=8, max_size=80), world_size=st.integers(1, 3),
-       slack=st.integers(0, 60), quadratic=st.sampled_from([None, 32]), drop_last=st.booleans())
-def test_a_token_constraint_plans_text_examples_by_tokens_within_the_budget(tokens, world_size, slack, quadratic,
-                                                                            drop_last):
+@given(
+    tokens=st.lists(st.integers(1, 40), min_size=8, max_size=80),
+    world_size=st.integers(1, 3),
+    slack=st.integers(0, 60),
+    quadratic=st.sampled_from([None, 32]),
+    drop_last=st.booleans(),
+)
+def test_a_token_constraint_plans_text_examples_by_tokens_within_the_budget(
+    tokens, world_size, slack, quadratic, drop_last
+):
     from lhotse.dataset.sampling.base import TokenConstraint
+
     examples = text_examples(tokens)
-    max_tokens = 2 * (40 + 40 ** 2 // 32) + slack
+    max_tokens = 2 * (40 + 40**2 // 32) + slack
     constraint = TokenConstraint(max_tokens=max_tokens, quadratic_length=quadratic)
-    ranks = [list(PlanCutSampler(examples, constraint=constraint, drop_last=drop_last, rank=r, world_size=world_size))
-             for r in range(world_size)]
+    ranks = [
+        list(PlanCutSampler(examples, constraint=constraint, drop_last=drop_last, rank=r, world_size=world_size))
+        for r in range(world_size)
+    ]
     assert len({len(r) for r in ranks}) == 1  # the same steps on every rank
     taken = [example.text for r in ranks for batch in r for example in batch]
     assert len(taken) == len(set(taken)) and (drop_last or sorted(taken) == sorted(e.text for e in examples))
     for batch in (b for r in ranks for b in r):
-        longest = max(e.num_tokens + (0 if quadratic is None else e.num_tokens ** 2 / quadratic) for e in batch)
+        longest = max(e.num_tokens + (0 if quadratic is None else e.num_tokens**2 / quadratic) for e in batch)
         assert len(batch) * longest <= max_tokens  # padding included, as TokenConstraint's exceeded()
 
 
@@ -421,6 +508,7 @@ class TokenIds(torch.utils.data.Dataset):
 
     def __getitem__(self, examples):
         from lhotse.dataset.collation import collate_vectors
+
         tokens = collate_vectors([e.tokens.astype(np.int32) for e in examples], padding_value=-1)
         return tokens, torch.LongTensor([e.num_tokens for e in examples])
 
@@ -428,13 +516,16 @@ class TokenIds(torch.utils.data.Dataset):
 def test_lhotse_constraints_map_where_honest_and_are_refused_with_one_error_where_not():
     from lhotse.dataset.sampling.base import SamplingConstraint, TimeConstraint, TokenConstraint
     from lhotse.dataset.sampling.dynamic_bucketing import FixedBucketBatchSizeConstraint
+
     cuts = dummy_cuts(DURATIONS)
-    assert ids(PlanCutSampler(cuts, constraint=TimeConstraint(max_duration=6.0, max_cuts=3))) == \
-        ids(PlanCutSampler(cuts, max_duration=6.0, max_cuts=3))
+    assert ids(PlanCutSampler(cuts, constraint=TimeConstraint(max_duration=6.0, max_cuts=3))) == ids(
+        PlanCutSampler(cuts, max_duration=6.0, max_cuts=3)
+    )
     examples = text_examples([11, 12, 20] * 20)
     assert sorted(map(len, PlanCutSampler(examples, constraint=TokenConstraint(max_examples=16)))) == [12, 16, 16, 16]
-    loader = torch.utils.data.DataLoader(TokenIds(), batch_size=None,
-                                         sampler=PlanCutSampler(examples, constraint=TokenConstraint(max_tokens=256)))
+    loader = torch.utils.data.DataLoader(
+        TokenIds(), batch_size=None, sampler=PlanCutSampler(examples, constraint=TokenConstraint(max_tokens=256))
+    )
     for tokens, lengths in loader:
         assert tokens.shape == (len(lengths), int(lengths.max())) and tokens.shape[0] * tokens.shape[1] <= 256
     # Lhotse's FixedBucketBatchSizeConstraint test: 1 s cuts two a batch, 2 s cuts alone, buckets never mixed
@@ -443,8 +534,9 @@ def test_lhotse_constraints_map_where_honest_and_are_refused_with_one_error_wher
     assert sorted((len(b), sum(c.duration for c in b)) for b in batches) == [(1, 1.0)] + [(1, 2.0)] * 5 + [(2, 2.0)] * 2
     with pytest.raises(UserError, match=r"cut 'dummy-mono-cut-0001' lasts 3 s, over the last bucket bound 2.5"):
         PlanCutSampler(dummy_cuts([1.0, 3.0]), constraint=buckets)
-    coprime = FixedBucketBatchSizeConstraint(max_seq_len_buckets=list(range(1, 16)), batch_sizes=[
-        2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47])
+    coprime = FixedBucketBatchSizeConstraint(
+        max_seq_len_buckets=list(range(1, 16)), batch_sizes=[2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47]
+    )
     with pytest.raises(UserError, match="least common multiple over"):
         PlanCutSampler(cuts, constraint=coprime)
     with pytest.raises(UserError, match=r"example 1 has 30 tokens, over max_tokens=20 \(1 such examples\)"):
@@ -458,15 +550,20 @@ def test_lhotse_constraints_map_where_honest_and_are_refused_with_one_error_wher
     for refused in (TimeConstraint(max_duration=5, concatenate_cuts=True), subclass, custom()):
         with pytest.raises(UserError, match="constraint=Custom cannot be planned|concatenate_cuts"):
             PlanCutSampler(cuts, constraint=refused)
-    assert isinstance(PlanCutSampler((e for e in examples), constraint=TokenConstraint(max_tokens=256)),
-                      StreamCutSampler)  # a one-pass source: planned a window at a time (test_batching_lhotse_stream.py)
+    assert isinstance(
+        PlanCutSampler((e for e in examples), constraint=TokenConstraint(max_tokens=256)), StreamCutSampler
+    )  # a one-pass source: planned a window at a time (test_batching_lhotse_stream.py)
 
 
 def prepared_cut_loader(sampler, process: int, dataset=None):
     """What accelerator.prepare does on process `process` of 2 to a cut_batch_loader, passed to shard_aware."""
     from accelerate.data_loader import prepare_data_loader
-    return shard_aware(prepare_data_loader(cut_batch_loader(dataset or CutIds(), sampler), num_processes=2,
-                                           process_index=process, put_on_device=False))
+
+    return shard_aware(
+        prepare_data_loader(
+            cut_batch_loader(dataset or CutIds(), sampler), num_processes=2, process_index=process, put_on_device=False
+        )
+    )
 
 
 @pytest.mark.parametrize("built_as", ["the process's rank", "rank 0 of 1"])
@@ -478,8 +575,12 @@ def test_under_accelerate_each_cut_is_trained_once_on_equal_steps_with_a_new_pla
     for epoch in (0, 1):
         ranks = []
         for process in (0, 1):
-            sampler = PlanCutSampler(cuts, max_duration=3.0, seed=1,
-                                     **(dict(rank=process, world_size=2) if built_as == "the process's rank" else {}))
+            sampler = PlanCutSampler(
+                cuts,
+                max_duration=3.0,
+                seed=1,
+                **(dict(rank=process, world_size=2) if built_as == "the process's rank" else {}),
+            )
             loader = prepared_cut_loader(sampler, process, dataset)
             loader.set_epoch(epoch)
             ranks.append([sorted(c.id for c in batch["supervisions"]["cut"]) for batch in loader])
@@ -494,9 +595,13 @@ def test_under_accelerate_each_cut_is_trained_once_on_equal_steps_with_a_new_pla
     with pytest.raises(UserError, match="yields only its rank's batches"):
         prepared_cut_loader(PlanCutSampler(cuts.repeat(), max_duration=3.0, rank=0, world_size=2), 0)
     from accelerate.data_loader import prepare_data_loader
-    unannounced = prepare_data_loader(cut_batch_loader(CutIds(), PlanCutSampler(cuts, max_duration=3.0, rank=0,
-                                                                                 world_size=2)),
-                                      num_processes=2, process_index=0, put_on_device=False)
+
+    unannounced = prepare_data_loader(
+        cut_batch_loader(CutIds(), PlanCutSampler(cuts, max_duration=3.0, rank=0, world_size=2)),
+        num_processes=2,
+        process_index=0,
+        put_on_device=False,
+    )
     with pytest.raises(UserError, match="shard_aware"):
         next(iter(unannounced))
 
@@ -504,8 +609,9 @@ def test_under_accelerate_each_cut_is_trained_once_on_equal_steps_with_a_new_pla
 def recipe_rows(stdout: str, key: str) -> dict[int, list[tuple[int, list]]]:
     """The recipe's printed batches (the lines holding `key`) per epoch, as (rank, sorted ids)."""
     rows = [json.loads(row) for row in re.findall(r"\{[^{}]*\}", stdout)]  # the processes' lines interleave
-    return {epoch: sorted((r["rank"], sorted(r[key])) for r in rows if key in r and r["epoch"] == epoch)
-            for epoch in (0, 1)}
+    return {
+        epoch: sorted((r["rank"], sorted(r[key])) for r in rows if key in r and r["epoch"] == epoch) for epoch in (0, 1)
+    }
 
 
 @pytest.mark.slow
@@ -518,25 +624,41 @@ def test_the_docs_accelerate_recipes_on_two_processes_resume_mid_epoch(tmp_path)
     loaders of 2 processes)."""
     pytest.importorskip("accelerate", reason="pip install accelerate (requirements-dev.txt)")
     recipe = docs_recipe("lhotse.md", "## Hugging Face Accelerate")
-    own_way = recipe.replace(",\n                           rank=accelerator.process_index, world_size=accelerator.num_processes", "")
+    own_way = recipe.replace(
+        ",\n                           rank=accelerator.process_index, world_size=accelerator.num_processes", ""
+    )
     assert own_way != recipe
-    for name, text in (("recipe.py", recipe), ("own_way.py", own_way), ("in_one.py", RECIPES_IN_ONE_PROCESS),
-                       ("cut_recipe.py", docs_recipe("lhotse.md", "### PlanCutSampler (a Lhotse dataset) under Accelerate"))):
+    for name, text in (
+        ("recipe.py", recipe),
+        ("own_way.py", own_way),
+        ("in_one.py", RECIPES_IN_ONE_PROCESS),
+        ("cut_recipe.py", docs_recipe("lhotse.md", "### PlanCutSampler (a Lhotse dataset) under Accelerate")),
+    ):
         (tmp_path / name).write_text(text)
     cuts = audio_cuts(tmp_path, n=30)
     cuts.to_file(tmp_path / "cuts.jsonl.gz")
     whole_cuts = {epoch: [] for epoch in (0, 1)}
     for epoch in (0, 1):
         for process in (0, 1):
-            loader = prepared_cut_loader(PlanCutSampler(cuts, max_duration=3.0, seed=1, rank=process, world_size=2),
-                                         process)
+            loader = prepared_cut_loader(
+                PlanCutSampler(cuts, max_duration=3.0, seed=1, rank=process, world_size=2), process
+            )
             loader.set_epoch(epoch)
             whole_cuts[epoch] += [(process, sorted(batch)) for batch in loader]
 
     def run(*recipes):
-        done = run_command(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                           "in_one.py", json.dumps([[str(a) for a in r] for r in recipes]), cwd=tmp_path, timeout=240,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        done = run_command(
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            "in_one.py",
+            json.dumps([[str(a) for a in r] for r in recipes]),
+            cwd=tmp_path,
+            timeout=240,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         return recipe_rows(done.stdout, "items"), recipe_rows(done.stdout, "cuts")
 
     cut_recipe = ["cut_recipe.py", tmp_path / "cuts.jsonl.gz", tmp_path / "cut_state.json"]
@@ -562,14 +684,20 @@ def test_the_docs_accelerate_recipes_on_two_processes_resume_mid_epoch(tmp_path)
 @pytest.mark.slow  # a pytest subprocess that imports torch and lhotse: about 5-12 s on 2 cores
 def test_the_lhotse_suite_runner_rebinds_lhotses_samplers_in_a_copy_of_a_checkout(tmp_path, capfd):
     from scripts.tools import lhotse_suite
+
     suite = tmp_path / "lhotse" / "test" / "dataset" / "sampling"
     suite.mkdir(parents=True)
-    source = ('"""A stand-in for a Lhotse sampler test module."""\nimport pytest\n\nfrom lhotse.dataset import '
-              '(\n    DynamicBucketingSampler,\n)\nfrom lhotse.dataset.sampling import SimpleCutSampler\n\n\n'
-              'def test_rebound():\n    assert DynamicBucketingSampler is SimpleCutSampler\n'
-              '    assert SimpleCutSampler.__name__ == "PlanCutSampler"\n')
+    source = (
+        '"""A stand-in for a Lhotse sampler test module."""\nimport pytest\n\nfrom lhotse.dataset import '
+        "(\n    DynamicBucketingSampler,\n)\nfrom lhotse.dataset.sampling import SimpleCutSampler\n\n\n"
+        "def test_rebound():\n    assert DynamicBucketingSampler is SimpleCutSampler\n"
+        '    assert SimpleCutSampler.__name__ == "PlanCutSampler"\n'
+    )
     (suite / "test_samplers.py").write_text(source)
-    assert lhotse_suite.main(["--lhotse", str(tmp_path / "lhotse"), "--work", str(tmp_path / "work"), "--", "-n", "0"]) == 0
+    assert (
+        lhotse_suite.main(["--lhotse", str(tmp_path / "lhotse"), "--work", str(tmp_path / "work"), "--", "-n", "0"])
+        == 0
+    )
     assert "1 passed" in capfd.readouterr().out
     assert (suite / "test_samplers.py").read_text() == source  # the checkout is only read
     lhotse_suite.copy_suite(tmp_path / "lhotse", tmp_path / "own", substitute=False)

@@ -1,6 +1,7 @@
 """PlanCutSampler on lazy JSONL manifests (batching/lhotse/manifest.py): indexed in 16 bytes a cut,
 cuts read again by seeking, the sampler's contract kept, the cache healed when the manifest changes;
 and the lazy-manifest benchmark's generator (scripts/bench/lhotse.py)."""
+
 import gzip
 import json
 import os
@@ -29,8 +30,12 @@ DURATIONS = np.random.default_rng(7).uniform(0.5, 4.0, 50).round(2)
 
 def write_cuts(path: Path, durations, prefix: str = "c") -> CutSet:
     """An eager CutSet of dummy cuts (with a supervision each) saved at path (.jsonl or .jsonl.gz)."""
-    cuts = CutSet.from_cuts(dummy_cut(i, duration=float(d), recording_duration=float(d), with_data=False,
-                                      supervisions=[]).with_id(f"{prefix}{i:04d}") for i, d in enumerate(durations))
+    cuts = CutSet.from_cuts(
+        dummy_cut(i, duration=float(d), recording_duration=float(d), with_data=False, supervisions=[]).with_id(
+            f"{prefix}{i:04d}"
+        )
+        for i, d in enumerate(durations)
+    )
     cuts.to_file(path)
     return cuts
 
@@ -56,8 +61,12 @@ def test_a_lazy_manifest_is_indexed_in_16_bytes_a_cut_and_planned_as_the_eager_o
 
 
 @settings(max_examples=15, deadline=None)
-@given(durations=st.lists(st.floats(0.3, 5.0).map(lambda d: round(d, 2)), min_size=1, max_size=60),
-       world_size=st.integers(1, 3), fraction=st.floats(0, 1), epoch=st.integers(0, 3))
+@given(
+    durations=st.lists(st.floats(0.3, 5.0).map(lambda d: round(d, 2)), min_size=1, max_size=60),
+    world_size=st.integers(1, 3),
+    fraction=st.floats(0, 1),
+    epoch=st.integers(0, 3),
+)
 def test_the_contract_holds_on_an_indexed_manifest(durations, world_size, fraction, epoch):
     """Every rank the same steps, never over max_duration, every cut once an epoch, and a state
     saved mid-epoch resumes exactly where it stopped."""
@@ -65,8 +74,13 @@ def test_the_contract_holds_on_an_indexed_manifest(durations, world_size, fracti
         eager = write_cuts(Path(folder) / "cuts.jsonl.gz", durations)
 
         def sampler(rank):
-            built = PlanCutSampler(CutSet.from_jsonl_lazy(Path(folder) / "cuts.jsonl.gz"), max_duration=5.0,
-                                   rank=rank, world_size=world_size, manifest_cache=Path(folder) / "cache")
+            built = PlanCutSampler(
+                CutSet.from_jsonl_lazy(Path(folder) / "cuts.jsonl.gz"),
+                max_duration=5.0,
+                rank=rank,
+                world_size=world_size,
+                manifest_cache=Path(folder) / "cache",
+            )
             built.set_epoch(epoch)
             return built
 
@@ -111,24 +125,32 @@ def test_a_changed_or_damaged_cache_heals_and_a_manifest_changed_under_a_sampler
 
 
 def test_several_files_are_indexed_and_chains_over_them_are_read_in_with_a_log_line(tmp_path, caplog):
-    first, second = write_cuts(tmp_path / "a.jsonl.gz", DURATIONS[:30]), write_cuts(tmp_path / "b.jsonl", DURATIONS[30:], "b")
+    first, second = (
+        write_cuts(tmp_path / "a.jsonl.gz", DURATIONS[:30]),
+        write_cuts(tmp_path / "b.jsonl", DURATIONS[30:], "b"),
+    )
     both = CutSet.from_files([tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl"])
     index = indexed_manifest(both, tmp_path / "cache")
     assert len(index) == 50 and index[35].id == "b0005" and index[3].id == "c0003"
     sampler = PlanCutSampler(both, max_duration=6.0, manifest_cache=tmp_path / "cache")
     assert sorted(i for b in ids(sampler) for i in b) == sorted([*first.ids, *second.ids])
     with caplog.at_level("INFO", logger="batching.lhotse"):
-        filtered = PlanCutSampler(CutSet.from_file(tmp_path / "a.jsonl.gz").filter(lambda c: c.duration > 1.0),
-                                  max_duration=6.0, manifest_cache=tmp_path / "cache")
+        filtered = PlanCutSampler(
+            CutSet.from_file(tmp_path / "a.jsonl.gz").filter(lambda c: c.duration > 1.0),
+            max_duration=6.0,
+            manifest_cache=tmp_path / "cache",
+        )
     assert "reading a lazy CutSet into memory" in caplog.text and "LazyFilter" in caplog.text
     assert sorted(i for b in ids(filtered) for i in b) == sorted(c.id for c in first if c.duration > 1.0)
 
 
 def test_cuts_are_read_again_in_dataloader_workers(tmp_path):
     from lhotse.dataset.iterable_dataset import IterableDatasetWrapper
+
     write_cuts(tmp_path / "cuts.jsonl.gz", DURATIONS)
-    sampler = PlanCutSampler(CutSet.from_file(tmp_path / "cuts.jsonl.gz"), max_duration=6.0,
-                             manifest_cache=tmp_path / "cache")
+    sampler = PlanCutSampler(
+        CutSet.from_file(tmp_path / "cuts.jsonl.gz"), max_duration=6.0, manifest_cache=tmp_path / "cache"
+    )
     next(iter(sampler))  # the parent has opened the copy: the worker opens its own
     loader = torch.utils.data.DataLoader(IterableDatasetWrapper(CutIdList(), sampler), batch_size=None, num_workers=1)
     assert sorted(i for b in loader for i in b) == sorted(f"c{i:04d}" for i in range(len(DURATIONS)))
@@ -160,8 +182,18 @@ def test_the_bench_writes_cuts_as_lhotse_does_and_durations_are_read_off_any_cut
 @pytest.mark.slow
 def test_bench_lhotse_smoke(tmp_path):
     """python -m scripts.bench.lhotse on 3,000 cuts: the table with both samplers and the goals' lines."""
-    done = run_command(sys.executable, "-m", "scripts.bench.lhotse", "--cuts", "3000", "--reader-cuts", "500",
-                       "--folder", tmp_path, timeout=300)
+    done = run_command(
+        sys.executable,
+        "-m",
+        "scripts.bench.lhotse",
+        "--cuts",
+        "3000",
+        "--reader-cuts",
+        "500",
+        "--folder",
+        tmp_path,
+        timeout=300,
+    )
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert len(table) == 4 and table[1].startswith("| PlanCutSampler, cold") and "DynamicBucketing" in table[3]
     assert " | 0 |" in table[1] and "(goal <= 1.5x)" in done.stdout and "(goal < 64)" in done.stdout

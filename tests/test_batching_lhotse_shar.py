@@ -2,6 +2,7 @@
 without audio) streamed in shard order shuffled per epoch, with the sampler's contract: every rank
 the same steps, never over the budget, every cut once an epoch (of those that pass its filter), and
 a mid-epoch resume that goes on where it stopped without opening the shards before it."""
+
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +16,19 @@ from lhotse import CutSet, MonoCut, Recording  # noqa: E402
 from lhotse.testing.dummies import dummy_cut  # noqa: E402
 
 from batching.errors import UserError  # noqa: E402
-from batching.lhotse import PlanCutSampler  # noqa: E402
-from batching.lhotse import SharCutSampler  # noqa: E402
+from batching.lhotse import (
+    PlanCutSampler,  # noqa: E402
+    SharCutSampler,  # noqa: E402
+)
 
 DURATIONS = np.random.default_rng(3).uniform(0.3, 3.0, 64).round(2)
 
 
 def write_shar(folder: Path, durations, shard_size: int) -> CutSet:
     """Dummy cuts (metadata only) written as Shar in folder; returns the eager CutSet."""
-    cuts = CutSet.from_cuts(dummy_cut(i, duration=float(d), recording_duration=float(d)).drop_features()
-                            for i, d in enumerate(durations))
+    cuts = CutSet.from_cuts(
+        dummy_cut(i, duration=float(d), recording_duration=float(d)).drop_features() for i, d in enumerate(durations)
+    )
     folder.mkdir(parents=True, exist_ok=True)
     cuts.to_shar(folder, fields={}, shard_size=shard_size)
     return cuts
@@ -35,18 +39,26 @@ def ids(batches) -> list[list[str]]:
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(8, 64), shard_size=st.integers(2, 16), world_size=st.integers(1, 3), epoch=st.integers(0, 3),
-       fraction=st.floats(0, 1))
-def test_every_rank_runs_the_same_steps_over_budget_never_and_a_resume_goes_on(tmp_path_factory, n, shard_size,
-                                                                                world_size, epoch, fraction):
+@given(
+    n=st.integers(8, 64),
+    shard_size=st.integers(2, 16),
+    world_size=st.integers(1, 3),
+    epoch=st.integers(0, 3),
+    fraction=st.floats(0, 1),
+)
+def test_every_rank_runs_the_same_steps_over_budget_never_and_a_resume_goes_on(
+    tmp_path_factory, n, shard_size, world_size, epoch, fraction
+):
     folder = tmp_path_factory.mktemp("shar")
     eager = write_shar(folder, DURATIONS[:n], shard_size)
     if -(-n // shard_size) < world_size:
         with pytest.raises(UserError, match="every rank needs a shard"):
             SharCutSampler(CutSet.from_shar(in_dir=folder), max_duration=4.0, world_size=world_size, rank=0)
         return
-    samplers = [SharCutSampler(CutSet.from_shar(in_dir=folder), max_duration=4.0, world_size=world_size, rank=r)
-                for r in range(world_size)]
+    samplers = [
+        SharCutSampler(CutSet.from_shar(in_dir=folder), max_duration=4.0, world_size=world_size, rank=r)
+        for r in range(world_size)
+    ]
     for sampler in samplers:
         sampler.set_epoch(epoch)
     ranks = [ids(sampler) for sampler in samplers]
@@ -60,8 +72,9 @@ def test_every_rank_runs_the_same_steps_over_budget_never_and_a_resume_goes_on(t
     first = samplers[-1]
     iterator = iter(first)
     done = ids(next(iterator) for _ in range(int(fraction * len(ranks[-1]))))
-    resumed = SharCutSampler(CutSet.from_shar(in_dir=folder), max_duration=4.0, world_size=world_size,
-                             rank=world_size - 1)
+    resumed = SharCutSampler(
+        CutSet.from_shar(in_dir=folder), max_duration=4.0, world_size=world_size, rank=world_size - 1
+    )
     resumed.load_state_dict(first.state_dict())
     resumed.set_epoch(epoch)  # icefall's order: restore, then set_epoch of the saved epoch keeps the state
     assert done + ids(resumed) == ranks[-1]
@@ -82,11 +95,13 @@ def test_the_shard_order_changes_with_the_epoch_and_a_resume_skips_the_shards_do
     assert state["shard"] > 0 and state["consumed"] == len(epochs[1]) * 3 // 4
     opened = []
     real = SharCutSampler.__init__.__globals__["_shard_cuts"]
-    monkeypatch.setitem(SharCutSampler.__init__.__globals__, "_shard_cuts", lambda shard: opened.append(shard) or real(shard))
+    monkeypatch.setitem(
+        SharCutSampler.__init__.__globals__, "_shard_cuts", lambda shard: opened.append(shard) or real(shard)
+    )
     resumed = SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=4.0, seed=1)
     resumed.load_state_dict(state)
     rest = ids(resumed)
-    assert rest == epochs[1][state["consumed"]:] and len(opened) == 8 - state["shard"]
+    assert rest == epochs[1][state["consumed"] :] and len(opened) == 8 - state["shard"]
 
 
 def test_filter_and_map_apply_to_the_batches_read_from_the_shards(tmp_path):
@@ -96,8 +111,12 @@ def test_filter_and_map_apply_to_the_batches_read_from_the_shards(tmp_path):
     eager = write_shar(tmp_path, durations, shard_size=6)
     short = sorted(cut.id for cut in eager if cut.duration < 1.0)
     assert 0 < len(short) < 40
-    samplers = [SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=3.0, world_size=2, rank=r)
-                .filter(lambda cut: cut.duration < 1.0) for r in range(2)]
+    samplers = [
+        SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=3.0, world_size=2, rank=r).filter(
+            lambda cut: cut.duration < 1.0
+        )
+        for r in range(2)
+    ]
     ranks = [ids(sampler) for sampler in samplers]
     assert sorted(i for r in ranks for b in r for i in b) == short
     assert len(ranks[0]) == len(ranks[1]) == len(samplers[0])
@@ -144,6 +163,7 @@ def test_cuts_keep_their_audio_and_mistakes_are_one_error(tmp_path):
 def test_iterable_dataset_wrapper_reads_the_shards_in_a_worker(tmp_path):
     import torch
     from lhotse.dataset.iterable_dataset import IterableDatasetWrapper
+
     eager = write_shar(tmp_path, DURATIONS[:20], shard_size=5)
     sampler = SharCutSampler(CutSet.from_shar(in_dir=tmp_path), max_duration=4.0)
     next(iter(sampler))  # a running pass is not pickled

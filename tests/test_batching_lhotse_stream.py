@@ -1,6 +1,7 @@
 """PlanCutSampler over one-pass and infinite sources (batching/lhotse/stream.py): a generator of
 TextExamples, a CutSet repeated without end, planned a window at a time; every example read
 yielded once, never over the budget, equal steps on every rank, resume on a re-iterable stream."""
+
 import itertools
 
 import numpy as np
@@ -40,19 +41,35 @@ def repeated_cuts(durations) -> CutSet:
 
 def cost(example, quadratic=None) -> float:
     n = example.num_tokens
-    return n + (0 if quadratic is None else n ** 2 / quadratic)
+    return n + (0 if quadratic is None else n**2 / quadratic)
 
 
 @settings(max_examples=40, deadline=None)
-@given(tokens=st.lists(st.integers(1, 40), min_size=1, max_size=90), window=st.integers(1, 30),
-       world_size=st.integers(1, 3), drop_last=st.booleans(), quadratic=st.sampled_from([None, 32]),
-       shuffle=st.booleans())
+@given(
+    tokens=st.lists(st.integers(1, 40), min_size=1, max_size=90),
+    window=st.integers(1, 30),
+    world_size=st.integers(1, 3),
+    drop_last=st.booleans(),
+    quadratic=st.sampled_from([None, 32]),
+    shuffle=st.booleans(),
+)
 def test_a_finite_generator_yields_every_example_once_on_equal_steps_within_the_budget(
-        tokens, window, world_size, drop_last, quadratic, shuffle):
-    max_tokens = 2 * (40 + 40 ** 2 // 32)
+    tokens, window, world_size, drop_last, quadratic, shuffle
+):
+    max_tokens = 2 * (40 + 40**2 // 32)
     constraint = TokenConstraint(max_tokens=max_tokens, quadratic_length=quadratic)
-    samplers = [PlanCutSampler(text_stream(tokens), constraint=constraint, buffer_size=window, drop_last=drop_last,
-                               shuffle=shuffle, rank=r, world_size=world_size) for r in range(world_size)]
+    samplers = [
+        PlanCutSampler(
+            text_stream(tokens),
+            constraint=constraint,
+            buffer_size=window,
+            drop_last=drop_last,
+            shuffle=shuffle,
+            rank=r,
+            world_size=world_size,
+        )
+        for r in range(world_size)
+    ]
     ranks = [[[e.text for e in batch] for batch in sampler] for sampler in samplers]  # every rank reads the stream
     assert len({len(r) for r in ranks}) == 1  # the same steps on every rank
     taken = [text for r in ranks for batch in r for text in batch]
@@ -70,8 +87,17 @@ def test_a_finite_generator_yields_every_example_once_on_equal_steps_within_the_
 @given(window=st.integers(5, 200), world_size=st.integers(1, 3), steps=st.integers(1, 40), seed=st.integers(0, 9))
 def test_an_infinite_generator_never_ends_and_never_repeats_or_exceeds_the_budget(window, world_size, steps, seed):
     constraint = TokenConstraint(max_tokens=100)
-    ranks = [list(itertools.islice(PlanCutSampler(endless_text(seed), constraint=constraint, buffer_size=window,
-                                                  rank=r, world_size=world_size), steps)) for r in range(world_size)]
+    ranks = [
+        list(
+            itertools.islice(
+                PlanCutSampler(
+                    endless_text(seed), constraint=constraint, buffer_size=window, rank=r, world_size=world_size
+                ),
+                steps,
+            )
+        )
+        for r in range(world_size)
+    ]
     assert [len(r) for r in ranks] == [steps] * world_size
     for step in zip(*ranks):  # each step: the ranks' batches are disjoint
         texts = [e.text for batch in step for e in batch]
@@ -82,12 +108,26 @@ def test_an_infinite_generator_never_ends_and_never_repeats_or_exceeds_the_budge
 
 
 @settings(max_examples=15, deadline=None)
-@given(durations=st.lists(st.floats(0.5, 6.0), min_size=1, max_size=12), window=st.integers(3, 40),
-       world_size=st.integers(1, 3), steps=st.integers(1, 25))
+@given(
+    durations=st.lists(st.floats(0.5, 6.0), min_size=1, max_size=12),
+    window=st.integers(3, 40),
+    world_size=st.integers(1, 3),
+    steps=st.integers(1, 25),
+)
 def test_a_repeated_cutset_on_several_ranks_runs_equal_steps_of_disjoint_cuts_within_the_budget(
-        durations, window, world_size, steps):
-    ranks = [list(itertools.islice(PlanCutSampler(repeated_cuts(durations), max_duration=12.0, buffer_size=window,
-                                                  rank=r, world_size=world_size), steps)) for r in range(world_size)]
+    durations, window, world_size, steps
+):
+    ranks = [
+        list(
+            itertools.islice(
+                PlanCutSampler(
+                    repeated_cuts(durations), max_duration=12.0, buffer_size=window, rank=r, world_size=world_size
+                ),
+                steps,
+            )
+        )
+        for r in range(world_size)
+    ]
     assert [len(r) for r in ranks] == [steps] * world_size  # an infinite source never ends
     ids = [cut.id for r in ranks for batch in r for cut in batch]
     assert len(ids) == len(set(ids))  # .repeat() renames each round's cuts; none is yielded twice
@@ -108,8 +148,13 @@ def test_two_ranks_read_the_same_windows_and_yield_what_they_read_but_a_bounded_
     tokens = np.random.default_rng(1).integers(10, 41, 200).tolist()
     reads, runs = [[], []], []
     for rank in range(2):
-        sampler = PlanCutSampler(counted_text(tokens, reads[rank]), constraint=TokenConstraint(max_tokens=120),
-                                 buffer_size=40, rank=rank, world_size=2)
+        sampler = PlanCutSampler(
+            counted_text(tokens, reads[rank]),
+            constraint=TokenConstraint(max_tokens=120),
+            buffer_size=40,
+            rank=rank,
+            world_size=2,
+        )
         runs.append([(len(reads[rank]), [int(e.text[1:]) for e in batch]) for batch in sampler])
     assert [read for read, _ in runs[0]] == [read for read, _ in runs[1]]  # the same stream at the same steps
     seen: set[int] = set()
@@ -123,8 +168,9 @@ def test_two_ranks_read_the_same_windows_and_yield_what_they_read_but_a_bounded_
 
 def repeated_sampler(rank: int, world_size: int, window: int):
     durations = np.random.default_rng(2).uniform(0.5, 6.0, 9).tolist()
-    return PlanCutSampler(repeated_cuts(durations), max_duration=10.0, buffer_size=window, seed=4, rank=rank,
-                          world_size=world_size)
+    return PlanCutSampler(
+        repeated_cuts(durations), max_duration=10.0, buffer_size=window, seed=4, rank=rank, world_size=world_size
+    )
 
 
 @settings(max_examples=15, deadline=None)
@@ -161,7 +207,8 @@ def test_a_one_pass_source_cannot_be_resumed_or_read_twice_with_one_error_each()
         repeated.load_state_dict(PlanCutSampler(CutSet.from_cuts([dummy_cut(0)]), max_duration=5.0).state_dict())
     with pytest.raises(UserError, match="saved on 1 ranks, this sampler runs on 2"):
         PlanCutSampler(repeated_cuts([1.0]), max_duration=5.0, world_size=2, rank=0).load_state_dict(
-            repeated.state_dict())
+            repeated.state_dict()
+        )
 
 
 def test_a_stream_is_detected_and_the_stream_settings_checked():
@@ -203,6 +250,7 @@ class TokenIds(torch.utils.data.Dataset):
 
     def __getitem__(self, examples):
         from lhotse.dataset.collation import collate_vectors
+
         tokens = collate_vectors([e.tokens.astype(np.int32) for e in examples], padding_value=-1)
         return tokens, torch.LongTensor([e.num_tokens for e in examples])
 
@@ -218,7 +266,10 @@ def test_lhotses_endless_text_source_feeds_a_dataloader_in_full_batches():
     """Lhotse's test_text_sampling.py shapes: its endless source read a window at a time."""
     sampler = PlanCutSampler(three_texts(), constraint=TokenConstraint(max_examples=16), buffer_size=100)
     assert [len(b) for b in itertools.islice(sampler, 12)] == [16] * 12  # carried, never a short batch midway
-    loader = torch.utils.data.DataLoader(TokenIds(), batch_size=None, sampler=PlanCutSampler(
-        three_texts(), constraint=TokenConstraint(max_tokens=256), buffer_size=300))
+    loader = torch.utils.data.DataLoader(
+        TokenIds(),
+        batch_size=None,
+        sampler=PlanCutSampler(three_texts(), constraint=TokenConstraint(max_tokens=256), buffer_size=300),
+    )
     for tokens, lengths in itertools.islice(loader, 10):
         assert tokens.shape == (len(lengths), int(lengths.max())) and tokens.numel() <= 256

@@ -1,4 +1,5 @@
 """The paper's ZPR / ABL against hand-computed examples, and the randomness measure."""
+
 import dataclasses
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Invariants of plan_epoch for every strategy, with and without DBS/BR, on 1 to 8 ranks."""
+
 import dataclasses
 
 import numpy as np
@@ -25,10 +26,18 @@ def configs(draw, lengths):
         capacity = max(lengths) * draw(st.integers(1, 4)) + draw(st.integers(0, 50))
     batching = draw(st.sampled_from(PLAN_STRATEGIES))
     return BatchingConfig(
-        batching=batching, batch_size=draw(st.integers(1, 20)),
-        lrf=draw(st.floats(0, 1)), bucket_size=draw(st.integers(1, 50)), n_bins=draw(st.integers(1, 20)),
-        dbs=dbs, br=draw(st.booleans()), capacity=capacity, drop_last=draw(st.booleans()),
-        seed=draw(st.integers(0, 2**32)), ssb_key=draw(st.sampled_from(KEYS)) if batching == "ssb" else None)
+        batching=batching,
+        batch_size=draw(st.integers(1, 20)),
+        lrf=draw(st.floats(0, 1)),
+        bucket_size=draw(st.integers(1, 50)),
+        n_bins=draw(st.integers(1, 20)),
+        dbs=dbs,
+        br=draw(st.booleans()),
+        capacity=capacity,
+        drop_last=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**32)),
+        ssb_key=draw(st.sampled_from(KEYS)) if batching == "ssb" else None,
+    )
 
 
 def all_ranks(lengths, config, epoch, world_size):
@@ -61,8 +70,9 @@ def test_plan_invariants(data, lengths, world_size, epoch):
         assert (sizes <= config.batch_size).all()
         if world_size == 1:
             assert (sizes != config.batch_size).sum() <= (0 if config.drop_last else 1)
-            assert len(batches) == (lengths.size // config.batch_size if config.drop_last
-                                    else -(-lengths.size // config.batch_size))
+            assert len(batches) == (
+                lengths.size // config.batch_size if config.drop_last else -(-lengths.size // config.batch_size)
+            )
     again = all_ranks(lengths, config, epoch, world_size)
     assert [plan_digest(r) for r in ranks] == [plan_digest(r) for r in again]
     plan = plan_global(lengths, config, epoch, world_size)
@@ -73,8 +83,13 @@ def test_plan_invariants(data, lengths, world_size, epoch):
 
 
 @settings(max_examples=100, deadline=None)
-@given(lengths=AWKWARD, lrf=st.floats(0, 1), seed=st.integers(0, 2**32), epoch=st.integers(0, 5),
-       key=st.sampled_from([None, "length"]))
+@given(
+    lengths=AWKWARD,
+    lrf=st.floats(0, 1),
+    seed=st.integers(0, 2**32),
+    epoch=st.integers(0, 5),
+    key=st.sampled_from([None, "length"]),
+)
 def test_ssb_length_key_is_equation_3_bit_for_bit(lengths, lrf, seed, epoch, key):
     """ssb_key=length (and unset) plans exactly the paper's SSB: argsort of l + U(-a/2, a/2), a = (max - min) * lrf."""
     lengths = np.array(lengths, np.int64)
@@ -85,15 +100,24 @@ def test_ssb_length_key_is_equation_3_bit_for_bit(lengths, lrf, seed, epoch, key
     else:
         perm = rng.permutation(lengths.size)
         order = perm[np.argsort(lengths[perm], kind="stable")]
-    expected = [order[i:i + 16] for i in range(0, order.size, 16)]
-    assert plan_digest(plan_epoch(lengths, BatchingConfig("ssb", lrf=lrf, seed=seed, ssb_key=key), epoch)) == \
-        plan_digest(expected)
+    expected = [order[i : i + 16] for i in range(0, order.size, 16)]
+    assert plan_digest(
+        plan_epoch(lengths, BatchingConfig("ssb", lrf=lrf, seed=seed, ssb_key=key), epoch)
+    ) == plan_digest(expected)
 
 
-@pytest.mark.parametrize("config", [
-    BatchingConfig("rand"), BatchingConfig("ssb"), BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True), BatchingConfig("bkt", bucket_size=32),
-    BatchingConfig("ats", n_bins=4), BatchingConfig("sb", br=True), BatchingConfig("ssb", dbs=True, br=True),
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        BatchingConfig("rand"),
+        BatchingConfig("ssb"),
+        BatchingConfig("ssb", ssb_key="cost", dbs=True, br=True),
+        BatchingConfig("bkt", bucket_size=32),
+        BatchingConfig("ats", n_bins=4),
+        BatchingConfig("sb", br=True),
+        BatchingConfig("ssb", dbs=True, br=True),
+    ],
+)
 def test_new_epoch_new_plan(config):
     lengths = np.random.default_rng(1).integers(50, 800, 300)
     plans = {plan_digest(plan_epoch(lengths, config, epoch)) for epoch in range(3)}
@@ -128,15 +152,20 @@ def test_drop_last_drops_smallest_batches_for_ranks():
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths=AWKWARD, batching=st.sampled_from(["rand", "sb", "ssb", "bkt", "ats"]), slack=st.integers(0, 50),
-       seed=st.integers(0, 2**32), epoch=st.integers(0, 3))
+@given(
+    lengths=AWKWARD,
+    batching=st.sampled_from(["rand", "sb", "ssb", "bkt", "ats"]),
+    slack=st.integers(0, 50),
+    seed=st.integers(0, 2**32),
+    epoch=st.integers(0, 3),
+)
 def test_drop_last_under_a_budget_drops_only_an_incomplete_last_batch(lengths, batching, slack, seed, epoch):
     """dbs + drop_last on one rank: the plan without drop_last, less the walk's last batch exactly
     when one more sample as long as its longest would still fit the budget (Lhotse's drop_last)."""
     lengths = np.array(lengths)
     config = BatchingConfig(batching, dbs=True, capacity=int(lengths.max()) * 3 + slack, seed=seed)
     whole = plan_global(lengths, config, epoch)
-    last = whole.order[whole.cuts[-2]:whole.cuts[-1]]
+    last = whole.order[whole.cuts[-2] : whole.cuts[-1]]
     incomplete = (last.size + 1) * lengths[last].max() <= config.capacity
     expected = [b for b in whole.batches() if not (incomplete and np.array_equal(b, last))]
     dropped = plan_global(lengths, dataclasses.replace(config, drop_last=True), epoch).batches()

@@ -1,4 +1,5 @@
 """PlanBatchSampler: the planner's batches through torch, and mid-epoch resume on any world size."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -29,10 +30,21 @@ def test_yields_the_plan_and_works_in_a_dataloader():
 
 
 @settings(max_examples=60, deadline=None)
-@given(old=st.integers(1, 8), new=st.integers(1, 8), fraction=st.floats(0, 1), config=st.sampled_from([
-    CONFIG, BatchingConfig("rand"), BatchingConfig("sb", batch_size=7), BatchingConfig("ats", dbs=True),
-    BatchingConfig("ssb", ssb_key="cost", lrf=0.05, dbs=True, br=True),
-    BatchingConfig("stream", stream_key="cost", bucket_interval=100, br=True)]))
+@given(
+    old=st.integers(1, 8),
+    new=st.integers(1, 8),
+    fraction=st.floats(0, 1),
+    config=st.sampled_from(
+        [
+            CONFIG,
+            BatchingConfig("rand"),
+            BatchingConfig("sb", batch_size=7),
+            BatchingConfig("ats", dbs=True),
+            BatchingConfig("ssb", ssb_key="cost", lrf=0.05, dbs=True, br=True),
+            BatchingConfig("stream", stream_key="cost", bucket_interval=100, br=True),
+        ]
+    ),
+)
 def test_resume_mid_epoch_loses_and_repeats_nothing(old, new, fraction, config):
     before = samplers(old, config)
     steps = int(fraction * len(before[0]))
@@ -98,6 +110,7 @@ def test_other_settings_are_refused():
 def test_an_icefall_loop_restarted_mid_epoch_trains_each_sample_once(workers):
     """Restore, then set_epoch(e) at the top of the epoch (Lhotse's rule): the saved epoch goes on
     where it stopped, and the next epoch is the uninterrupted run's."""
+
     def make_loader(sampler):
         return torch.utils.data.DataLoader(torch.arange(LENGTHS.size), batch_sampler=sampler, num_workers=workers)
 
@@ -132,7 +145,9 @@ def test_set_epoch_keeps_a_restored_state_only_for_its_own_epoch():
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torchdata_stateful_dataloader_resumes_exactly(workers):
-    stateful = pytest.importorskip("torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)")
+    stateful = pytest.importorskip(
+        "torchdata.stateful_dataloader", reason="pip install torchdata (requirements-dev.txt)"
+    )
 
     def loader():
         sampler = PlanBatchSampler(LENGTHS, CONFIG)
@@ -151,6 +166,7 @@ def test_torchdata_stateful_dataloader_resumes_exactly(workers):
 
 def test_a_calibration_target_is_resolved_when_the_sampler_is_built():
     from batching.analysis import resolve_width
+
     asked = BatchingConfig("ssb", dbs=True, ssb_key="cost", target_zpr=15)
     sampler = PlanBatchSampler(LENGTHS, asked)
     assert sampler.config == resolve_width(LENGTHS, asked)[0] and sampler.calibration["lrf"] == sampler.config.lrf

@@ -1,5 +1,6 @@
 """batching=stream: the blog's streaming length-bucket sampler with its end-of-epoch flush,
 seeded stream order, skipped-sample reporting and equal batch counts on every rank."""
+
 import json
 import warnings
 
@@ -8,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import train
 from batching import BatchingConfig, StreamBucketer, deal_steps, plan_digest, plan_epoch, plan_global, skipped_samples
 from batching.cli import main
 from batching.cost_key import CostKey
 from batching.stream import bucket_ids, stream_budget
-import train
 from training.config import batching_config
 from training.hparams import load_hparams
 from training.rundir import read_metrics
@@ -29,10 +30,17 @@ def stream_configs(draw, lengths):
     max_length = draw(st.one_of(st.none(), st.integers(1, max(lengths) + 10)))
     kept = [x for x in lengths if max_length is None or x <= max_length] or [1]
     capacity = draw(st.one_of(st.none(), st.integers(max(kept), 4 * max(kept) + 50)))
-    return BatchingConfig("stream", batch_size=draw(st.integers(1, 20)), bucket_interval=draw(st.integers(1, 300)),
-                          max_length=max_length, capacity=capacity, br=draw(st.booleans()),
-                          drop_last=draw(st.booleans()), seed=draw(st.integers(0, 2**32)),
-                          stream_key=draw(st.sampled_from([None, "length", "cost"])))
+    return BatchingConfig(
+        "stream",
+        batch_size=draw(st.integers(1, 20)),
+        bucket_interval=draw(st.integers(1, 300)),
+        max_length=max_length,
+        capacity=capacity,
+        br=draw(st.booleans()),
+        drop_last=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**32)),
+        stream_key=draw(st.sampled_from([None, "length", "cost"])),
+    )
 
 
 def buckets_of(lengths, config):
@@ -75,8 +83,13 @@ def test_stream_plan_invariants(data, lengths, world_size, epoch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(lengths=st.lists(st.integers(1, 900), min_size=0, max_size=300), interval=st.integers(1, 200),
-       batch_size=st.integers(1, 20), epoch=st.integers(0, 3), key=st.sampled_from([None, "cost"]))
+@given(
+    lengths=st.lists(st.integers(1, 900), min_size=0, max_size=300),
+    interval=st.integers(1, 200),
+    batch_size=st.integers(1, 20),
+    epoch=st.integers(0, 3),
+    key=st.sampled_from([None, "cost"]),
+)
 def test_compiled_planner_is_the_streaming_bucketer(lengths, interval, batch_size, epoch, key):
     """plan_global (numba, arrays) emits exactly the batches of StreamBucketer (any iterator), with
     either key (the bucketer's CostKey fitted on the same lengths)."""
@@ -91,8 +104,11 @@ def test_compiled_planner_is_the_streaming_bucketer(lengths, interval, batch_siz
 
 
 @settings(max_examples=60, deadline=None)
-@given(lengths=st.lists(st.integers(1, 2000), min_size=1, max_size=300), sample=st.integers(1, 50),
-       interval=st.integers(1, 300))
+@given(
+    lengths=st.lists(st.integers(1, 2000), min_size=1, max_size=300),
+    sample=st.integers(1, 50),
+    interval=st.integers(1, 300),
+)
 def test_a_key_fitted_on_a_sample_keeps_the_stream_within_budget(lengths, sample, interval):
     """A true stream fits its key before it has seen the lengths: those outside the sample's range
     go to the end buckets and are counted; no batch passes the budget, every sample once."""
@@ -152,7 +168,9 @@ def test_budget_is_capacity_else_batch_size_times_longest_kept():
     lengths = np.array([100, 900, 200])
     assert stream_budget(lengths, BatchingConfig("stream", batch_size=4)) == 3600
     assert stream_budget(lengths, BatchingConfig("stream", batch_size=4, max_length=500)) == 800
-    with pytest.raises(ValueError, match=r"sample 1 has length 900 frames, over the batch capacity of 500 .*max_length"):
+    with pytest.raises(
+        ValueError, match=r"sample 1 has length 900 frames, over the batch capacity of 500 .*max_length"
+    ):
         plan_epoch(lengths, BatchingConfig("stream", capacity=500))
     with pytest.warns(UserWarning):  # the same sample skipped instead of an error once max_length says so
         assert len(plan_epoch(lengths, BatchingConfig("stream", capacity=500, max_length=500))) == 2
@@ -160,8 +178,9 @@ def test_budget_is_capacity_else_batch_size_times_longest_kept():
 
 def test_config_dbs_implied_and_validation():
     assert BatchingConfig("stream").dbs and BatchingConfig("stream", capacity=9000).capacity == 9000
-    assert BatchingConfig.from_hparams("batching=stream,bucket_interval=25,max_length=none") == \
-        BatchingConfig("stream", dbs=True, bucket_interval=25)
+    assert BatchingConfig.from_hparams("batching=stream,bucket_interval=25,max_length=none") == BatchingConfig(
+        "stream", dbs=True, bucket_interval=25
+    )
     with pytest.raises(ValueError, match=r"max_length=800 applies only to batching=stream"):
         BatchingConfig("ssb", max_length=800)
     with pytest.raises(ValueError, match=r"bucket_interval=0 is invalid"):
@@ -172,8 +191,7 @@ def test_config_dbs_implied_and_validation():
         BatchingConfig("ssb", stream_key="cost")
     assert BatchingConfig("stream", stream_key="cost").with_strategy("ssb").stream_key is None
     hp = load_hparams("batching=stream,bucket_interval=25,max_length=null")
-    assert batching_config(hp, 2) == BatchingConfig(
-        "stream", dbs=True, br=True, bucket_interval=25, max_length=None)
+    assert batching_config(hp, 2) == BatchingConfig("stream", dbs=True, br=True, bucket_interval=25, max_length=None)
     assert batching_config(load_hparams("batching=stream,max_length=700"), 2).max_length == 700
     assert batching_config(load_hparams("batching=stream,stream_key=cost"), 2).stream_key == "cost"
 
@@ -220,8 +238,18 @@ def test_plan_batch_sampler_and_resume_on_another_world_size(key):
 
 def test_stats_cli_reports_stream(capsys, ljspeech_lengths_tsv):
     with pytest.warns(UserWarning, match="skipped"):  # the planner's warning, besides the count
-        code = main(["stats", "--lengths", str(ljspeech_lengths_tsv), "--split", "0.8", "--json",
-                     "--hparams", "batching=stream,br=true,bucket_interval=50,max_length=700"])
+        code = main(
+            [
+                "stats",
+                "--lengths",
+                str(ljspeech_lengths_tsv),
+                "--split",
+                "0.8",
+                "--json",
+                "--hparams",
+                "batching=stream,br=true,bucket_interval=50,max_length=700",
+            ]
+        )
     out = capsys.readouterr()[0]
     stats = json.loads(out)
     assert code == 0 and stats["config"]["batching"] == "stream" and stats["config"]["dbs"]
@@ -239,8 +267,15 @@ def test_train_with_stream_runs_and_learns(tmp_path, demo_corpus):
     which test_training_run.test_demo_learns_at_reduced_size checks at length.)"""
     from tests.kit import tiny
 
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=4,batching=stream,bucket_interval=25,"
-                                                   "learning_rate=0.003", demo_corpus)]) == 0
+    assert (
+        train.main(
+            [
+                "--hparams",
+                tiny(tmp_path, "epochs=4,batching=stream,bucket_interval=25,learning_rate=0.003", demo_corpus),
+            ]
+        )
+        == 0
+    )
     records = read_metrics(tmp_path / "run")
     assert [r["epoch"] for r in records] == [0, 1, 2, 3]
     assert all(r["steps"] == r["n_batches"] and r["skipped"] == 0 for r in records)

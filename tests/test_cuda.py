@@ -14,6 +14,7 @@ without one). Written and run on the CPU-only machine as skips only, until the G
 * batch_size=auto's probe (training/auto_batch.py) on the graphed step: under a capped free memory
   it finds a B0 above 16 whose steps fit the cap; train.py probes, caches and reads its cache.
 """
+
 import contextlib
 import dataclasses
 import random
@@ -43,13 +44,21 @@ from training.config import resolve_config
 from training.hparams import load_hparams
 from training.step import set_matmul_precision, train_step
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none is visible here)")]
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none is visible here)"),
+]
 CUDA = torch.device("cuda")
-SHAPES = [LoopShape(rows=5, frames=24, text=16), LoopShape(rows=7, frames=32, text=16),
-          LoopShape(rows=4, frames=48, text=32)]
-BATCHES = {SHAPES[0]: ([4, 7, 2], [9, 13, 20]), SHAPES[1]: ([4, 7, 2, 5], [9, 13, 6, 27]),
-           SHAPES[2]: ([20, 3], [40, 11])}
+SHAPES = [
+    LoopShape(rows=5, frames=24, text=16),
+    LoopShape(rows=7, frames=32, text=16),
+    LoopShape(rows=4, frames=48, text=32),
+]
+BATCHES = {
+    SHAPES[0]: ([4, 7, 2], [9, 13, 20]),
+    SHAPES[1]: ([4, 7, 2, 5], [9, 13, 6, 27]),
+    SHAPES[2]: ([20, 3], [40, 11]),
+}
 
 
 @pytest.fixture(autouse=True)
@@ -67,8 +76,10 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp(min=1e-30))
 
 
-NO_DROPOUT = ("model.prenet_dropout=0.0,model.p_attention_dropout=0.0,model.p_decoder_dropout=0.0,"
-              "model.encoder_dropout=0.0,model.postnet_dropout=0.0")
+NO_DROPOUT = (
+    "model.prenet_dropout=0.0,model.p_attention_dropout=0.0,model.p_decoder_dropout=0.0,"
+    "model.encoder_dropout=0.0,model.postnet_dropout=0.0"
+)
 
 
 def step_on(device, fast: bool):
@@ -112,12 +123,15 @@ def test_a_non_finite_gradient_skips_the_fused_adam_step_on_cuda():
     weights = [p.detach().clone() for p in parts.core.parameters()]
     moments = [t.clone() for s in parts.optimizer.state.values() for t in s.values()]
     poisoned = bad.to(CUDA)
-    poisoned = dataclasses.replace(poisoned, mel=poisoned.mel.index_fill(2, torch.tensor([3], device=CUDA),
-                                                                         float("nan")))
+    poisoned = dataclasses.replace(
+        poisoned, mel=poisoned.mel.index_fill(2, torch.tensor([3], device=CUDA), float("nan"))
+    )
     result = train_step(parts, poisoned)
     assert float(result.skipped) == 1.0
     assert all(torch.equal(a, b) for a, b in zip(weights, parts.core.parameters()))
-    assert all(torch.equal(a, b) for a, b in zip(moments, [t for s in parts.optimizer.state.values() for t in s.values()]))
+    assert all(
+        torch.equal(a, b) for a, b in zip(moments, [t for s in parts.optimizer.state.values() for t in s.values()])
+    )
 
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
@@ -129,13 +143,18 @@ def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
     parts.core.to(CUDA)
     on = batch.to(CUDA)
     torch.manual_seed(0)  # lr 0: both steps see the same weights
-    fp32 = train_step(dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0,
-                                                                            fused=True)), on)
+    fp32 = train_step(
+        dataclasses.replace(parts, optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0, fused=True)), on
+    )
     want = [p.grad.clone() for p in parts.core.parameters()]
     parts.core.zero_grad(set_to_none=True)
     scaler = torch.amp.GradScaler("cuda", enabled=amp == "fp16")
-    mixed = dataclasses.replace(parts, amp_dtype=AMP_DTYPES[amp], scaler=scaler,
-                                optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0, fused=True))
+    mixed = dataclasses.replace(
+        parts,
+        amp_dtype=AMP_DTYPES[amp],
+        scaler=scaler,
+        optimizer=torch.optim.Adam(parts.core.parameters(), lr=0.0, fused=True),
+    )
     torch.manual_seed(0)
     result = train_step(mixed, on)
     assert torch.isfinite(result.terms.loss) and float(result.bad) == 0.0
@@ -216,8 +235,17 @@ def test_the_loader_pins_every_tensor_of_a_batch():
     _, batch = packed_batch([(0, 2, 3), (0, 1, 2), (1, 3, 4)], 1, seed=0, extra_frames=0)
     pinned = next(iter(DataLoader([batch], batch_size=None, pin_memory=True)))
     assert isinstance(pinned, Batch) and pinned.frames == batch.frames
-    tensors = [pinned.text, pinned.text_lengths, pinned.mel, pinned.gate, pinned.mel_lengths, pinned.text_lengths_host,
-               pinned.packing.row, pinned.packing.start, pinned.packing.text_start]
+    tensors = [
+        pinned.text,
+        pinned.text_lengths,
+        pinned.mel,
+        pinned.gate,
+        pinned.mel_lengths,
+        pinned.text_lengths_host,
+        pinned.packing.row,
+        pinned.packing.start,
+        pinned.packing.text_start,
+    ]
     assert all(t.is_pinned() for t in tensors)
 
 
@@ -233,11 +261,13 @@ class CappedGauge(CudaGauge):
 
 def capped_setup(cap: int) -> ProbeSetup:
     """The micro model's graphed step on 300 generated lengths, at most `cap` bytes free."""
-    cfg = resolve_config(load_hparams(f"{SMALL_MODEL},n_frames_per_step=2,fast_decoder=true,graph_bucket=16,"
-                                      "batch_size=auto,lrf=0.1"))
+    cfg = resolve_config(
+        load_hparams(f"{SMALL_MODEL},n_frames_per_step=2,fast_decoder=true,graph_bucket=16,batch_size=auto,lrf=0.1")
+    )
     frames = torch.randint(20, 120, (300,), generator=torch.Generator().manual_seed(0)).numpy()
-    return ProbeSetup(cfg.train, cfg.model, cfg.batching, frames, frames // 3 + 5, CUDA, CappedGauge(CUDA, cap),
-                      log=print)
+    return ProbeSetup(
+        cfg.train, cfg.model, cfg.batching, frames, frames // 3 + 5, CUDA, CappedGauge(CUDA, cap), log=print
+    )
 
 
 def test_the_probe_finds_a_b0_whose_graphed_steps_fit_a_capped_gpu():
@@ -251,8 +281,9 @@ def test_the_probe_finds_a_b0_whose_graphed_steps_fit_a_capped_gpu():
 
 
 def test_train_probes_caches_and_then_reads_its_batch_size(tmp_path, capsys, demo_corpus):
-    hp = tiny(tmp_path, f"device=cuda,batch_size=auto,stop_after_steps=1,mel_cache_dir={tmp_path / 'mels'}",
-              demo_corpus)
+    hp = tiny(
+        tmp_path, f"device=cuda,batch_size=auto,stop_after_steps=1,mel_cache_dir={tmp_path / 'mels'}", demo_corpus
+    )
     for found, run in (("probed in", "a"), ("cached in", "b")):
         assert train.main(["--hparams", f"{hp},output_dir={tmp_path / run}"]) == 0
         out = capsys.readouterr().out

@@ -13,9 +13,21 @@ CFG = MelConfig()
 def librosa_log_mel(wav: np.ndarray) -> np.ndarray:
     """The reference, computed independently with librosa's own STFT and filter bank."""
     mel = librosa.feature.melspectrogram(
-        y=wav, sr=CFG.sample_rate, n_fft=CFG.n_fft, hop_length=CFG.hop_length, win_length=CFG.win_length,
-        window="hann", center=True, pad_mode="reflect", power=1.0, n_mels=CFG.n_mels, fmin=CFG.fmin,
-        fmax=CFG.fmax, htk=False, norm="slaney")
+        y=wav,
+        sr=CFG.sample_rate,
+        n_fft=CFG.n_fft,
+        hop_length=CFG.hop_length,
+        win_length=CFG.win_length,
+        window="hann",
+        center=True,
+        pad_mode="reflect",
+        power=1.0,
+        n_mels=CFG.n_mels,
+        fmin=CFG.fmin,
+        fmax=CFG.fmax,
+        htk=False,
+        norm="slaney",
+    )
     return np.log(np.maximum(mel, CFG.clamp))
 
 
@@ -67,8 +79,12 @@ def test_load_wav_errors_name_the_file(tmp_path):
     sf.write(tmp_path / "low.wav", np.zeros(4000), 16000, subtype="PCM_16")
     sf.write(tmp_path / "stereo.wav", np.zeros((4000, 2)), 22050, subtype="PCM_16")
     (tmp_path / "junk.wav").write_bytes(b"not a wav at all")
-    for name, message in [("low.wav", "16000 Hz, expected 22050"), ("stereo.wav", "2 channels"),
-                          ("junk.wav", "cannot read"), ("absent.wav", "cannot read")]:
+    for name, message in [
+        ("low.wav", "16000 Hz, expected 22050"),
+        ("stereo.wav", "2 channels"),
+        ("junk.wav", "cannot read"),
+        ("absent.wav", "cannot read"),
+    ]:
         with pytest.raises(AudioFormatError, match=f"{name}.*{message}"):
             load_wav(tmp_path / name)
 

@@ -13,8 +13,16 @@ CFG = MelConfig()
 NO_LIMIT = CheckLimits()
 
 
-def make_wav(root: Path, name: str, n_samples: int = 2205, rate: int = 22050, channels: int = 1,
-             subtype: str = "PCM_16", fmt: str = "WAV", text: str = "hello world.") -> str:
+def make_wav(
+    root: Path,
+    name: str,
+    n_samples: int = 2205,
+    rate: int = 22050,
+    channels: int = 1,
+    subtype: str = "PCM_16",
+    fmt: str = "WAV",
+    text: str = "hello world.",
+) -> str:
     """Write a silent clip under root/wavs and return its correct filelist line."""
     path = root / "wavs" / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,43 +70,75 @@ def test_progress_bar_stays_off_when_not_a_terminal(tmp_path, capsys):
     assert captured.err == "" and captured.out == ""
 
 
-@pytest.mark.parametrize("bad_line, message", [
-    ("wavs/good.wav|hello", "expected 3 fields"),
-    ("wavs/good.wav|hello|eight", "not an integer"),
-    ("wavs/good.wav|hello|0", "must be a positive integer"),
-    ("wavs/good.wav|   |8", "empty text"),
-])
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("wavs/good.wav|hello", "expected 3 fields"),
+        ("wavs/good.wav|hello|eight", "not an integer"),
+        ("wavs/good.wav|hello|0", "must be a positive integer"),
+        ("wavs/good.wav|   |8", "empty text"),
+    ],
+)
 def test_unparsable_line(tmp_path, bad_line, message):
-    only(train_problems(tmp_path, bad_line), f"{tmp_path / 'train.txt'}:2: ", message, repr(bad_line),
-         "wav_path|text|frames")
+    only(
+        train_problems(tmp_path, bad_line),
+        f"{tmp_path / 'train.txt'}:2: ",
+        message,
+        repr(bad_line),
+        "wav_path|text|frames",
+    )
 
 
 def test_missing_clip(tmp_path):
-    only(train_problems(tmp_path, "wavs/absent.wav|hi there|8"), f"{tmp_path / 'train.txt'}:2: ",
-         str(tmp_path / "wavs" / "absent.wav"), "not found")
+    only(
+        train_problems(tmp_path, "wavs/absent.wav|hi there|8"),
+        f"{tmp_path / 'train.txt'}:2: ",
+        str(tmp_path / "wavs" / "absent.wav"),
+        "not found",
+    )
 
 
 def test_unreadable_clip(tmp_path):
     (tmp_path / "wavs").mkdir()
     (tmp_path / "wavs" / "junk.wav").write_bytes(b"this is no audio file at all" * 10)
-    only(train_problems(tmp_path, "wavs/junk.wav|hi there|8"), f"{tmp_path / 'train.txt'}:2: ",
-         "cannot read the header", str(tmp_path / "wavs" / "junk.wav"), "ffmpeg")
+    only(
+        train_problems(tmp_path, "wavs/junk.wav|hi there|8"),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "cannot read the header",
+        str(tmp_path / "wavs" / "junk.wav"),
+        "ffmpeg",
+    )
 
 
 def test_wrong_sample_rate(tmp_path):
-    only(train_problems(tmp_path, make_wav(tmp_path, "fast.wav", rate=16000)), f"{tmp_path / 'train.txt'}:2: ",
-         "fast.wav", "16000 Hz, expected 22050 Hz", "-ar 22050")
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "fast.wav", rate=16000)),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "fast.wav",
+        "16000 Hz, expected 22050 Hz",
+        "-ar 22050",
+    )
 
 
 def test_not_mono(tmp_path):
-    only(train_problems(tmp_path, make_wav(tmp_path, "stereo.wav", channels=2)), f"{tmp_path / 'train.txt'}:2: ",
-         "stereo.wav", "2 channels", "-ac 1")
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "stereo.wav", channels=2)),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "stereo.wav",
+        "2 channels",
+        "-ac 1",
+    )
 
 
 @pytest.mark.parametrize("subtype, fmt", [("PCM_U8", "WAV"), ("ULAW", "WAV"), ("PCM_16", "FLAC")])
 def test_unsupported_sample_format(tmp_path, subtype, fmt):
-    only(train_problems(tmp_path, make_wav(tmp_path, "odd.wav", subtype=subtype, fmt=fmt)),
-         f"{tmp_path / 'train.txt'}:2: ", "odd.wav", f"{fmt}/{subtype}", "pcm_s16le")
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "odd.wav", subtype=subtype, fmt=fmt)),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "odd.wav",
+        f"{fmt}/{subtype}",
+        "pcm_s16le",
+    )
 
 
 @pytest.mark.parametrize("subtype", ["PCM_24", "PCM_32", "FLOAT", "DOUBLE"])
@@ -108,23 +148,41 @@ def test_supported_sample_formats(tmp_path, subtype):
 
 def test_frames_field_disagrees_with_header(tmp_path):
     line = make_wav(tmp_path, "clip.wav", n_samples=224_000).replace("|812", "|800")
-    only(train_problems(tmp_path, line), f"{tmp_path / 'train.txt'}:2: ", "clip.wav", "frames field 800",
-         "it should be 1 + 224000 // 276 = 812")
+    only(
+        train_problems(tmp_path, line),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "clip.wav",
+        "frames field 800",
+        "it should be 1 + 224000 // 276 = 812",
+    )
 
 
 def test_clip_too_short_for_the_stft(tmp_path):
-    only(train_problems(tmp_path, make_wav(tmp_path, "blip.wav", n_samples=1000)), f"{tmp_path / 'train.txt'}:2: ",
-         "blip.wav", "only 1000 samples")
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "blip.wav", n_samples=1000)),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "blip.wav",
+        "only 1000 samples",
+    )
 
 
 def test_text_empty_after_cleaning(tmp_path):
-    only(train_problems(tmp_path, make_wav(tmp_path, "smile.wav", text="\U0001F642")), f"{tmp_path / 'train.txt'}:2: ",
-         "empty after cleaning", repr("\U0001F642"))
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "smile.wav", text="\U0001f642")),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "empty after cleaning",
+        repr("\U0001f642"),
+    )
 
 
 def test_unknown_characters_are_named(tmp_path):
-    problem = only(train_problems(tmp_path, make_wav(tmp_path, "amp.wav", text="fish } chips { 5^")),
-                   f"{tmp_path / 'train.txt'}:2: ", "'^', '{', '}'", "five", "unknown_chars=drop")
+    problem = only(
+        train_problems(tmp_path, make_wav(tmp_path, "amp.wav", text="fish } chips { 5^")),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "'^', '{', '}'",
+        "five",
+        "unknown_chars=drop",
+    )
     assert "'f'" not in problem.split("after cleaning")[0]
 
 
@@ -140,8 +198,13 @@ def test_text_the_cleaner_cannot_read(tmp_path, monkeypatch):
     read digit by digit, so the failure is forced here)."""
     assert train_problems(tmp_path, make_wav(tmp_path, "big.wav", text="1" * 40)) == []
     monkeypatch.setattr("data.textcheck.clean_text", failing_cleaner)
-    only(train_problems(tmp_path, make_wav(tmp_path, "big.wav", text="1" * 40)), f"{tmp_path / 'train.txt'}:2: ",
-         "the text cleaner fails", "OverflowError forced", "1" * 40)
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "big.wav", text="1" * 40)),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "the text cleaner fails",
+        "OverflowError forced",
+        "1" * 40,
+    )
 
 
 def test_duplicate_clip_by_path_and_by_symlink(tmp_path):
@@ -177,14 +240,22 @@ def test_same_file_for_train_and_val(tmp_path):
     train, _ = write_lists(tmp_path, [make_wav(tmp_path, "a.wav")])
     os.symlink(train, tmp_path / "alias.txt")
     report = check_filelists(train, str(tmp_path / "alias.txt"), CFG, NO_LIMIT)
-    only([str(p) for p in report.problems], f"{tmp_path / 'alias.txt'}: is the same file as the train filelist",
-         str(train))
+    only(
+        [str(p) for p in report.problems],
+        f"{tmp_path / 'alias.txt'}: is the same file as the train filelist",
+        str(train),
+    )
 
 
 def test_longer_than_the_limit(tmp_path):
     limits = CheckLimits(max_frames=20, source="block_length=20")
-    only(train_problems(tmp_path, make_wav(tmp_path, "long.wav", n_samples=22050), limits),
-         f"{tmp_path / 'train.txt'}:2: ", "long.wav", "80 frames (1.0 s)", "block_length=20")
+    only(
+        train_problems(tmp_path, make_wav(tmp_path, "long.wav", n_samples=22050), limits),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "long.wav",
+        "80 frames (1.0 s)",
+        "block_length=20",
+    )
 
 
 def test_missing_and_empty_filelists(tmp_path):
@@ -206,15 +277,22 @@ def test_windows_and_old_mac_line_ends_and_a_byte_order_mark_are_taken(tmp_path,
     report = check_filelists(train, val, CFG, NO_LIMIT)
     assert report.ok, report.error_message()
     assert [(u.path, u.text, u.frames) for u in read_filelist(train)] == [
-        (tmp_path / "wavs" / "a.wav", "hello world.", 8), (tmp_path / "wavs" / "b.wav", "hello world.", 16)]
+        (tmp_path / "wavs" / "a.wav", "hello world.", 8),
+        (tmp_path / "wavs" / "b.wav", "hello world.", 16),
+    ]
 
 
 def test_a_latin1_filelist_is_named_with_its_line(tmp_path):
     lines = [make_wav(tmp_path, "a.wav"), make_wav(tmp_path, "b.wav", text="caf\u00e9 au lait")]
     train, val = write_lists(tmp_path, lines)
     train.write_bytes(train.read_text(encoding="utf-8").encode("latin-1"))
-    only([str(p) for p in check_filelists(train, val, CFG, NO_LIMIT).problems], f"{train}:2: is not UTF-8 text",
-         "byte 0xe9", "café au lait", "iconv -f latin1 -t utf-8")
+    only(
+        [str(p) for p in check_filelists(train, val, CFG, NO_LIMIT).problems],
+        f"{train}:2: is not UTF-8 text",
+        "byte 0xe9",
+        "café au lait",
+        "iconv -f latin1 -t utf-8",
+    )
 
 
 def test_a_float_clip_with_nan_or_infinite_samples_is_named(tmp_path):
@@ -222,20 +300,30 @@ def test_a_float_clip_with_nan_or_infinite_samples_is_named(tmp_path):
     samples, rate = sf.read(str(tmp_path / "wavs" / "broken.wav"), dtype="float32")
     samples[2205:2208] = [np.nan, np.inf, -np.inf]
     sf.write(str(tmp_path / "wavs" / "broken.wav"), samples, rate, subtype="FLOAT")
-    only(train_problems(tmp_path, line), f"{tmp_path / 'train.txt'}:2: ", "broken.wav",
-         "holds 3 NaN or infinite sample(s), the first at 0.100 s", "re-export the clip")
+    only(
+        train_problems(tmp_path, line),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "broken.wav",
+        "holds 3 NaN or infinite sample(s), the first at 0.100 s",
+        "re-export the clip",
+    )
 
 
 def test_a_truncated_and_an_empty_clip_are_named(tmp_path):
     line = make_wav(tmp_path, "cut.wav", n_samples=4410)
     whole = (tmp_path / "wavs" / "cut.wav").read_bytes()
-    (tmp_path / "wavs" / "cut.wav").write_bytes(whole[:len(whole) - 2 * 2205])  # the last 2205 16-bit samples
+    (tmp_path / "wavs" / "cut.wav").write_bytes(whole[: len(whole) - 2 * 2205])  # the last 2205 16-bit samples
     problems = train_problems(tmp_path, line)
-    assert problems[0].startswith(f"{tmp_path / 'train.txt'}:2: ") and "cut.wav is cut short: its header declares " \
-        "4410 samples, the file holds 2205" in problems[0], problems
+    assert (
+        problems[0].startswith(f"{tmp_path / 'train.txt'}:2: ")
+        and "cut.wav is cut short: its header declares 4410 samples, the file holds 2205" in problems[0]
+    ), problems
     (tmp_path / "wavs" / "none.wav").write_bytes(b"")
-    only(train_problems(tmp_path, "wavs/none.wav|hello world.|8"), f"{tmp_path / 'train.txt'}:2: ",
-         "none.wav is an empty file (0 bytes")
+    only(
+        train_problems(tmp_path, "wavs/none.wav|hello world.|8"),
+        f"{tmp_path / 'train.txt'}:2: ",
+        "none.wav is an empty file (0 bytes",
+    )
 
 
 def test_relative_paths_start_at_the_filelist_not_the_working_directory(tmp_path, monkeypatch):
@@ -250,8 +338,13 @@ def test_relative_paths_start_at_the_filelist_not_the_working_directory(tmp_path
 
 
 def test_every_problem_is_reported_in_line_order(tmp_path):
-    lines = [make_wav(tmp_path, "ok.wav"), "wavs/gone.wav|hi|8", make_wav(tmp_path, "mono.wav", channels=2),
-             "", "wavs/ok2.wav|only two fields"]
+    lines = [
+        make_wav(tmp_path, "ok.wav"),
+        "wavs/gone.wav|hi|8",
+        make_wav(tmp_path, "mono.wav", channels=2),
+        "",
+        "wavs/ok2.wav|only two fields",
+    ]
     train, val = write_lists(tmp_path, lines, [make_wav(tmp_path, "v.wav", text="a_b")])
     report = check_filelists(train, val, CFG, NO_LIMIT)
     assert [str(p).split(": ", 1)[0] for p in report.problems] == [f"{train}:2", f"{train}:3", f"{train}:5", f"{val}:1"]
@@ -261,8 +354,9 @@ def test_every_problem_is_reported_in_line_order(tmp_path):
 
 
 def test_error_message_shows_200_and_counts_the_rest():
-    report = CheckReport([Problem("t.txt", i, f"bad {i}", "fix it") for i in range(1, 251)],
-                         [FilelistCounts("t.txt", 250, 1000, 0.1)])
+    report = CheckReport(
+        [Problem("t.txt", i, f"bad {i}", "fix it") for i in range(1, 251)], [FilelistCounts("t.txt", 250, 1000, 0.1)]
+    )
     lines = report.error_message().splitlines()
     assert lines[0] == "250 problem(s) in the data:" and len(lines) == 202
     assert lines[1].strip() == "t.txt:1: bad 1; fix it" and lines[200].strip().startswith("t.txt:200:")
@@ -301,8 +395,9 @@ def test_damaged_cache_file_is_checked_again(tmp_path):
 
 
 def test_the_text_notes_are_cached_with_the_report_and_keyed_by_unknown_chars(tmp_path):
-    train, val = write_lists(tmp_path, [make_wav(tmp_path, "a.wav", text="It cost $5."),
-                                        make_wav(tmp_path, "b.wav", text="a ^ b")])
+    train, val = write_lists(
+        tmp_path, [make_wav(tmp_path, "a.wav", text="It cost $5."), make_wav(tmp_path, "b.wav", text="a ^ b")]
+    )
     cache = tmp_path / "cache"
     first = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
     again = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")

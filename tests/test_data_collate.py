@@ -38,8 +38,9 @@ def test_to_device_moves_every_tensor_but_the_host_fields_and_keeps_the_class():
     batch = TextMelCollate()(pairs())
     moved = SpeakerBatch(**vars(batch), speaker=torch.tensor([0, 1])).to("meta")
     assert isinstance(moved, SpeakerBatch) and moved.frames == batch.frames == 8
-    assert {t.device.type for t in (moved.text, moved.text_lengths, moved.mel, moved.gate, moved.mel_lengths,
-                                    moved.speaker)} == {"meta"}
+    assert {
+        t.device.type for t in (moved.text, moved.text_lengths, moved.mel, moved.gate, moved.mel_lengths, moved.speaker)
+    } == {"meta"}
     assert moved.text_lengths_host is batch.text_lengths_host and moved.packing is None
     packed = packed_batch([(0, 2, 3), (0, 1, 2), (1, 3, 4)], 1, seed=0, extra_frames=0)[1].to("meta")
     assert packed.packing.row.device.type == "meta" and packed.text_lengths_host.device.type == "cpu"

@@ -1,6 +1,7 @@
 """The corpus table (data/corpora): hparams.yaml's presets match its rows, a corpus added as a row
 and a preset is the one a run trains on, and a corpus that cannot be had is one user error that
 names the setting and what to do, before anything is written."""
+
 import dataclasses
 
 import pytest
@@ -38,14 +39,25 @@ def corpus_config(tmp_path, overrides: str) -> RunConfig:
     return resolve_config(load_hparams(f"demo_dir={tmp_path / 'demo'},espeak_dir={tmp_path / 'espeak'},{overrides}"))
 
 
-@pytest.mark.parametrize("overrides, culprit", [
-    ("dataset=demo,sample_rate=16000", "dataset=demo is rendered at 22050 Hz with a 12.5 ms hop, not sample_rate=16000"),
-    ("dataset=espeak,sample_rate=16000", "dataset=espeak is synthesised at 22050 Hz"),
-    ("dataset=espeak,transcripts=TMP/none.tsv", "hparam 'transcripts': file TMP/none.tsv not found: set transcripts="),
-    ("dataset=ljspeech", "filelist TMP/ljspeech_train.txt not found: run `python -m scripts.tools.prepare_ljspeech"),
-])
-def test_a_corpus_that_cannot_be_had_is_one_user_error_and_nothing_is_made(tmp_path, monkeypatch, overrides,
-                                                                          culprit):
+@pytest.mark.parametrize(
+    "overrides, culprit",
+    [
+        (
+            "dataset=demo,sample_rate=16000",
+            "dataset=demo is rendered at 22050 Hz with a 12.5 ms hop, not sample_rate=16000",
+        ),
+        ("dataset=espeak,sample_rate=16000", "dataset=espeak is synthesised at 22050 Hz"),
+        (
+            "dataset=espeak,transcripts=TMP/none.tsv",
+            "hparam 'transcripts': file TMP/none.tsv not found: set transcripts=",
+        ),
+        (
+            "dataset=ljspeech",
+            "filelist TMP/ljspeech_train.txt not found: run `python -m scripts.tools.prepare_ljspeech",
+        ),
+    ],
+)
+def test_a_corpus_that_cannot_be_had_is_one_user_error_and_nothing_is_made(tmp_path, monkeypatch, overrides, culprit):
     monkeypatch.setattr(table, "LJSPEECH_FILELISTS", (tmp_path / "ljspeech_train.txt", tmp_path / "ljspeech_val.txt"))
     cfg = corpus_config(tmp_path, overrides.replace("TMP", str(tmp_path)))
     with pytest.raises(UserError) as caught:

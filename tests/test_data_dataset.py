@@ -5,8 +5,14 @@ import pytest
 import torch
 
 from data.audio import MelConfig, n_frames, save_wav
-from data.dataset import (CacheFill, FramesMismatchError, NonFiniteFeaturesError, TextMelDataset, build_datasets,
-                          precompute_mels)
+from data.dataset import (
+    CacheFill,
+    FramesMismatchError,
+    NonFiniteFeaturesError,
+    TextMelDataset,
+    build_datasets,
+    precompute_mels,
+)
 from data.filelist import Utterance, read_filelist
 from data.text import UnknownSymbolError, text_to_sequence
 
@@ -44,8 +50,11 @@ def test_a_clip_whose_mel_is_not_finite_is_named_by_its_filelist_line_and_never_
     sf.write(str(tmp_path / "nan.wav"), samples, 22050, subtype="FLOAT")
     (tmp_path / "list.txt").write_text(f"nan.wav|Clip.|{n_frames(4410)}\n")
     dataset = TextMelDataset(read_filelist(tmp_path / "list.txt"), cache_dir=tmp_path / "mels")
-    with pytest.raises(NonFiniteFeaturesError, match=rf"^{tmp_path / 'list.txt'}:1: the mel of .*nan\.wav holds \d+ "
-                                                     r"non-finite value\(s\).*; re-export the clip"):
+    with pytest.raises(
+        NonFiniteFeaturesError,
+        match=rf"^{tmp_path / 'list.txt'}:1: the mel of .*nan\.wav holds \d+ "
+        r"non-finite value\(s\).*; re-export the clip",
+    ):
         precompute_mels(dataset, progress=False)
     assert not list((tmp_path / "mels").glob("*.npy"))
 
@@ -77,9 +86,10 @@ def test_precompute_needs_a_cache(two_wavs):
 
 # ---------------------------------------------------------------- a cache that heals
 
+
 def damage_by_truncating(path: Path, fraction: float) -> None:
     data = path.read_bytes()
-    path.write_bytes(data[:int(len(data) * fraction)])
+    path.write_bytes(data[: int(len(data) * fraction)])
 
 
 def damage(path: Path, how: str) -> None:

@@ -1,11 +1,15 @@
 """The eSpeak NG corpus: real English speech made on the machine (needs the espeakng-loader package)."""
+
 import json
 
 import numpy as np
 import pytest
 
-pytest.importorskip("espeakng_loader", reason="eSpeak NG comes from the PyPI package espeakng-loader, which is not "
-                                              "installed: pip install -r requirements.txt")
+pytest.importorskip(
+    "espeakng_loader",
+    reason="eSpeak NG comes from the PyPI package espeakng-loader, which is not "
+    "installed: pip install -r requirements.txt",
+)
 
 import data.corpora.espeak as espeak  # noqa: E402  (after the skip)
 from data.audio import wav_info  # noqa: E402
@@ -30,8 +34,9 @@ def corpus(tmp_path_factory):
     transcripts = root / "sentences.txt"
     transcripts.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     out = root / "corpus"
-    paths = make_espeak_corpus(out, transcripts, n_utterances=None, seed=0, val_fraction=0.25, workers=2,
-                               progress=False)
+    paths = make_espeak_corpus(
+        out, transcripts, n_utterances=None, seed=0, val_fraction=0.25, workers=2, progress=False
+    )
     return out, transcripts, paths
 
 
@@ -83,8 +88,9 @@ def test_interrupted_corpus_resumes(tmp_path):
     """Only the WAV that is missing is made again, and the filelists come out the same."""
     transcripts = tmp_path / "sentences.txt"
     transcripts.write_text("\n".join(SENTENCES[:3]) + "\n", encoding="utf-8")
-    train, val = make_espeak_corpus(tmp_path / "c", transcripts, 3, seed=1, val_fraction=0.34, workers=1,
-                                    progress=False)
+    train, val = make_espeak_corpus(
+        tmp_path / "c", transcripts, 3, seed=1, val_fraction=0.34, workers=1, progress=False
+    )
     listed = train.read_text(), val.read_text()
     (tmp_path / "c" / "manifest.json").unlink()
     (tmp_path / "c" / "wavs" / "line00002.wav").unlink()
@@ -98,8 +104,10 @@ def test_interrupted_corpus_resumes(tmp_path):
 def test_transcript_formats(tmp_path):
     metadata = tmp_path / "metadata.csv"
     metadata.write_text("LJ001-0001|Mr. Jones, 1862|\nLJ001-0002|raw 2|two words\n", encoding="utf-8")
-    assert [(t.id, t.text) for t in read_transcripts(metadata)] == [("LJ001-0001", "Mr. Jones, 1862"),
-                                                                  ("LJ001-0002", "two words")]
+    assert [(t.id, t.text) for t in read_transcripts(metadata)] == [
+        ("LJ001-0001", "Mr. Jones, 1862"),
+        ("LJ001-0002", "two words"),
+    ]
     tsv = tmp_path / "lengths.tsv"
     tsv.write_text("id\tsamples\tframes\ttext\nLJ001-0002\t41856\t152\tin being comparatively modern.\n")
     assert [(t.id, t.text) for t in read_transcripts(tsv)] == [("LJ001-0002", "in being comparatively modern.")]

@@ -10,19 +10,24 @@ def test_round_trip_with_relative_and_absolute_paths(tmp_path):
     write_filelist(tmp_path / "list.txt", utterances)
     assert (tmp_path / "list.txt").read_text() == "wavs/a.wav|hello there.|120\n/abs/b.wav|b, c!|7\n"
     assert read_filelist(tmp_path / "list.txt") == [
-        Utterance(tmp_path / "wavs/a.wav", "hello there.", 120), Utterance(Path("/abs/b.wav"), "b, c!", 7)]
+        Utterance(tmp_path / "wavs/a.wav", "hello there.", 120),
+        Utterance(Path("/abs/b.wav"), "b, c!", 7),
+    ]
     assert not [p for p in tmp_path.iterdir() if p.name != "list.txt"], "temporary file left behind"
 
 
-@pytest.mark.parametrize("bad_line, message", [
-    ("a.wav|text", "expected 3 fields"),
-    ("a.wav|te|xt|5", "expected 3 fields"),
-    ("a.wav|text|five", "not an integer"),
-    ("a.wav|text|0", "must be a positive integer"),
-    ("a.wav|text|-3", "must be a positive integer"),
-    ("a.wav|  |5", "empty text"),
-    ("|text|5", "empty wav path"),
-])
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("a.wav|text", "expected 3 fields"),
+        ("a.wav|te|xt|5", "expected 3 fields"),
+        ("a.wav|text|five", "not an integer"),
+        ("a.wav|text|0", "must be a positive integer"),
+        ("a.wav|text|-3", "must be a positive integer"),
+        ("a.wav|  |5", "empty text"),
+        ("|text|5", "empty wav path"),
+    ],
+)
 def test_bad_lines_name_file_and_line(tmp_path, bad_line, message):
     path = tmp_path / "list.txt"
     path.write_text(f"ok.wav|fine|3\n\n{bad_line}\n")

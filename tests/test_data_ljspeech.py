@@ -11,7 +11,6 @@ from data.filelist import read_filelist, wav_frames
 from scripts.tools import prepare_ljspeech as prepare_script
 
 
-
 @pytest.fixture
 def corpus(ljspeech_mini_complete, tmp_path) -> Path:
     """A private copy of the mini corpus; copies, not symlinks, so that no test can write through to ../shared."""
@@ -51,18 +50,28 @@ def test_split_filelists_and_frames(corpus, tmp_path):
     assert prepare_ljspeech(corpus, tmp_path / "other", seed=1, progress=False).val != prepared.val
 
 
-@pytest.mark.parametrize("breakage, expected", [
-    (lambda root: (root / "wavs" / "LJ001-0004.wav").unlink(), r"metadata\.csv:4: missing wav .*LJ001-0004\.wav"),
-    (lambda root: replace_wav(root, "LJ001-0005", np.zeros(16000), 16000),
-     r"metadata\.csv:5: .*LJ001-0005\.wav: sample rate 16000 Hz, expected 22050"),
-    (lambda root: replace_wav(root, "LJ001-0006", np.zeros((22050, 2)), 22050),
-     r"metadata\.csv:6: .*LJ001-0006\.wav: 2 channels, expected mono"),
-    (lambda root: set_line(root, 7, "LJ001-0007||"), r"metadata\.csv:7: empty text for LJ001-0007"),
-    (lambda root: set_line(root, 8, "LJ001-0008 no separators"), r"metadata\.csv:8: malformed line"),
-    (lambda root: set_line(root, 9, "LJ001-0009|a|b|c"), r"metadata\.csv:9: malformed line"),
-    (lambda root: set_line(root, 10, "LJ001-0001|again|again"), r"metadata\.csv:10: duplicate id LJ001-0001"),
-    (lambda root: (root / "wavs" / "LJ001-0011.wav").write_bytes(b"garbage"), r"metadata\.csv:11: .*LJ001-0011\.wav"),
-])
+@pytest.mark.parametrize(
+    "breakage, expected",
+    [
+        (lambda root: (root / "wavs" / "LJ001-0004.wav").unlink(), r"metadata\.csv:4: missing wav .*LJ001-0004\.wav"),
+        (
+            lambda root: replace_wav(root, "LJ001-0005", np.zeros(16000), 16000),
+            r"metadata\.csv:5: .*LJ001-0005\.wav: sample rate 16000 Hz, expected 22050",
+        ),
+        (
+            lambda root: replace_wav(root, "LJ001-0006", np.zeros((22050, 2)), 22050),
+            r"metadata\.csv:6: .*LJ001-0006\.wav: 2 channels, expected mono",
+        ),
+        (lambda root: set_line(root, 7, "LJ001-0007||"), r"metadata\.csv:7: empty text for LJ001-0007"),
+        (lambda root: set_line(root, 8, "LJ001-0008 no separators"), r"metadata\.csv:8: malformed line"),
+        (lambda root: set_line(root, 9, "LJ001-0009|a|b|c"), r"metadata\.csv:9: malformed line"),
+        (lambda root: set_line(root, 10, "LJ001-0001|again|again"), r"metadata\.csv:10: duplicate id LJ001-0001"),
+        (
+            lambda root: (root / "wavs" / "LJ001-0011.wav").write_bytes(b"garbage"),
+            r"metadata\.csv:11: .*LJ001-0011\.wav",
+        ),
+    ],
+)
 def test_bad_inputs_name_file_and_line(corpus, tmp_path, breakage, expected):
     breakage(corpus)
     with pytest.raises(CorpusError, match=expected):
@@ -104,8 +113,12 @@ def test_the_filelists_hold_the_clips_the_papers_split_names(tmp_path):
     ids = [f"LJ900-{i:04d}" for i in range(1, 26)]
     rng = np.random.default_rng(0)
     for clip_id in ids:
-        sf.write(root / "wavs" / f"{clip_id}.wav", 0.1 * rng.standard_normal(2000 + 97 * len(clip_id)), 22050,
-                 subtype="PCM_16")
+        sf.write(
+            root / "wavs" / f"{clip_id}.wav",
+            0.1 * rng.standard_normal(2000 + 97 * len(clip_id)),
+            22050,
+            subtype="PCM_16",
+        )
     (root / "metadata.csv").write_text("".join(f"{c}|word {i}.|word {i}.\n" for i, c in enumerate(ids)))
     script = prepare_script
     assert script.main(["--ljspeech", str(root), "--out", str(tmp_path / "fl"), "--seed", "3"]) == 0

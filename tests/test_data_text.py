@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from data.text import (N_SYMBOLS, SYMBOLS, UnknownSymbolError, clean_text, find_unknown_symbols,
-                       sequence_to_text, text_to_sequence)
+from data.text import (
+    N_SYMBOLS,
+    SYMBOLS,
+    UnknownSymbolError,
+    clean_text,
+    find_unknown_symbols,
+    sequence_to_text,
+    text_to_sequence,
+)
 from data.textcheck import MAX_EXAMPLES, check_texts
 from tests.kit import run_command, tiny
 
@@ -20,21 +27,29 @@ def normalisation_cases() -> list[tuple[str, str, str]]:
     return [tuple(line.split("\t")) for line in lines if line and not line.startswith("#")]
 
 
-@pytest.mark.parametrize("raw, cleaned", [
-    ("It cost $3.50.", "it cost three dollars, fifty cents."),
-    ("It cost $1, then $0.01.", "it cost one dollar, then one cent."),
-    ("A fine of £5 and £2.5.", "a fine of five pounds and two pounds, fifty pence."),
-    ("1,000,000 people", "one million people"),
-    ("2.05 metres", "two point zero five metres"),
-    ("the 16th, 1st, 22nd and 103rd", "the sixteenth, first, twenty-second and one hundred third"),
-    ("In 1862, 1905 and 1800; 42 and 2019", "in eighteen sixty-two, nineteen oh five and eighteen hundred; forty-two and two thousand nineteen"),
-    ("Mr. and Mrs. Smith met Dr. Jones, Jr.", "mister and missus smith met doctor jones, junior"),
-    ("Drs. Gen. Maj. Lt. Col. Capt. Sgt. Rev. Hon. Esq.",
-     "doctors general major lieutenant colonel captain sergeant reverend honorable esquire"),
-    ("St. Paul's Co. Ltd. at Ft. Worth", "saint paul's company limited at fort worth"),
-    ("Müller’s  café —  bric-à-brac", "muller's cafe -- bric-a-brac"),
-    ("  Several\tspaces \n here ", "several spaces here"),
-])
+@pytest.mark.parametrize(
+    "raw, cleaned",
+    [
+        ("It cost $3.50.", "it cost three dollars, fifty cents."),
+        ("It cost $1, then $0.01.", "it cost one dollar, then one cent."),
+        ("A fine of £5 and £2.5.", "a fine of five pounds and two pounds, fifty pence."),
+        ("1,000,000 people", "one million people"),
+        ("2.05 metres", "two point zero five metres"),
+        ("the 16th, 1st, 22nd and 103rd", "the sixteenth, first, twenty-second and one hundred third"),
+        (
+            "In 1862, 1905 and 1800; 42 and 2019",
+            "in eighteen sixty-two, nineteen oh five and eighteen hundred; forty-two and two thousand nineteen",
+        ),
+        ("Mr. and Mrs. Smith met Dr. Jones, Jr.", "mister and missus smith met doctor jones, junior"),
+        (
+            "Drs. Gen. Maj. Lt. Col. Capt. Sgt. Rev. Hon. Esq.",
+            "doctors general major lieutenant colonel captain sergeant reverend honorable esquire",
+        ),
+        ("St. Paul's Co. Ltd. at Ft. Worth", "saint paul's company limited at fort worth"),
+        ("Müller’s  café —  bric-à-brac", "muller's cafe -- bric-a-brac"),
+        ("  Several\tspaces \n here ", "several spaces here"),
+    ],
+)
 def test_clean_text(raw, cleaned):
     assert clean_text(raw) == cleaned
 
@@ -97,13 +112,23 @@ def test_python_m_data_text_prints_one_line_per_line_in_order(monkeypatch, capsy
     with pytest.raises(SystemExit) as done:
         runpy.run_module("data.text", run_name="__main__")
     assert done.value.code == 0
-    assert capsys.readouterr().out.splitlines() == ["doctor smith paid five dollars, fifty cents.", "",
-                                                    "henry the eighth", "a ^ b", "spaced out"]
+    assert capsys.readouterr().out.splitlines() == [
+        "doctor smith paid five dollars, fifty cents.",
+        "",
+        "henry the eighth",
+        "a ^ b",
+        "spaced out",
+    ]
 
 
 def test_the_check_notes_rewritten_lines_and_what_drop_drops():
-    lines = [("t.txt", i + 1, text) for i, text in enumerate(
-        ["Plain words.", "It cost $5.", "Dr. Who ^ 2", "a ^ b { c", "WELL,   fine"] + [f"{k} cats" for k in range(8)])]
+    lines = [
+        ("t.txt", i + 1, text)
+        for i, text in enumerate(
+            ["Plain words.", "It cost $5.", "Dr. Who ^ 2", "a ^ b { c", "WELL,   fine"]
+            + [f"{k} cats" for k in range(8)]
+        )
+    ]
     problems, notes = check_texts(lines, "drop")
     assert problems == []
     assert notes.rewritten == 2 + 8 and len(notes.examples) == MAX_EXAMPLES  # lines 2, 3 and the numbers; 5 only
@@ -125,6 +150,8 @@ def test_the_check_refuses_unknown_characters_by_default_and_empty_lines_after_d
 def test_a_demo_check_never_imports_inflect(tmp_path, demo_corpus):
     """data/text/numbers.py imports inflect (slower to import than torch) on the first number read:
     train.py on the demo corpus, whose texts hold no digits, starts without it."""
-    probe = ("import sys, train; code = train.main(['--check', '--hparams', sys.argv[1]]); "
-             "assert code == 0 and 'inflect' not in sys.modules, (code, 'inflect' in sys.modules)")
+    probe = (
+        "import sys, train; code = train.main(['--check', '--hparams', sys.argv[1]]); "
+        "assert code == 0 and 'inflect' not in sys.modules, (code, 'inflect' in sys.modules)"
+    )
     run_command(sys.executable, "-c", probe, tiny(tmp_path, corpus=demo_corpus))

@@ -4,6 +4,7 @@ page names exists, and every code block that claims to run does run (`<!-- runs:
 names the test that runs it (`<!-- runs: tests/FILE.py::TEST -->`); the rest are illustrative
 (docs/development.md, "Documentation checks"). The code points into the docs too: every README
 section or docs path that a source file names exists, and so does every file a docs table names."""
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,9 @@ COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 MACHINES = re.compile(r"\b(EPYC|Xeon|H100|H200)\b")
 #: A pointer from the code into the docs: README or docs/PATH, an optional #anchor, and an optional
 #: section name in quotes after it: `docs/gpu.md#defaults`, `(README, "Tests")`, `docs/lhotse.md, 'Shar'`.
-POINTER = re.compile(r"\b(README(?:\.md)?|docs/[\w./-]*[\w/])(?:#([\w-]+))?(?:(?:,| \(|:) ?[\"']([^\"'\n]{2,60})[\"'])?")
+POINTER = re.compile(
+    r"\b(README(?:\.md)?|docs/[\w./-]*[\w/])(?:#([\w-]+))?(?:(?:,| \(|:) ?[\"']([^\"'\n]{2,60})[\"'])?"
+)
 SOURCE_SUFFIXES = {".py", ".yaml", ".sh", ".toml"}
 SOURCE_NAMES = {"Makefile", "Dockerfile"}
 #: A file named in a docs table cell, in backticks: `batching/planner.py`, `table2.sh`.
@@ -107,8 +110,9 @@ def anchors(page: Path) -> set[str]:
 
 def links(page: Path) -> list[tuple[int, str]]:
     prose = split_page(page)[0]
-    return [(number, target) for number, line in enumerate(prose, 1)
-            for target in LINK.findall(without_inline_code(line))]
+    return [
+        (number, target) for number, line in enumerate(prose, 1) for target in LINK.findall(without_inline_code(line))
+    ]
 
 
 def broken_links(page: Path) -> list[str]:
@@ -142,14 +146,18 @@ def test_every_link_and_anchor_resolves(page):
 def test_the_link_check_finds_broken_links_and_anchors(tmp_path):
     page = tmp_path / "page.md"
     (tmp_path / "other.md").write_text("# Other\n\n## Using `batching` in another project?\n")
-    page.write_text("# Page\n\n[ok](other.md#using-batching-in-another-project) [self](#page)\n"
-                    "[gone](missing.md) [anchor](other.md#nope) `[code](missing2.md)`\n\n"
-                    "```\n[in code](missing3.md)\n```\n")
+    page.write_text(
+        "# Page\n\n[ok](other.md#using-batching-in-another-project) [self](#page)\n"
+        "[gone](missing.md) [anchor](other.md#nope) `[code](missing2.md)`\n\n"
+        "```\n[in code](missing3.md)\n```\n"
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys.modules[__name__], "REPO", tmp_path)
         found = broken_links(page)
-    assert [f.split(": ", 1)[1] for f in found] == ["missing.md (no such file)",
-                                                    "other.md#nope (no heading #nope in other.md)"]
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "missing.md (no such file)",
+        "other.md#nope (no heading #nope in other.md)",
+    ]
 
 
 def test_the_readme_stays_a_manual():
@@ -167,13 +175,20 @@ def test_the_readme_stays_a_manual():
 
 def test_every_readme_shell_block_says_whether_it_runs():
     unmarked = [str(b) for b in split_page(README)[1] if b.language in ("bash", "sh", "shell") and not b.marker]
-    assert not unmarked, f"mark these <!-- runs: quick -->, <!-- runs: tests/F.py::T --> or <!-- illustrative: why -->: {unmarked}"
+    assert not unmarked, (
+        f"mark these <!-- runs: quick -->, <!-- runs: tests/F.py::T --> or <!-- illustrative: why -->: {unmarked}"
+    )
 
 
 def test_every_test_a_marker_names_exists():
     missing = []
     for block in all_blocks():
-        if block.marker and block.marker[0] == "runs" and block.marker[1] != "quick" and not TEST_ID.search(block.marker[1]):
+        if (
+            block.marker
+            and block.marker[0] == "runs"
+            and block.marker[1] != "quick"
+            and not TEST_ID.search(block.marker[1])
+        ):
             missing.append(f"{block}: 'runs: {block.marker[1]}' is neither quick nor tests/FILE.py::TEST")
         for path, name in TEST_ID.findall(block.marker[1] if block.marker else ""):
             source = REPO / path
@@ -190,8 +205,11 @@ def test_every_script_a_page_names_exists():
             base = REPO.joinpath(*module.split("."))
             if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
                 missing.append(f"{page.relative_to(REPO)}: python -m {module}")
-        missing += [f"{page.relative_to(REPO)}: {path}" for path in set(SCRIPT_PATH.findall(text))
-                    if not (REPO / path).is_file()]
+        missing += [
+            f"{page.relative_to(REPO)}: {path}"
+            for path in set(SCRIPT_PATH.findall(text))
+            if not (REPO / path).is_file()
+        ]
     assert not missing, "\n".join(sorted(missing))
 
 
@@ -200,12 +218,22 @@ def test_quick_blocks_run(block):
     """A `runs: quick` block runs from the checkout's root with the suite's Python first on the PATH."""
     if "../shared" in block.text and not SHARED_DIR.is_dir():
         pytest.skip(f"{SHARED_DIR} is absent: it ships in ../shared beside the repo (CI has it)")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-c", block.text] if block.language == "python" else \
-        ["bash", "-euo", "pipefail", "-c", block.text]
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHON": sys.executable,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    command = (
+        [sys.executable, "-c", block.text]
+        if block.language == "python"
+        else ["bash", "-euo", "pipefail", "-c", block.text]
+    )
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{block} exited {done.returncode}\n{block.text}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"{block} exited {done.returncode}\n{block.text}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    )
 
 
 def test_there_are_quick_blocks_and_the_readme_has_one():
@@ -216,8 +244,14 @@ def source_files() -> list[Path]:
     """The kinds of source that may point into the docs; not this file, whose check's examples are stale on
     purpose, nor the top-level folders of environments and outputs."""
     skip = {".venv", ".git", "runs", "corpora", ".cache", "wheelhouse", ".gpu", ".hypothesis", ".pytest_cache"}
-    return sorted(p for p in REPO.rglob("*") if p.is_file() and p.relative_to(REPO).parts[0] not in skip
-                  and (p.suffix in SOURCE_SUFFIXES or p.name in SOURCE_NAMES) and p != Path(__file__).resolve())
+    return sorted(
+        p
+        for p in REPO.rglob("*")
+        if p.is_file()
+        and p.relative_to(REPO).parts[0] not in skip
+        and (p.suffix in SOURCE_SUFFIXES or p.name in SOURCE_NAMES)
+        and p != Path(__file__).resolve()
+    )
 
 
 def names_a_heading(page: Path, section: str) -> bool:
@@ -233,7 +267,9 @@ def stale_pointers(path: Path) -> list[str]:
     stale = []
     for target, anchor, section in POINTER.findall(text):
         page = REPO / ("README.md" if target.startswith("README") else target)
-        where = f"{path.relative_to(REPO)}: {target}{'#' + anchor if anchor else ''}{f' {section!r}' if section else ''}"
+        where = (
+            f"{path.relative_to(REPO)}: {target}{'#' + anchor if anchor else ''}{f' {section!r}' if section else ''}"
+        )
         if not page.exists():
             stale.append(f"{where} (no such file)")
         elif page.suffix == ".md" and anchor and anchor not in anchors(page):
@@ -253,8 +289,10 @@ def test_the_pointer_check_finds_stale_pointers(tmp_path):
     (tmp_path / "README.md").write_text("# Title\n\n## The settings that matter\n")
     (tmp_path / "docs" / "gpu.md").write_text("# GPU\n\n## Defaults\n\n## Shar: `SharCutSampler`\n")
     code = tmp_path / "code.py"
-    code.write_text('"""(README, "The settings\n    that matter") docs/gpu.md#defaults (docs/gpu.md, \'Shar\')\n'
-                    '(README, "Settings") docs/gpu.md#nope docs/gone.md"""\n# see docs/gpu.md, "Gone\n# away"\n')
+    code.write_text(
+        '"""(README, "The settings\n    that matter") docs/gpu.md#defaults (docs/gpu.md, \'Shar\')\n'
+        '(README, "Settings") docs/gpu.md#nope docs/gone.md"""\n# see docs/gpu.md, "Gone\n# away"\n'
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys.modules[__name__], "REPO", tmp_path)
         found = stale_pointers(code)
@@ -281,7 +319,10 @@ def missing_table_files(page: Path, everywhere: set[str]) -> list[str]:
 
 
 def test_every_file_a_docs_table_names_exists():
-    everywhere = {p.name for p in source_files()} | {p.name for p in REPO.rglob("*.md")} | {
-        p.name for p in (REPO / "docs").rglob("*")}
+    everywhere = (
+        {p.name for p in source_files()}
+        | {p.name for p in REPO.rglob("*.md")}
+        | {p.name for p in (REPO / "docs").rglob("*")}
+    )
     missing = [line for page in PAGES for line in missing_table_files(page, everywhere)]
     assert not missing, "docs tables name files that are not there:\n" + "\n".join(missing)

@@ -1,5 +1,6 @@
 """tests/kit.py's order for pytest-xdist (conftest.py's pytest_collection_modifyitems): every test
 kept, the slow ones spread over the workers' first shares, at their starts, never back to back."""
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,8 +14,10 @@ def test_xdist_share_sizes_split_like_the_work_stealing_scheduler():
 
 
 # about one test in five slow, as (index, slow) pairs
-@given(st.lists(st.integers(0, 4).map(lambda n: n == 0), max_size=80).map(lambda flags: list(enumerate(flags))),
-       st.integers(1, 4))
+@given(
+    st.lists(st.integers(0, 4).map(lambda n: n == 0), max_size=80).map(lambda flags: list(enumerate(flags))),
+    st.integers(1, 4),
+)
 def test_slow_tests_are_dealt_to_the_starts_of_the_shares(items, workers):
     order = dealt_order(items, workers, lambda item: item[1])
     assert sorted(order) == items  # a permutation
@@ -30,5 +33,5 @@ def test_slow_tests_are_dealt_to_the_starts_of_the_shares(items, workers):
     start = 0
     for worker, size in enumerate(sizes):
         dealt = slow[worker::workers]
-        assert order[start:start + 2 * len(dealt):2] == dealt  # this worker's slow tests first, one apart
+        assert order[start : start + 2 * len(dealt) : 2] == dealt  # this worker's slow tests first, one apart
         start += size

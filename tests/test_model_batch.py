@@ -1,6 +1,7 @@
 """model/batch.py, the seam between the data and the model: a new batch field (a speaker id) is added
 by the collate and read by the model and the loss, and nothing else changes: the project's own
 DataLoader path, device copy and training step carry it through untouched."""
+
 import dataclasses
 
 import pytest
@@ -55,16 +56,24 @@ class SpeakerLoss(Tacotron2Loss):
 
 def items(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randint(1, N_SYMBOLS, (n,), generator=g), torch.randn(N_MELS, m, generator=g), speaker)
-            for n, m, speaker in ((4, 9, 0), (6, 12, 2), (3, 5, 0))]
+    return [
+        (torch.randint(1, N_SYMBOLS, (n,), generator=g), torch.randn(N_MELS, m, generator=g), speaker)
+        for n, m, speaker in ((4, 9, 0), (6, 12, 2), (3, 5, 0))
+    ]
 
 
 def test_a_speaker_field_touches_the_collate_the_model_and_the_loss_only():
     torch.manual_seed(0)
     model = SpeakerTacotron2(tiny_config(n_frames_per_step=2))
-    parts = StepParts(model=model, core=model, optimizer=torch.optim.Adam(model.parameters(), lr=1e-3, fused=True),
-                      criterion=SpeakerLoss(), scaler=torch.amp.GradScaler("cuda", enabled=False), amp_dtype=None,
-                      grad_clip=1.0)
+    parts = StepParts(
+        model=model,
+        core=model,
+        optimizer=torch.optim.Adam(model.parameters(), lr=1e-3, fused=True),
+        criterion=SpeakerLoss(),
+        scaler=torch.amp.GradScaler("cuda", enabled=False),
+        amp_dtype=None,
+        grad_clip=1.0,
+    )
     loader = DataLoader([items()], batch_size=None, collate_fn=SpeakerCollate(n_frames_per_step=2))
     (batch,) = device_batches(loader, torch.device("cpu"))
     assert isinstance(batch, SpeakerBatch) and batch.speaker.tolist() == [0, 2, 0]
@@ -77,5 +86,6 @@ def test_a_speaker_field_touches_the_collate_the_model_and_the_loss_only():
     weight = float(SpeakerLoss.weights[[0, 2, 0]].mean())
     assert float(result.terms.loss.detach()) == pytest.approx(float(plain.loss) * weight, rel=1e-6)
     grad = model.speaker_gain.weight.grad
-    assert grad[0].abs().sum() > 0 and grad[2].abs().sum() > 0 and (grad[1] == 0).all(), \
+    assert grad[0].abs().sum() > 0 and grad[2].abs().sum() > 0 and (grad[1] == 0).all(), (
         "only the batch's speakers' gains learn"
+    )

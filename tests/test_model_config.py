@@ -1,4 +1,5 @@
 """Tacotron2Config: NVIDIA defaults, clear errors, from_dict rejecting unknown keys by name."""
+
 import pytest
 
 from model import Tacotron2Config
@@ -24,21 +25,23 @@ def test_from_dict_round_trip_and_unknown_keys():
         Tacotron2Config.from_dict({"n_symbols": 40, "atention_dim": 64})
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("n_frames_per_step", 0, "n_frames_per_step=0 must be >= 1"),
-    ("prenet_dropout", 1.0, "prenet_dropout=1.0 must be in"),
-    ("attention_location_kernel_size", 30, "must be odd"),
-    ("encoder_embedding_dim", 129, "must be even"),
-    ("gate_threshold", 1.0, "gate_threshold=1.0 must be in"),
-    ("encoder_n_convolutions", -1, "must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("n_frames_per_step", 0, "n_frames_per_step=0 must be >= 1"),
+        ("prenet_dropout", 1.0, "prenet_dropout=1.0 must be in"),
+        ("attention_location_kernel_size", 30, "must be odd"),
+        ("encoder_embedding_dim", 129, "must be even"),
+        ("gate_threshold", 1.0, "gate_threshold=1.0 must be in"),
+        ("encoder_n_convolutions", -1, "must be >= 0"),
+    ],
+)
 def test_bad_values_are_named(field, value, message):
     with pytest.raises(ValueError, match=message):
         Tacotron2Config(n_symbols=10, **{field: value})
 
 
-@pytest.mark.parametrize("field, value", [
-    ("prenet_dim", 64.0), ("n_symbols", True), ("p_decoder_dropout", "0.1")])
+@pytest.mark.parametrize("field, value", [("prenet_dim", 64.0), ("n_symbols", True), ("p_decoder_dropout", "0.1")])
 def test_wrong_types_are_named(field, value):
     kwargs = {"n_symbols": 10, field: value}
     with pytest.raises(ModelConfigError, match=field):

@@ -3,6 +3,7 @@ float64 (r = 1 and 2, padded and BLoad-packed batches, train mode with dropout; 
 attention's energy chain recomputed in the backward, in either loop), each gradient
 written once per backward (gradient accumulation, DDP hooks), and under bf16 autocast the LSTM
 weight gradients stay within 1 % of fp32 where the reference's per-step bf16 sums drift."""
+
 import dataclasses
 
 import pytest
@@ -17,8 +18,7 @@ from training.op_count import count_ops
 
 # (row, text length, mel length) of a packed batch: odd lengths, an utterance of one frame
 BLOCKS = [(0, 4, 7), (0, 2, 1), (0, 3, 6), (1, 6, 11), (1, 5, 5), (2, 3, 9)]
-LSTM_WEIGHTS = ["attention_rnn.weight_ih", "attention_rnn.weight_hh",
-                "decoder_rnn.weight_ih", "decoder_rnn.weight_hh"]
+LSTM_WEIGHTS = ["attention_rnn.weight_ih", "attention_rnn.weight_hh", "decoder_rnn.weight_ih", "decoder_rnn.weight_hh"]
 
 
 def packed_inputs(r: int, seed: int = 2) -> Batch:
@@ -32,8 +32,11 @@ def padded_inputs(r: int) -> Batch:
 
 #: The loops compared with the plain one: the fast loop, and each loop recomputing the attention's
 #: energy chain in the backward (Tacotron2Config.recompute_attention).
-VARIANTS = {"fast": {"fast_decoder": True}, "fast+recompute": {"fast_decoder": True, "recompute_attention": True},
-            "plain+recompute": {"recompute_attention": True}}
+VARIANTS = {
+    "fast": {"fast_decoder": True},
+    "fast+recompute": {"fast_decoder": True, "recompute_attention": True},
+    "plain+recompute": {"recompute_attention": True},
+}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -91,8 +94,20 @@ class CallCount:
 
 def test_each_weight_gradient_is_written_once_and_accumulates():
     """One AccumulateGrad per parameter and backward (what DDP's hooks see); a second backward adds."""
-    cfg = tiny_config(fast_decoder=True, n_frames_per_step=1, **{k: 0.0 for k in (
-        "encoder_dropout", "prenet_dropout", "p_attention_dropout", "p_decoder_dropout", "postnet_dropout")})
+    cfg = tiny_config(
+        fast_decoder=True,
+        n_frames_per_step=1,
+        **{
+            k: 0.0
+            for k in (
+                "encoder_dropout",
+                "prenet_dropout",
+                "p_attention_dropout",
+                "p_decoder_dropout",
+                "postnet_dropout",
+            )
+        },
+    )
     torch.manual_seed(0)
     model = Tacotron2(cfg).train()
     calls = {name: CallCount() for name, _ in model.named_parameters()}
@@ -133,10 +148,20 @@ def test_bf16_autocast_weight_gradients_stay_within_one_percent_of_fp32():
     the cast cache is off (as training/step.forward_loss runs it), when each step's cast sends its
     gradient back to fp32 before the sum. Measured (torch 2.13 CPU): fast 0.3-0.4 %, reference
     7-12 % with the cache, about as good as fast without it."""
-    cfg = Tacotron2Config(n_symbols=N_SYMBOLS, encoder_embedding_dim=32, n_mel_channels=16,
-                          attention_rnn_dim=128, decoder_rnn_dim=128, prenet_dim=32, attention_dim=32,
-                          attention_location_n_filters=8, attention_location_kernel_size=15,
-                          prenet_dropout=0.0, p_attention_dropout=0.0, p_decoder_dropout=0.0)
+    cfg = Tacotron2Config(
+        n_symbols=N_SYMBOLS,
+        encoder_embedding_dim=32,
+        n_mel_channels=16,
+        attention_rnn_dim=128,
+        decoder_rnn_dim=128,
+        prenet_dim=32,
+        attention_dim=32,
+        attention_location_n_filters=8,
+        attention_location_kernel_size=15,
+        prenet_dropout=0.0,
+        p_attention_dropout=0.0,
+        p_decoder_dropout=0.0,
+    )
     torch.manual_seed(0)
     ref = Decoder(cfg).train()
     fast = FastDecoder(cfg).train()
@@ -152,8 +177,10 @@ def test_bf16_autocast_weight_gradients_stay_within_one_percent_of_fp32():
         error = float((got[name] - want[name]).norm() / want[name].norm())
         plain_error = float((plain_bf16[name] - want[name]).norm() / want[name].norm())
         uncached_error = float((uncached[name] - want[name]).norm() / want[name].norm())
-        print(f"{name}: fast {100 * error:.2f} %, reference {100 * plain_error:.2f} %, "
-              f"reference without the cast cache {100 * uncached_error:.2f} %")
+        print(
+            f"{name}: fast {100 * error:.2f} %, reference {100 * plain_error:.2f} %, "
+            f"reference without the cast cache {100 * uncached_error:.2f} %"
+        )
         assert error < 0.01 and uncached_error < 0.01, name
 
 

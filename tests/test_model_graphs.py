@@ -5,9 +5,9 @@ random order (dummy rows, padded steps and padded text in play); the random stat
 by building the loops; a training run with cuda_graphs=true on the CPU trains like one without,
 and that one (graph_bucket) like a plain one; and the capture plan's memory estimate for the full
 model. The capture needs a GPU (tests/test_cuda.py)."""
+
 import dataclasses
 import random
-
 import re
 
 import pytest
@@ -18,11 +18,16 @@ from model.graphs import build_loop_graphs, loop_memory
 from model.shapes import LoopShape
 from tests.kit import float64_pass, make_batch, relative_error, tiny_config
 
-SHAPES = [LoopShape(rows=5, frames=24, text=16), LoopShape(rows=7, frames=32, text=16),
-          LoopShape(rows=4, frames=48, text=32)]
+SHAPES = [
+    LoopShape(rows=5, frames=24, text=16),
+    LoopShape(rows=7, frames=32, text=16),
+    LoopShape(rows=4, frames=48, text=32),
+]
 BATCHES = {  # shape -> text lengths, mel lengths of a batch that fits it
-    SHAPES[0]: ([4, 7, 2], [9, 13, 20]), SHAPES[1]: ([4, 7, 2, 5], [9, 13, 6, 27]),
-    SHAPES[2]: ([20, 3], [40, 11])}
+    SHAPES[0]: ([4, 7, 2], [9, 13, 20]),
+    SHAPES[1]: ([4, 7, 2, 5], [9, 13, 6, 27]),
+    SHAPES[2]: ([20, 3], [40, 11]),
+}
 
 
 @pytest.mark.parametrize("r", [1, 2])
@@ -66,15 +71,21 @@ def test_bucketed_and_static_loop_runs_train_like_a_plain_one(tmp_path, demo_cor
     from training.rundir import read_metrics
 
     losses = {}
-    for name, extra in (("plain", "graph_bucket=0"), ("bucketed", "graph_bucket=16,cuda_graphs=false"),
-                        ("static", "graph_bucket=16,cuda_graphs=true,progress=true")):
+    for name, extra in (
+        ("plain", "graph_bucket=0"),
+        ("bucketed", "graph_bucket=16,cuda_graphs=false"),
+        ("static", "graph_bucket=16,cuda_graphs=true,progress=true"),
+    ):
         out = tmp_path / name
         assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,{extra}", demo_corpus)]) == 0
         losses[name] = [(r["train_loss"], r.get("val_loss")) for r in read_metrics(out / "run")]
         logged = capsys.readouterr()
         if name == "static":
-            line = re.search(r"decoder loop: (\d+) padded shapes \(graph_bucket=16\), static buffers, eager, built "
-                             r"in \d+\.\d s", logged.out)
+            line = re.search(
+                r"decoder loop: (\d+) padded shapes \(graph_bucket=16\), static buffers, eager, built "
+                r"in \d+\.\d s",
+                logged.out,
+            )
             assert line, logged.out
             assert re.search(rf"decoder graphs: +0%\|.*\| 0/{line[1]} ", logged.err), logged.err[-2000:]
         elif name == "bucketed":
@@ -91,11 +102,22 @@ def test_the_memory_estimate_of_the_full_model_at_the_papers_capacity():
     gradients; the activations are what autograd keeps for backward, at least the attention's
     tanh [16, 192, 128] of every step, and the encoder memory that every step's attention saves
     counted once (2.9 GiB; it was 9.6 GiB when counted per step)."""
-    model = Tacotron2(dataclasses.replace(tiny_config(), n_symbols=148, symbols_embedding_dim=512,
-                                          encoder_embedding_dim=512, attention_rnn_dim=1024,
-                                          decoder_rnn_dim=1024, prenet_dim=256, attention_dim=128,
-                                          attention_location_n_filters=32, attention_location_kernel_size=31,
-                                          postnet_embedding_dim=512, fast_decoder=True))
+    model = Tacotron2(
+        dataclasses.replace(
+            tiny_config(),
+            n_symbols=148,
+            symbols_embedding_dim=512,
+            encoder_embedding_dim=512,
+            attention_rnn_dim=1024,
+            decoder_rnn_dim=1024,
+            prenet_dim=256,
+            attention_dim=128,
+            attention_location_n_filters=32,
+            attention_location_kernel_size=31,
+            postnet_embedding_dim=512,
+            fast_decoder=True,
+        )
+    )
     shape = LoopShape(rows=16, frames=832, text=192)
     memory = loop_memory(model.decoder, shape)
     outputs = 4 * 16 * 832 * (80 + 1 + 192)  # mel, gate, alignments in fp32

@@ -1,4 +1,5 @@
 """Tacotron2Loss: both normalisations by hand, their (in)dependence on padding, the selector."""
+
 import dataclasses
 import math
 
@@ -25,9 +26,15 @@ def test_hand_checked_values():
     terms = Tacotron2Loss(loss_norm="valid")(*hand_example())
     ln2 = math.log(2.0)
     expected = {
-        "valid/mel": 5 / 4, "valid/mel_postnet": 0.0, "valid/gate": ln2, "valid/total": 5 / 4 + ln2,
-        "padded/mel": 5 / 6, "padded/mel_postnet": 0.0, "padded/gate": 2 * ln2 / 3,
-        "padded/total": 5 / 6 + 2 * ln2 / 3, "guided_attention": 0.0,
+        "valid/mel": 5 / 4,
+        "valid/mel_postnet": 0.0,
+        "valid/gate": ln2,
+        "valid/total": 5 / 4 + ln2,
+        "padded/mel": 5 / 6,
+        "padded/mel_postnet": 0.0,
+        "padded/gate": 2 * ln2 / 3,
+        "padded/total": 5 / 6 + 2 * ln2 / 3,
+        "guided_attention": 0.0,
     }
     got = terms.to_dict()
     assert got.keys() == expected.keys()
@@ -40,11 +47,15 @@ def test_gate_pos_weight_weighs_the_stop_frames_as_bce_pos_weight_does():
     g = torch.Generator().manual_seed(0)
     out, batch = hand_example()
     batch = dataclasses.replace(batch, mel=batch.mel.double(), gate=batch.gate.double())
-    out = out._replace(gate=torch.randn(1, 3, generator=g, dtype=torch.float64) * 3,
-                       mel=out.mel.double(), mel_postnet=out.mel_postnet.double())
+    out = out._replace(
+        gate=torch.randn(1, 3, generator=g, dtype=torch.float64) * 3,
+        mel=out.mel.double(),
+        mel_postnet=out.mel_postnet.double(),
+    )
     terms = Tacotron2Loss(loss_norm="padded", gate_pos_weight=8.0)(out, batch)
     reference = torch.nn.functional.binary_cross_entropy_with_logits(
-        out.gate, batch.gate, pos_weight=torch.tensor(8.0, dtype=torch.float64))
+        out.gate, batch.gate, pos_weight=torch.tensor(8.0, dtype=torch.float64)
+    )
     assert terms.padded.gate.item() == pytest.approx(reference.item(), rel=1e-12)
 
 
@@ -62,9 +73,10 @@ def test_loss_norm_selects_the_backpropagated_total(norm):
 
 def append_padding(out: Tacotron2Output, batch, frames: int):
     pad = lambda x, value=0.0: torch.nn.functional.pad(x, (0, frames), value=value)  # noqa: E731
-    return (out._replace(mel=pad(out.mel), mel_postnet=pad(out.mel_postnet),
-                         gate=pad(out.gate, GATE_PAD_LOGIT)),
-            dataclasses.replace(batch, mel=pad(batch.mel), gate=pad(batch.gate, 1.0)))
+    return (
+        out._replace(mel=pad(out.mel), mel_postnet=pad(out.mel_postnet), gate=pad(out.gate, GATE_PAD_LOGIT)),
+        dataclasses.replace(batch, mel=pad(batch.mel), gate=pad(batch.gate, 1.0)),
+    )
 
 
 def test_valid_ignores_extra_padding_padded_shrinks():
@@ -96,8 +108,10 @@ def test_guided_attention_penalises_off_diagonal_attention_only():
     stuck = torch.zeros(1, steps, symbols)
     stuck[0, :, 0] = 1.0
     lengths = (torch.tensor([symbols]), torch.tensor([steps]))
-    pen = {name: float(guided_attention_penalty(a, *lengths, 0.2)) for name, a in
-           [("diagonal", diagonal), ("uniform", uniform), ("stuck", stuck)]}
+    pen = {
+        name: float(guided_attention_penalty(a, *lengths, 0.2))
+        for name, a in [("diagonal", diagonal), ("uniform", uniform), ("stuck", stuck)]
+    }
     assert pen["diagonal"] < 0.05 < pen["uniform"] < pen["stuck"] < 1.0
     # padding beyond either length does not count, whatever it holds
     padded = torch.nn.functional.pad(diagonal, (0, 3, 0, 5), value=1.0)

@@ -1,6 +1,7 @@
 """Tacotron2 on BLoad blocks: an utterance inside a block is computed as if it ran alone (resets,
 attention masking, encoder and postnet separation), the loss ignores block padding, and training
 with batching=bload runs end to end and learns."""
+
 import dataclasses
 
 import pytest
@@ -8,8 +9,17 @@ import torch
 
 from model import Tacotron2, Tacotron2Loss
 from model.tacotron2 import GATE_PAD_LOGIT
-from tests.kit import (N_MELS, batch_of, check_demo_learns, double, packed_batch, sinusoid_mel, tiny, tiny_config,
-                       torchrun)
+from tests.kit import (
+    N_MELS,
+    batch_of,
+    check_demo_learns,
+    double,
+    packed_batch,
+    sinusoid_mel,
+    tiny,
+    tiny_config,
+    torchrun,
+)
 from training.rundir import read_metrics
 
 # (row, text length, mel length): rows of several utterances, lengths not multiples of 2
@@ -36,20 +46,24 @@ def test_utterance_in_a_block_equals_the_utterance_alone(r):
     with torch.no_grad():
         out = model(batch)
         assert out.n_frames_per_step == r
-        assert out.mel.shape == batch.mel.shape and out.alignments.shape[1:] == (batch.mel.size(2) // r,
-                                                                                 batch.packing.n_text)
+        assert out.mel.shape == batch.mel.shape and out.alignments.shape[1:] == (
+            batch.mel.size(2) // r,
+            batch.packing.n_text,
+        )
         for u, (row, start, ids, spec) in enumerate(items):
             ref = alone(model, ids, spec, r)
             n, steps = spec.shape[-1], -(-spec.shape[-1] // r)
             t0 = int(batch.packing.text_start[u])
-            torch.testing.assert_close(out.mel[row, :, start:start + n], ref.mel[0, :, :n], rtol=1e-5, atol=1e-5)
-            torch.testing.assert_close(out.mel_postnet[row, :, start:start + n], ref.mel_postnet[0, :, :n],
-                                       rtol=1e-5, atol=1e-5)
-            torch.testing.assert_close(out.gate[row, start:start + n], ref.gate[0, :n], rtol=1e-5, atol=1e-5)
-            align = out.alignments[row, start // r:start // r + steps]
-            torch.testing.assert_close(align[:, t0:t0 + len(ids)], ref.alignments[0, :steps], rtol=1e-5, atol=1e-6)
-            assert align[:, :t0].abs().sum() == 0 and align[:, t0 + len(ids):].abs().sum() == 0, \
+            torch.testing.assert_close(out.mel[row, :, start : start + n], ref.mel[0, :, :n], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(
+                out.mel_postnet[row, :, start : start + n], ref.mel_postnet[0, :, :n], rtol=1e-5, atol=1e-5
+            )
+            torch.testing.assert_close(out.gate[row, start : start + n], ref.gate[0, :n], rtol=1e-5, atol=1e-5)
+            align = out.alignments[row, start // r : start // r + steps]
+            torch.testing.assert_close(align[:, t0 : t0 + len(ids)], ref.alignments[0, :steps], rtol=1e-5, atol=1e-6)
+            assert align[:, :t0].abs().sum() == 0 and align[:, t0 + len(ids) :].abs().sum() == 0, (
                 "a step attends only to its own utterance's text"
+            )
     mask = batch.frame_mask()
     assert (out.mel.transpose(1, 2)[~mask] == 0).all() and (out.gate[~mask] == GATE_PAD_LOGIT).all()
 

@@ -1,4 +1,5 @@
 """Figures render headless; the diagonality score separates learned from unlearned attention."""
+
 import io
 
 import numpy as np
@@ -34,9 +35,11 @@ def test_diagonality_reads_only_the_real_region():
 def test_figures_render_to_png():
     rng = np.random.default_rng(0)
     gate_target = (np.arange(40) >= 35).astype(float)
-    figures = (plot_alignment(diagonal(40, 12), "step 1"),
-               plot_mel(rng.random((8, 40)), rng.random((8, 40))),
-               plot_gate(gate_target, rng.random(40)))
+    figures = (
+        plot_alignment(diagonal(40, 12), "step 1"),
+        plot_mel(rng.random((8, 40)), rng.random((8, 40))),
+        plot_gate(gate_target, rng.random(40)),
+    )
     for fig in figures:
         buf = io.BytesIO()
         fig.savefig(buf, format="png")

@@ -3,6 +3,7 @@ padded loop equals the plain reference loop in float64, outputs and every gradie
 rows, padded steps and padded text in play; every batch of every epoch fits its shape of the
 run-wide table; the hparam is checked; and on LJSpeech's lengths a whole SSB-DBS-BR run needs one
 shape per frame bucket for about +5 % decoder steps."""
+
 import dataclasses
 
 import numpy as np
@@ -47,8 +48,15 @@ LENGTHS = st.lists(st.integers(1, 900), min_size=1, max_size=300)
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths=LENGTHS, strategy=st.sampled_from(["rand", "sb", "ssb", "bkt", "ats"]), dbs=st.booleans(),
-       r=st.sampled_from([1, 2, 3]), k=st.integers(1, 8), epochs=st.integers(1, 3), world_size=st.integers(1, 4))
+@given(
+    lengths=LENGTHS,
+    strategy=st.sampled_from(["rand", "sb", "ssb", "bkt", "ats"]),
+    dbs=st.booleans(),
+    r=st.sampled_from([1, 2, 3]),
+    k=st.integers(1, 8),
+    epochs=st.integers(1, 3),
+    world_size=st.integers(1, 4),
+)
 def test_every_batch_of_a_run_fits_a_shape_of_its_table(lengths, strategy, dbs, r, k, epochs, world_size):
     """The table from every epoch's plan: every batch of every epoch maps to one of its shapes
     (rows, frames and text at least the batch's own, frames within one graph_bucket, text on its
@@ -56,14 +64,20 @@ def test_every_batch_of_a_run_fits_a_shape_of_its_table(lengths, strategy, dbs, 
     frames = np.array(lengths)
     text_lengths = (frames * 7) % 53 + 1
     graph_bucket = r * k
-    cfg = BatchingConfig.from_dict({"batching": strategy, "dbs": dbs, "br": True, "batch_size": 4,
-                                    "bucket_size": 16, "n_bins": 5, "seed": 0})
+    cfg = BatchingConfig.from_dict(
+        {"batching": strategy, "dbs": dbs, "br": True, "batch_size": 4, "bucket_size": 16, "n_bins": 5, "seed": 0}
+    )
     plans = [plan_global(frames, cfg, epoch, world_size).batches() for epoch in range(epochs)]
     table = shape_table((b for batches in plans for b in batches), frames, text_lengths, graph_bucket)
     assert table == reference_table([b for batches in plans for b in batches], frames, text_lengths, graph_bucket)
     extents = [plan_global(frames, cfg, epoch, world_size).extents(frames) for epoch in range(epochs)]
-    assert table == shape_table_of(np.concatenate([e[0] for e in extents]), np.concatenate([e[1] for e in extents]),
-                                   frames, text_lengths, graph_bucket)  # training/run.py's way
+    assert table == shape_table_of(
+        np.concatenate([e[0] for e in extents]),
+        np.concatenate([e[1] for e in extents]),
+        frames,
+        text_lengths,
+        graph_bucket,
+    )  # training/run.py's way
     captured = set(table.shapes())
     assert len(captured) == len(table.rows)
     for batch in (b for batches in plans for b in batches):
@@ -84,16 +98,22 @@ def reference_table(batches, frames, text_lengths, graph_bucket) -> ShapeTable:
         rows[bucket] = max(rows.get(bucket, 0), len(batch))
     order = np.argsort(frames, kind="stable")
     longest_text = np.maximum.accumulate(text_lengths[order])
-    text = {bucket: round_up(int(longest_text[int(np.searchsorted(frames[order], bucket, side="right")) - 1]),
-                             TEXT_MULTIPLE) for bucket in rows}
+    text = {
+        bucket: round_up(
+            int(longest_text[int(np.searchsorted(frames[order], bucket, side="right")) - 1]), TEXT_MULTIPLE
+        )
+        for bucket in rows
+    }
     return ShapeTable(graph_bucket, rows, text)
 
 
 def test_graph_bucket_hparam_is_checked():
     assert resolve_config(load_hparams("dataset=demo,graph_bucket=64")).train.graph_bucket == 64
-    for bad, why in [("dataset=demo,graph_bucket=63", "multiple of n_frames_per_step=2"),
-                     ("dataset=demo,graph_bucket=64,fast_decoder=false", "fast_decoder=False"),
-                     ("dataset=demo,graph_bucket=64,batching=bload,dbs=false,br=false", "batching=bload")]:
+    for bad, why in [
+        ("dataset=demo,graph_bucket=63", "multiple of n_frames_per_step=2"),
+        ("dataset=demo,graph_bucket=64,fast_decoder=false", "fast_decoder=False"),
+        ("dataset=demo,graph_bucket=64,batching=bload,dbs=false,br=false", "batching=bload"),
+    ]:
         with pytest.raises(HParamsError, match=why):
             resolve_config(load_hparams(bad))
 

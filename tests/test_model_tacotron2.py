@@ -1,4 +1,5 @@
 """Tacotron2 model: shapes, masking, padding invariance, gradients, overfitting, inference stop."""
+
 import warnings
 
 import pytest
@@ -9,11 +10,14 @@ from model.tacotron2 import GATE_PAD_LOGIT
 from tests.kit import N_MELS, N_SYMBOLS, batch_of, make_batch, tiny_model
 
 
-
 def real_parts(out: Tacotron2Output, i: int, mel_len: int, text_len: int, r: int):
     steps = -(-mel_len // r)
-    return (out.mel[i, :, :mel_len], out.mel_postnet[i, :, :mel_len], out.gate[i, :mel_len],
-            out.alignments[i, :steps, :text_len])
+    return (
+        out.mel[i, :, :mel_len],
+        out.mel_postnet[i, :, :mel_len],
+        out.gate[i, :mel_len],
+        out.alignments[i, :steps, :text_len],
+    )
 
 
 @pytest.mark.parametrize("r", [1, 2, 3])
@@ -50,8 +54,7 @@ def test_real_outputs_ignore_padding_content_amount_and_batchmates(r):
         noisy_text[text == 0] = 5
         noisy_mel[mel == 0] = 3.0
         noisy = model(batch_of(noisy_text, tl, noisy_mel, ml))
-        wider = model(batch_of(torch.nn.functional.pad(text, (0, 4)), tl,
-                               torch.nn.functional.pad(mel, (0, 2 * r)), ml))
+        wider = model(batch_of(torch.nn.functional.pad(text, (0, 4)), tl, torch.nn.functional.pad(mel, (0, 2 * r)), ml))
         alone = model(batch_of(text[:1, :3], tl[:1], mel[:1, :, :4], ml[:1]))
     for i, (lt, lm) in enumerate(zip(text_lengths, mel_lengths)):
         for other in (noisy, wider):
@@ -65,8 +68,13 @@ def test_valid_loss_of_the_model_ignores_extra_padding_padded_loss_shrinks():
     model = tiny_model(n_frames_per_step=2, prenet_dropout=0.0).eval()
     batch = make_batch([3, 6], [5, 8], r=2)
     pad = torch.nn.functional.pad
-    wide = batch_of(pad(batch.text, (0, 3)), batch.text_lengths, pad(batch.mel, (0, 8)), batch.mel_lengths,
-                    pad(batch.gate, (0, 8), value=1.0))
+    wide = batch_of(
+        pad(batch.text, (0, 3)),
+        batch.text_lengths,
+        pad(batch.mel, (0, 8)),
+        batch.mel_lengths,
+        pad(batch.gate, (0, 8), value=1.0),
+    )
     criterion = Tacotron2Loss()
     with torch.no_grad():
         base = criterion(model(batch), batch).to_dict()
@@ -82,10 +90,10 @@ def test_folded_location_features_equal_conv_then_dense():
     memory = torch.randn(3, 9, 8)
     processed = attention.memory_layer(memory)
     location = attention.location_dense(attention.location_conv(weights_cat).transpose(1, 2))
-    expected = torch.softmax(attention.v(torch.tanh(
-        attention.query_layer(query).unsqueeze(1) + location + processed)).squeeze(2), 1)
-    _, weights = attention(query, memory, processed, weights_cat, attention.location_matrix(),
-                           torch.zeros(3, 9))
+    expected = torch.softmax(
+        attention.v(torch.tanh(attention.query_layer(query).unsqueeze(1) + location + processed)).squeeze(2), 1
+    )
+    _, weights = attention(query, memory, processed, weights_cat, attention.location_matrix(), torch.zeros(3, 9))
     torch.testing.assert_close(weights, expected)
 
 
@@ -104,8 +112,9 @@ def test_gradients_reach_every_parameter():
         assert p.grad.abs().sum() > 0, f"no gradient reaches {name}"
 
 
-NO_DROPOUT = dict(encoder_dropout=0.0, prenet_dropout=0.0, p_attention_dropout=0.0,
-                  p_decoder_dropout=0.0, postnet_dropout=0.0)
+NO_DROPOUT = dict(
+    encoder_dropout=0.0, prenet_dropout=0.0, p_attention_dropout=0.0, p_decoder_dropout=0.0, postnet_dropout=0.0
+)
 
 
 @pytest.mark.parametrize("r", [1, 2])
@@ -160,10 +169,10 @@ def test_padded_batch_inference_matches_single_items():
     text, tl = padded.text, padded.text_lengths
     with pytest.warns(RuntimeWarning):
         batch = model.inference(text, tl)
-        singles = [model.inference(text[i:i + 1, :n]) for i, n in enumerate([3, 5])]
+        singles = [model.inference(text[i : i + 1, :n]) for i, n in enumerate([3, 5])]
     for i, single in enumerate(singles):
         torch.testing.assert_close(batch.mel_postnet[i], single.mel_postnet[0], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(batch.alignments[i, :, :tl[i]], single.alignments[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(batch.alignments[i, :, : tl[i]], single.alignments[0], atol=1e-5, rtol=1e-5)
 
 
 def test_masked_batchnorm_ignores_padding_in_training():

@@ -4,9 +4,10 @@ virtual environment that has no torch, the library and the `batching` command wo
 beside this machine's CPU torch, it keeps that torch; `python -m build` makes an sdist and a wheel
 that `twine check` accepts; and docs/batching.md's example of the sampler in another task (ASR features) runs.
 """
+
 import email.message
-import importlib.metadata
 import email.parser
+import importlib.metadata
 import json
 import os
 import re
@@ -24,8 +25,13 @@ from tests.kit import REPO, run_command
 from tests.lent_packages import dependency_closure, lend
 
 # Offline and quiet; PYTHONPATH could put the checkout's own batching/ in front of the installed one.
-ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PIP_NO_INDEX": "1",
-       "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+ENV = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    "PIP_NO_INDEX": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+}
 # The oldest torch the sampler supports (pyproject's extras ask for torch>=this).
 OLDEST_TORCH = "2.11"
 # Lengths of 300 utterances, one per line: a lengths file the CLI reads ("frames" column of a TSV).
@@ -55,8 +61,13 @@ def checkout_files() -> list[str]:
     """What a fresh clone plus uncommitted work holds (no .venv, runs/ or caches); without git,
     the files the wheel is built from."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                cwd=REPO, capture_output=True, text=True, check=True).stdout
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return ["pyproject.toml", "README.md"] + [str(p.relative_to(REPO)) for p in REPO.glob("batching/**/*.py")]
     return [name for name in listed.split("\0") if name and (REPO / name).is_file()]
@@ -76,8 +87,20 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel, built by pip offline from a copy of the checkout."""
     root = tmp_path_factory.mktemp("wheel")
     copy_checkout(root / "src")
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation",
-        "--check-build-dependencies", "--wheel-dir", root / "dist", root / "src", cwd=root)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-index",
+        "--no-build-isolation",
+        "--check-build-dependencies",
+        "--wheel-dir",
+        root / "dist",
+        root / "src",
+        cwd=root,
+    )
     [path] = (root / "dist").glob("*.whl")
     return path
 
@@ -110,8 +133,18 @@ def venv(wheel, tmp_path_factory) -> Path:
     dists = dependency_closure([r.name for r in requires(wheel) if r.marker is None])
     assert "torch" not in {d.metadata["Name"].lower() for d in dists}
     env = environment_with(dists, root)
-    run(sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "--no-deps", "--no-index", wheel,
-        cwd=root)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        env / "bin" / "python",
+        "install",
+        "--no-deps",
+        "--no-index",
+        wheel,
+        cwd=root,
+    )
     return env
 
 
@@ -132,7 +165,9 @@ def test_wheel_ships_batching_with_numpy_and_numba_only(wheel):
     assert all(str(r.specifier) == f">={OLDEST_TORCH}" for r in torch)
     meta = metadata(wheel)
     assert meta["License-Expression"] == "BSD-3-Clause" and meta.get_all("License-File") == ["LICENSE"]
-    assert meta["Version"] == batching_version() and f"{meta['Name'].replace('-', '_')}-{meta['Version']}-" in wheel.name
+    assert (
+        meta["Version"] == batching_version() and f"{meta['Name'].replace('-', '_')}-{meta['Version']}-" in wheel.name
+    )
 
 
 def test_fresh_venv_plans_and_runs_the_cli_without_torch(venv, tmp_path):
@@ -140,8 +175,9 @@ def test_fresh_venv_plans_and_runs_the_cli_without_torch(venv, tmp_path):
     assert Path(out["file"]).is_relative_to(venv) and out["samples"] == list(range(300)) and out["n_batches"] > 1
     (tmp_path / "lengths.tsv").write_text(LENGTHS_TSV)
     cli = venv / "bin" / "batching"
-    stats = json.loads(run(cli, "stats", "--lengths", "lengths.tsv", "--hparams", "batching=ssb,dbs=true", "--json",
-                           cwd=tmp_path))
+    stats = json.loads(
+        run(cli, "stats", "--lengths", "lengths.tsv", "--hparams", "batching=ssb,dbs=true", "--json", cwd=tmp_path)
+    )
     assert stats["n_samples"] == 300 and stats["config"]["batching"] == "ssb" and 0 < stats["zpr"] < 100
     table = run(cli, "table1", "--lengths", "lengths.tsv", cwd=tmp_path)
     assert "| SSB-DBS |" in table and "| RAND |" in table
@@ -180,8 +216,10 @@ def test_wheel_installs_beside_the_torch_already_there(wheel, tmp_path):
     report = json.loads(run(*pip, "--dry-run", "--quiet", "--report", "-", cwd=tmp_path))
     assert [item["metadata"]["name"] for item in report["install"]] == ["tacotron2-batching"]
     run(*pip, cwd=tmp_path)
-    probe = ("import importlib.metadata as m, json, torch, batching.sampler; "
-             "print(json.dumps([m.version('torch'), torch.__file__, batching.__file__]))")
+    probe = (
+        "import importlib.metadata as m, json, torch, batching.sampler; "
+        "print(json.dumps([m.version('torch'), torch.__file__, batching.__file__]))"
+    )
     version, torch_file, batching_file = json.loads(run(python, "-c", probe, cwd=tmp_path))
     assert version == importlib.metadata.version("torch") and Path(torch_file).is_relative_to(tmp_path / "outer")
     assert Path(batching_file).is_relative_to(env)

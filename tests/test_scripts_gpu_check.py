@@ -1,6 +1,7 @@
 """scripts/release/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
 that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
 skipped and why, nothing fails, and the report names every check."""
+
 import functools
 import inspect
 import json
@@ -81,8 +82,12 @@ def test_the_cuda_tests_ask_for_no_fixture_of_conftest():
     asked = set()
     for name, test in vars(cuda_tests).items():
         if name.startswith("test_"):
-            parametrized = {arg.strip() for mark in getattr(test, "pytestmark", []) if mark.name == "parametrize"
-                            for arg in mark.args[0].split(",")}
+            parametrized = {
+                arg.strip()
+                for mark in getattr(test, "pytestmark", [])
+                if mark.name == "parametrize"
+                for arg in mark.args[0].split(",")
+            }
             asked |= set(inspect.signature(test).parameters) - parametrized
     assert "demo_corpus" in asked and asked - pytests_own <= own, asked - pytests_own - own
 
@@ -93,9 +98,11 @@ def test_the_report_puts_each_table_of_bench_step_under_its_own_heading(tmp_path
     from scripts.common import markdown_tables
     from scripts.release import gpu_check
 
-    output = ("Training step, ...\n\n| variant | us / decoder step |\n|---|---|\n| eager | 10 |\n\n"
-              "ops per decoder step: ATen compute operations\n\n| variant | forward |\n|---|---|\n| eager | 47.0 |\n"
-              "\nfast/eager speed ratio: 1.30\n")
+    output = (
+        "Training step, ...\n\n| variant | us / decoder step |\n|---|---|\n| eager | 10 |\n\n"
+        "ops per decoder step: ATen compute operations\n\n| variant | forward |\n|---|---|\n| eager | 47.0 |\n"
+        "\nfast/eager speed ratio: 1.30\n"
+    )
     tables = dict(zip(("bench-step", gpu_check.OPS_HEADING), markdown_tables(output)))
     setup = gpu_check.Setup("cpu", True, tmp_path, 1)
     gpu_check.write_report(setup, [gpu_check.Check("bench", "bench-step", True, 1.0, "exit 0", {"tables": tables})])
@@ -112,6 +119,7 @@ def test_gpu_check_measures_tests_benches_and_graphs_on_the_cpu(tmp_path, capsys
     assert "cuda-tests" in {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
     assert checks["env"]["figures"]["matmul_fp32_tflops"] > 0
     assert checks["graphed-tracks-eager"]["figures"]["eager"] == pytest.approx(
-        checks["graphed-tracks-eager"]["figures"]["graphed"], rel=1e-5)
+        checks["graphed-tracks-eager"]["figures"]["graphed"], rel=1e-5
+    )
     if "bench-step" in checks:  # the bench part ran (it needs ../shared's LJSpeech lengths)
         assert report.index("## bench-step") < report.index("## ops per decoder step")

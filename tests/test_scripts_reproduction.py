@@ -2,6 +2,7 @@
 number checked against the runs' metrics.jsonl, recomputed here), the smoothing and scaling
 maths on hand-written metrics, table1.sh on LJSpeech lengths, bench.epoch, and the Docker files.
 """
+
 import importlib.metadata
 import json
 import os
@@ -15,12 +16,23 @@ from packaging.requirements import Requirement
 from tests.kit import DEMO_UTTERANCES, REPO, run_command
 
 NAMES = ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SB", "SSB", "SB-DBS", "SSB-DBS", "SSB-DBS-BR"]
-TABLE4 = [("SB", "SSB"), ("SB-BR", "SSB-BR"), ("SB-DBS", "SSB-DBS"), ("SB", "SB-BR"), ("SSB", "SSB-BR"),
-          ("SSB-DBS", "SSB-DBS-BR"), ("SB", "SB-DBS"), ("SSB", "SSB-DBS"), ("SSB-BR", "SSB-DBS-BR")]
+TABLE4 = [
+    ("SB", "SSB"),
+    ("SB-BR", "SSB-BR"),
+    ("SB-DBS", "SSB-DBS"),
+    ("SB", "SB-BR"),
+    ("SSB", "SSB-BR"),
+    ("SSB-DBS", "SSB-DBS-BR"),
+    ("SB", "SB-DBS"),
+    ("SSB", "SSB-DBS"),
+    ("SSB-BR", "SSB-DBS-BR"),
+]
 PAPER_TABLE3 = {"SB-BR": (12.00, 36.57), "SSB-BR": (9.84, 29.98), "SSB-DBS-BR": (13.54, 41.25)}
-TINY = ("model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
-        "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
-        "model.attention_location_n_filters=4,model.postnet_embedding_dim=16,device=cpu")
+TINY = (
+    "model.symbols_embedding_dim=16,model.encoder_embedding_dim=16,model.attention_rnn_dim=32,"
+    "model.decoder_rnn_dim=32,model.prenet_dim=16,model.attention_dim=16,"
+    "model.attention_location_n_filters=4,model.postnet_embedding_dim=16,device=cpu"
+)
 # One torch thread: on a busy shared CPU, two threads waiting on each other make a step ~100x slower.
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
 
@@ -51,7 +63,7 @@ def same(text: str, expected: float | None) -> bool:
     if "e" in text:
         return abs(float(text) - expected) <= 5e-4 * abs(expected)
     decimals = len(text.split(".")[1]) if "." in text else 0
-    return abs(float(text) - expected) <= 0.5 * 10 ** -decimals + 1e-12
+    return abs(float(text) - expected) <= 0.5 * 10**-decimals + 1e-12
 
 
 def mean(values):
@@ -68,12 +80,19 @@ def expected_row(records: list[dict], stages: list[int], key: str = "val_loss_pa
         if stage not in vals:
             return None
         i = epochs.index(stage)
-        return mean([vals[e] for e in epochs[max(i - 1, 0): i + 2]])
+        return mean([vals[e] for e in epochs[max(i - 1, 0) : i + 2]])
 
     vl = [smoothed(s) for s in stages]
-    return {"epochs": len(records), "zpr": mean([r["zpr"] for r in records]), "abl": mean([r["abl"] for r in records]),
-            "min_per_epoch": mean([r["train_seconds"] / 60 for r in records]), "vl1": vl[0], "vl2": vl[1], "vl3": vl[2],
-            "vl_avg": mean([v for e, v in vals.items() if stages[0] <= e <= stages[2]]) if vl[2] is not None else None}
+    return {
+        "epochs": len(records),
+        "zpr": mean([r["zpr"] for r in records]),
+        "abl": mean([r["abl"] for r in records]),
+        "min_per_epoch": mean([r["train_seconds"] / 60 for r in records]),
+        "vl1": vl[0],
+        "vl2": vl[1],
+        "vl3": vl[2],
+        "vl_avg": mean([v for e, v in vals.items() if stages[0] <= e <= stages[2]]) if vl[2] is not None else None,
+    }
 
 
 def check_tables(tables: dict, result: dict, expected: dict[str, dict]) -> None:
@@ -115,11 +134,18 @@ def synthetic(epochs: int, offset: float, every: int = 2) -> list[dict]:
     """Epoch records shaped like train.py's, with validation losses that differ at every epoch."""
     records = []
     for e in range(epochs):
-        r = {"epoch": e, "zpr": 30 - offset + e % 3, "abl": 700 + e % 5 - offset, "train_seconds": 90 + 7 * offset + e % 4,
-             "steps": 20 - round(offset)}
+        r = {
+            "epoch": e,
+            "zpr": 30 - offset + e % 3,
+            "abl": 700 + e % 5 - offset,
+            "train_seconds": 90 + 7 * offset + e % 4,
+            "steps": 20 - round(offset),
+        }
         if (e + 1) % every == 0 or e + 1 == epochs:
-            r |= {"val_loss_padded": 1 / (e + 2) + offset / 100 + (e % 3) / 1000,
-                  "val_loss_valid": 2 / (e + 2) + offset / 50}
+            r |= {
+                "val_loss_padded": 1 / (e + 2) + offset / 100 + (e % 3) / 1000,
+                "val_loss_valid": 2 / (e + 2) + offset / 50,
+            }
         records.append(r)
     return records
 
@@ -167,8 +193,11 @@ def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
     """Three seeds: each cell is the seeds' mean, VL cells add the sample sd; the equal-time (-steps)
     table takes each seed's last validation within RAND's mean training minutes (steps) at the
     stage epochs."""
-    runs = {(name, seed): synthetic(20, offset + seed / 3) for name, offset in (("RAND", 0), ("SSB-DBS-BR", 1))
-            for seed in range(3)}
+    runs = {
+        (name, seed): synthetic(20, offset + seed / 3)
+        for name, offset in (("RAND", 0), ("SSB-DBS-BR", 1))
+        for seed in range(3)
+    }
     for (name, seed), records in runs.items():
         write_run(tmp_path, name, records, seed=seed)
     tables, result = make_tables(tmp_path)
@@ -188,14 +217,19 @@ def test_make_tables_seeds_mean_spread_equal_time_and_figure(tmp_path):
     # SSB-DBS-BR's synthetic epochs are slower (it reaches fewer within RAND's minutes) and have
     # fewer steps (it reaches more within RAND's steps)
     for key, field, scale, fewer in (("equal_time", "train_seconds", 1 / 60, True), ("equal_steps", "steps", 1, False)):
-        used = {(n, s): [sum(r[field] for r in recs[:e]) * scale for e in range(1, 21)] for (n, s), recs in runs.items()}
+        used = {
+            (n, s): [sum(r[field] for r in recs[:e]) * scale for e in range(1, 21)] for (n, s), recs in runs.items()
+        }
         budgets = [mean([used["RAND", s][e - 1] for s in range(3)]) for e in stages]
         assert result[key]["budgets"] == pytest.approx(budgets, rel=1e-12)
         for i, budget in enumerate(budgets):
             hits = []
             for s in range(3):
-                vals = [(e, r["val_loss_padded"]) for e, r in enumerate(runs["SSB-DBS-BR", s], 1)
-                        if "val_loss_padded" in r and used["SSB-DBS-BR", s][e - 1] <= budget]
+                vals = [
+                    (e, r["val_loss_padded"])
+                    for e, r in enumerate(runs["SSB-DBS-BR", s], 1)
+                    if "val_loss_padded" in r and used["SSB-DBS-BR", s][e - 1] <= budget
+                ]
                 hits.append(vals[-1])
             cell = result[key]["rows"]["SSB-DBS-BR"][i]
             assert cell["loss"] == pytest.approx(mean([h[1] for h in hits]), rel=1e-12)
@@ -229,7 +263,9 @@ def test_make_tables_adds_a_variant_sweep_beside_the_main_one(tmp_path):
     assert same(tables["Table 2"][-1][7], expected["vl3"])
     assert "SSB-DBS-BR (lr sqrt)" in result["equal_time"]["rows"] and result["variants"] == {"lr sqrt": str(variant)}
     for spec in ("nolabel", f"lr sqrt={tmp_path / 'absent'}", f"a (b)={variant}"):
-        done = run_command(sys.executable, "-m", "scripts.reproduction.make_tables", main, "--variant", spec, env=ENV, expect=None)
+        done = run_command(
+            sys.executable, "-m", "scripts.reproduction.make_tables", main, "--variant", spec, env=ENV, expect=None
+        )
         assert done.returncode == 2 and f"--variant {spec!r}" in done.stderr, done.stderr
 
 
@@ -246,10 +282,18 @@ def test_compare_sweeps_reads_two_saved_tables_at_equal_epochs_and_steps(tmp_pat
     for seed, records in cost.items():
         write_run(other, "SSB-DBS-BR", records, seed=seed)
     from scripts.reproduction.make_tables import build
+
     for root in (base, other):
         (root / "tables.json").write_text(json.dumps(build(root, "valid")))
-    out = run(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"paper={base / 'tables.json'}",
-              f"cost={other / 'tables.json'}", "--epochs", "6,10,14")
+    out = run(
+        sys.executable,
+        "-m",
+        "scripts.reproduction.compare_sweeps",
+        f"paper={base / 'tables.json'}",
+        f"cost={other / 'tables.json'}",
+        "--epochs",
+        "6,10,14",
+    )
     rows = {r[0]: r[1:] for r in (line.strip("|").split("|") for line in out.splitlines() if line.startswith("| "))}
     rows = {k.strip(): [c.strip() for c in v] for k, v in rows.items()}
 
@@ -266,10 +310,14 @@ def test_compare_sweeps_reads_two_saved_tables_at_equal_epochs_and_steps(tmp_pat
             last = r.get("val_loss_valid", last)
         return last if sum(r["steps"] for r in records) >= budget else None
 
-    rand_steps = {e: mean([sum(r["steps"] for r in records[:e]) for records in base_runs["RAND"].values()])
-                  for e in (6, 10, 14)}
-    for label, seeds in [("RAND (paper)", base_runs["RAND"]), ("SSB-DBS-BR (paper)", base_runs["SSB-DBS-BR"]),
-                         ("SSB-DBS-BR (cost)", cost)]:
+    rand_steps = {
+        e: mean([sum(r["steps"] for r in records[:e]) for records in base_runs["RAND"].values()]) for e in (6, 10, 14)
+    }
+    for label, seeds in [
+        ("RAND (paper)", base_runs["RAND"]),
+        ("SSB-DBS-BR (paper)", base_runs["SSB-DBS-BR"]),
+        ("SSB-DBS-BR (cost)", cost),
+    ]:
         cells = rows[label]
         assert cells[0] == "2"
         for i, e in enumerate((6, 10, 14)):
@@ -278,26 +326,75 @@ def test_compare_sweeps_reads_two_saved_tables_at_equal_epochs_and_steps(tmp_pat
             hits = [within(r, rand_steps[e]) for r in seeds.values()]
             assert same(cells[6 + i], None if None in hits else mean(hits)), (label, e, cells)
     assert rows["SSB-DBS-BR (cost)"][5] == "" and rows["SSB-DBS-BR (paper)"][5] != ""
-    no_rand = run(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"cost={other / 'tables.json'}",
-                  f"again={other / 'tables.json'}", "--epochs", "6")
+    no_rand = run(
+        sys.executable,
+        "-m",
+        "scripts.reproduction.compare_sweeps",
+        f"cost={other / 'tables.json'}",
+        f"again={other / 'tables.json'}",
+        "--epochs",
+        "6",
+    )
     assert "within" not in no_rand.splitlines()[-3] and "no RAND" in no_rand
-    bad = run_command(sys.executable, "-m", "scripts.reproduction.compare_sweeps", f"a={base / 'tables.json'}",
-                      f"b={tmp_path / 'absent.json'}", env=ENV, expect=None)
+    bad = run_command(
+        sys.executable,
+        "-m",
+        "scripts.reproduction.compare_sweeps",
+        f"a={base / 'tables.json'}",
+        f"b={tmp_path / 'absent.json'}",
+        env=ENV,
+        expect=None,
+    )
     assert bad.returncode == 2 and "absent.json" in bad.stderr and bad.stderr.startswith("error:")
 
 
 def test_reproduction_plan_runs_each_seed_in_its_own_directory(tmp_path):
     env = ENV
-    out = run_command(sys.executable, "-m", "scripts.reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
-                      "3", "--only", "RAND,SB-BR", "--seeds", "2,0", "--extra", "seed=7,lrf=0.2", env=env).stdout
+    out = run_command(
+        sys.executable,
+        "-m",
+        "scripts.reproduction",
+        "plan",
+        "--root",
+        tmp_path,
+        "--dataset",
+        "demo",
+        "--epochs",
+        "3",
+        "--only",
+        "RAND,SB-BR",
+        "--seeds",
+        "2,0",
+        "--extra",
+        "seed=7,lrf=0.2",
+        env=env,
+    ).stdout
     rows = [line.split("\t") for line in out.splitlines()]
-    assert [(r[0], r[1], r[2]) for r in rows] == [("RAND", "2", "new"), ("SB-BR", "2", "new"), ("RAND", "0", "new"),
-                                                 ("SB-BR", "0", "new")]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("RAND", "2", "new"),
+        ("SB-BR", "2", "new"),
+        ("RAND", "0", "new"),
+        ("SB-BR", "0", "new"),
+    ]
     for name, seed, _, run_dir, hp in rows:
         assert run_dir == str(tmp_path / name / f"seed{seed}")
         assert f"seed={seed}," in hp and "lrf=0.1" in hp and f"output_dir={run_dir}" in hp  # the experiment wins
-    bad = run_command(sys.executable, "-m", "scripts.reproduction", "plan", "--root", tmp_path, "--dataset", "demo", "--epochs",
-                      "3", "--seeds", "0,x", env=env, expect=None)
+    bad = run_command(
+        sys.executable,
+        "-m",
+        "scripts.reproduction",
+        "plan",
+        "--root",
+        tmp_path,
+        "--dataset",
+        "demo",
+        "--epochs",
+        "3",
+        "--seeds",
+        "0,x",
+        env=env,
+        expect=None,
+    )
     assert bad.returncode == 2 and "--seeds '0,x'" in bad.stderr
 
 
@@ -327,7 +424,9 @@ def test_table2_skips_a_run_another_copy_holds(tmp_path):
     (tmp_path / "RAND").mkdir()
     with open(tmp_path / "RAND" / "seed0.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND", "--out", tmp_path)
+        out = run(
+            "scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND", "--out", tmp_path
+        )
     assert "RAND seed 0: another copy of table2.sh is training it, skipped" in out
     assert "1 run(s) were being trained by another copy" in out and not (tmp_path / "RAND" / "seed0").exists()
 
@@ -336,21 +435,55 @@ def test_table2_skips_a_run_another_copy_holds(tmp_path):
 def test_table2_demo_runs_resumes_skips_and_tables_match_the_logs(tmp_path, demo_corpus):
     """A demo-sized table2.sh: 3 experiments x 2 epochs, two of them resumed to 3; then Tables 2-4."""
     root = tmp_path / "runs"
-    extra = f"demo_utterances={DEMO_UTTERANCES},{demo_corpus.hparams},batch_size=8,val_batch_size=8,progress=false,{TINY}"
-    out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "2", "--only", "RAND,SSB-BR,SSB-DBS-BR",
-              "--out", root, "--hparams", extra)
+    extra = (
+        f"demo_utterances={DEMO_UTTERANCES},{demo_corpus.hparams},batch_size=8,val_batch_size=8,progress=false,{TINY}"
+    )
+    out = run(
+        "scripts/reproduction/table2.sh",
+        "--dataset",
+        "demo",
+        "--epochs",
+        "2",
+        "--only",
+        "RAND,SSB-BR,SSB-DBS-BR",
+        "--out",
+        root,
+        "--hparams",
+        extra,
+    )
     assert out.count("training in") == 3
     hp = json.loads((root / "SSB-BR" / "seed0" / "hparams.json").read_text())
-    assert (hp["batching"], hp["dbs"], hp["br"], hp["loss_norm"], hp["batch_size"], hp["validate_every"]) == \
-        ("ssb", False, True, "padded", 8, 2)
-    out = run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND,SSB-BR", "--out", root,
-              "--hparams", "progress=false")
+    assert (hp["batching"], hp["dbs"], hp["br"], hp["loss_norm"], hp["batch_size"], hp["validate_every"]) == (
+        "ssb",
+        False,
+        True,
+        "padded",
+        8,
+        2,
+    )
+    out = run(
+        "scripts/reproduction/table2.sh",
+        "--dataset",
+        "demo",
+        "--epochs",
+        "3",
+        "--only",
+        "RAND,SSB-BR",
+        "--out",
+        root,
+        "--hparams",
+        "progress=false",
+    )
     assert out.count("resuming") == 2
-    assert "skipped" in run("scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND", "--out", root)
+    assert "skipped" in run(
+        "scripts/reproduction/table2.sh", "--dataset", "demo", "--epochs", "3", "--only", "RAND", "--out", root
+    )
 
     tables, result = make_tables(root)
-    records = {name: [json.loads(line) for line in (root / name / "seed0" / "metrics.jsonl").read_text().splitlines()]
-               for name in ("RAND", "SSB-BR", "SSB-DBS-BR")}
+    records = {
+        name: [json.loads(line) for line in (root / name / "seed0" / "metrics.jsonl").read_text().splitlines()]
+        for name in ("RAND", "SSB-BR", "SSB-DBS-BR")
+    }
     assert [len(r) for r in records.values()] == [3, 3, 2]
     assert result["stage_epochs"] == [2, 2, 3] and result["unfinished"] == {"SSB-DBS-BR/seed0": 2}
     check_tables(tables, result, {name: expected_row(r, [2, 2, 3]) for name, r in records.items()})
@@ -363,8 +496,20 @@ def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them
     """scripts/reproduction/quality.sh demo at a tiny size: the five experiments, SSB-DBS-BR again with each
     lr_batch_scaling rule at the paper's constant rate, and both losses' tables with the variants."""
     extra = f"demo_utterances={DEMO_UTTERANCES},{demo_corpus.hparams},batch_size=8,val_batch_size=8,{TINY}"
-    out = run("scripts/reproduction/quality.sh", "demo", "--epochs", "1", "--seeds", "0", "--out", tmp_path / "runs",
-              "--tables", tmp_path / "docs", "--hparams", extra)
+    out = run(
+        "scripts/reproduction/quality.sh",
+        "demo",
+        "--epochs",
+        "1",
+        "--seeds",
+        "0",
+        "--out",
+        tmp_path / "runs",
+        "--tables",
+        tmp_path / "docs",
+        "--hparams",
+        extra,
+    )
     assert out.count("training in") == 7
     for rule in ("sqrt", "linear"):
         hp = json.loads((tmp_path / "runs" / f"demo-lr-{rule}" / "SSB-DBS-BR" / "seed0" / "hparams.json").read_text())
@@ -372,8 +517,15 @@ def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them
     for loss in ("valid", "padded"):
         result = json.loads((tmp_path / "docs" / f"demo-{loss}" / "tables.json").read_text())
         assert result["val_loss"] == loss
-        assert set(result["table2"]) == {"RAND", "SB-BR", "SSB-BR", "ATS-BR", "SSB-DBS-BR",
-                                         "SSB-DBS-BR (lr sqrt)", "SSB-DBS-BR (lr linear)"}
+        assert set(result["table2"]) == {
+            "RAND",
+            "SB-BR",
+            "SSB-BR",
+            "ATS-BR",
+            "SSB-DBS-BR",
+            "SSB-DBS-BR (lr sqrt)",
+            "SSB-DBS-BR (lr linear)",
+        }
         assert all(row["vl3"] is not None for row in result["table2"].values())
         assert (tmp_path / "docs" / f"demo-{loss}" / "fig4_val_loss.png").stat().st_size > 0
     bad = run_command("scripts/reproduction/quality.sh", "speech", env=ENV, expect=None)
@@ -384,8 +536,16 @@ def test_quality_sh_runs_the_sweep_with_both_learning_rate_rules_and_tables_them
 def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
     out = run("scripts/reproduction/table1.sh", ljspeech_lengths_tsv, tmp_path)
     rows = [line for line in (tmp_path / "table1.md").read_text().splitlines() if line.startswith("| ")][1:]
-    assert [row.split("|")[1].strip() for row in rows] == \
-        ["RAND", "SB", "SSB", "BKT", "ATS", "RAND-DBS", "SB-DBS", "SSB-DBS"]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "RAND",
+        "SB",
+        "SSB",
+        "BKT",
+        "ATS",
+        "RAND-DBS",
+        "SB-DBS",
+        "SSB-DBS",
+    ]
     assert "| RAND | 655 |" in out
     for png in ("fig1_batches", "fig2_sweep", "fig3_batches_dbs"):
         assert (tmp_path / f"{png}.png").stat().st_size > 0
@@ -394,11 +554,32 @@ def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
 @pytest.mark.slow
 def test_bench_epoch_runs_end_to_end(tmp_path):
     lengths = tmp_path / "lengths.tsv"
-    lengths.write_text("id\tframes\ttext\n" + "".join(
-        f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
-    out = run(sys.executable, "-m", "scripts.bench.epoch", "--lengths", lengths, "--split", "1", "--max-batches", "1",
-              "--warmup", "0", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--json",
-              "--out", tmp_path / "bench.md", "--device", "cpu")
+    lengths.write_text(
+        "id\tframes\ttext\n"
+        + "".join(f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40))
+    )
+    out = run(
+        sys.executable,
+        "-m",
+        "scripts.bench.epoch",
+        "--lengths",
+        lengths,
+        "--split",
+        "1",
+        "--max-batches",
+        "1",
+        "--warmup",
+        "0",
+        "--threads",
+        "1",
+        "--hparams",
+        f"n_frames_per_step=4,{TINY}",
+        "--json",
+        "--out",
+        tmp_path / "bench.md",
+        "--device",
+        "cpu",
+    )
     result = json.loads(out)
     assert result["torch"] and result["device"] and result["extrapolated"] and result["utterances"] == 40
     rows = result["strategies"]
@@ -416,11 +597,35 @@ def test_bench_epoch_times_the_decoder_loop_on_its_static_shapes(tmp_path):
     """--graph-bucket with --cuda-graphs: each strategy's shapes built before timing (on the CPU
     the static buffers run eagerly), the capture time reported."""
     lengths = tmp_path / "lengths.tsv"
-    lengths.write_text("id\tframes\ttext\n" + "".join(
-        f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40)))
-    out = run(sys.executable, "-m", "scripts.bench.epoch", "--lengths", lengths, "--split", "1", "--max-batches", "2",
-              "--warmup", "1", "--threads", "1", "--hparams", f"n_frames_per_step=4,{TINY}", "--device", "cpu",
-              "--strategies", "RAND,SSB-DBS-BR", "--graph-bucket", "32", "--cuda-graphs", "--json")
+    lengths.write_text(
+        "id\tframes\ttext\n"
+        + "".join(f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40))
+    )
+    out = run(
+        sys.executable,
+        "-m",
+        "scripts.bench.epoch",
+        "--lengths",
+        lengths,
+        "--split",
+        "1",
+        "--max-batches",
+        "2",
+        "--warmup",
+        "1",
+        "--threads",
+        "1",
+        "--hparams",
+        f"n_frames_per_step=4,{TINY}",
+        "--device",
+        "cpu",
+        "--strategies",
+        "RAND,SSB-DBS-BR",
+        "--graph-bucket",
+        "32",
+        "--cuda-graphs",
+        "--json",
+    )
     result = json.loads(out)
     assert result["graph_bucket"] == 32 and result["cuda_graphs"] and result["capture_seconds"] >= 0
     assert all(row["seconds_per_epoch"] > 0 for row in result["strategies"].values())
@@ -428,6 +633,7 @@ def test_bench_epoch_times_the_decoder_loop_on_its_static_shapes(tmp_path):
 
 def test_docker_image_keeps_the_base_torch():
     """requirements-docker.txt is requirements.txt minus torch, and nothing in it depends on torch."""
+
     def pins(name):
         return {line for line in (REPO / name).read_text().splitlines() if line.strip() and not line.startswith("#")}
 
@@ -443,12 +649,14 @@ def test_docker_image_keeps_the_base_torch():
                 todo.append(req.name.lower().replace("_", "-"))
     assert {"numba", "llvmlite", "contourpy"} <= seen and "torch" not in seen
     dockerfile = (REPO / "Dockerfile").read_text()
-    base = re.search(r"^ARG BASE_IMAGE=pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$", dockerfile,
-                     re.M)
+    base = re.search(
+        r"^ARG BASE_IMAGE=pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$", dockerfile, re.M
+    )
     assert base and (int(base[1]), int(base[2])) >= (2, 11) and "\nFROM ${BASE_IMAGE}\n" in dockerfile
     assert "WORKDIR /workspace" in dockerfile and "-r requirements-docker.txt" in dockerfile
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".venv", "runs", "corpora", ".cache"} <= set(ignored)
+
 
 def markdown_tables(text: str) -> list[dict[str, list[str]]]:
     """Each Markdown table of `text` as {first cell: the other cells}, header and rule left out."""
@@ -471,10 +679,21 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     every variant's operations per decoder step are printed and positive, and the last line is the
     ratio."""
     lengths = tmp_path / "lengths.tsv"
-    lengths.write_text("id\tframes\ttext\n" + "".join(
-        f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60)))
-    out = run(sys.executable, "-m", "scripts.bench.step", "--lengths", lengths, "--batches", "1",
-              "--hparams", f"n_frames_per_step=4,{TINY}")
+    lengths.write_text(
+        "id\tframes\ttext\n"
+        + "".join(f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60))
+    )
+    out = run(
+        sys.executable,
+        "-m",
+        "scripts.bench.step",
+        "--lengths",
+        lengths,
+        "--batches",
+        "1",
+        "--hparams",
+        f"n_frames_per_step=4,{TINY}",
+    )
     rows, ops = markdown_tables(out)
     assert list(rows) == list(ops) == ["eager", "fast", "bucketed", "graphed"]
     for forward, backward, total in ([float(c) for c in row] for row in ops.values()):
@@ -496,8 +715,13 @@ def test_bench_step_refuses_an_unknown_variant(capsys):
 def test_equal_time_leaves_unfinished_runs_out_until_they_have_trained_that_long():
     from scripts.reproduction.make_tables import loss_within
 
-    row = {"epochs": 4, "curve": [{"epoch": 2, "loss": 0.9, "minutes": 1.0, "steps": 30},
-                                  {"epoch": 4, "loss": 0.7, "minutes": 2.0, "steps": 60}]}
+    row = {
+        "epochs": 4,
+        "curve": [
+            {"epoch": 2, "loss": 0.9, "minutes": 1.0, "steps": 30},
+            {"epoch": 4, "loss": 0.7, "minutes": 2.0, "steps": 60},
+        ],
+    }
     assert loss_within(row, 1.5, total=4) == (2, 0.9) and loss_within(row, 3.0, total=4) == (4, 0.7)
     assert loss_within(row, 0.5, total=4) is None  # no validation that early
     assert loss_within(row, 1.5, total=8) == (2, 0.9)  # unfinished, but it has trained that long

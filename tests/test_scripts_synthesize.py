@@ -1,11 +1,12 @@
 """scripts/tools/synthesize.py: checkpoint + text -> mel, Griffin-Lim WAV, alignment PNG."""
+
 import numpy as np
+import pytest
 import soundfile
 
 import train
 from model import Tacotron2
 from scripts.tools import synthesize as script
-import pytest
 from tests.kit import tiny
 
 
@@ -19,8 +20,21 @@ def checkpoint(tmp_path_factory, demo_corpus):
 
 def test_synthesis_writes_mel_wav_and_alignment(tmp_path, capsys, checkpoint):
     out = tmp_path / "synth"
-    assert script.main(["--checkpoint", str(checkpoint), "--text", "Dr. Smith paid $5.",
-                        "--out", str(out), "--griffin-lim-iters", "4"]) == 0
+    assert (
+        script.main(
+            [
+                "--checkpoint",
+                str(checkpoint),
+                "--text",
+                "Dr. Smith paid $5.",
+                "--out",
+                str(out),
+                "--griffin-lim-iters",
+                "4",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     mel = np.load(out / "mel.npy")
     assert mel.shape[0] == 80 and 0 < mel.shape[1] <= 12 * 2  # r = 2 frames per decoder step
@@ -39,11 +53,16 @@ def test_a_one_frame_synthesis_is_silence_with_a_warning(tmp_path, capsys, check
 
     def first_frame_only(self, text, text_lengths=None):
         out = inference(self, text, text_lengths)
-        return out._replace(mel_postnet=out.mel_postnet[:, :, :1], gate=out.gate[:, :1], alignments=out.alignments[:, :1])
+        return out._replace(
+            mel_postnet=out.mel_postnet[:, :, :1], gate=out.gate[:, :1], alignments=out.alignments[:, :1]
+        )
+
     monkeypatch.setattr(Tacotron2, "inference", first_frame_only)
     out = tmp_path / "synth"
-    assert script.main(["--checkpoint", str(checkpoint), "--text", "hello",
-                        "--out", str(out), "--griffin-lim-iters", "2"]) == 0
+    assert (
+        script.main(["--checkpoint", str(checkpoint), "--text", "hello", "--out", str(out), "--griffin-lim-iters", "2"])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "stopped the decoder after 1 frame(s)" in err and "Traceback" not in err
     wav, sr = soundfile.read(out / "audio.wav")

@@ -5,6 +5,7 @@ this machine's torch, torch stays as it was, and the recipe then runs there (eSp
 has torch, numpy, scipy etc. but not librosa, soundfile, unidecode, inflect, espeakng-loader, so
 only their wheels travel and install. Building a wheelhouse needs PyPI (pip's cache serves repeats).
 """
+
 import importlib.metadata
 import json
 import os
@@ -22,14 +23,22 @@ from tests.lent_packages import dependency_closure, lend
 #: torch's version as pip sees it (its metadata; a CUDA build's torch.__version__ adds +cuXXX)
 TORCH = importlib.metadata.version("torch")
 
-ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONDONTWRITEBYTECODE": "1",
-       "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+ENV = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+    "MPLBACKEND": "Agg",
+}
 # What the GPU machine lacks of requirements-docker.txt (it has torch, numpy, scipy, numba, ...).
 MISSING_ON_GPU = ("librosa", "soundfile", "unidecode", "inflect", "espeakng-loader")
-OWN_PACKAGES = ("import importlib.metadata as m, json, sysconfig; print(json.dumps({d.metadata['Name']: d.version "
-                "for d in m.distributions(path=[sysconfig.get_path('purelib')])}))")
-SPEAK_THEN_CHECK = ("import sys, train\nfrom data.corpora.espeak_engine import speak\n"
-                    "assert speak('offline install').size > 1000\nsys.exit(train.main(sys.argv[1:]))")
+OWN_PACKAGES = (
+    "import importlib.metadata as m, json, sysconfig; print(json.dumps({d.metadata['Name']: d.version "
+    "for d in m.distributions(path=[sysconfig.get_path('purelib')])}))"
+)
+SPEAK_THEN_CHECK = (
+    "import sys, train\nfrom data.corpora.espeak_engine import speak\n"
+    "assert speak('offline install').size > 1000\nsys.exit(train.main(sys.argv[1:]))"
+)
 
 
 def run(*args, cwd: Path = REPO, expect: int = 0, **env) -> subprocess.CompletedProcess:
@@ -39,8 +48,15 @@ def run(*args, cwd: Path = REPO, expect: int = 0, **env) -> subprocess.Completed
 
 def make(target: str, python: Path = Path(sys.executable), expect: int = 0, **variables) -> subprocess.CompletedProcess:
     """`make TARGET PYTHON=python NAME=value ...` in the checkout (it writes nothing there)."""
-    return run("make", "-s", "--no-print-directory", target, f"PYTHON={python}",
-               *(f"{k}={v}" for k, v in variables.items()), expect=expect)
+    return run(
+        "make",
+        "-s",
+        "--no-print-directory",
+        target,
+        f"PYTHON={python}",
+        *(f"{k}={v}" for k, v in variables.items()),
+        expect=expect,
+    )
 
 
 def pins() -> dict[str, str]:
@@ -66,10 +82,13 @@ def own_packages(python: Path) -> dict[str, str]:
 def assert_recipe_runs(python: Path, tmp_path: Path) -> None:
     """eSpeak NG speaks through espeakng-loader, and `train.py --check` passes on the demo corpus
     (one process: each start of the recipe costs seconds of imports)."""
-    hparams = (f"demo_utterances=40,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
-               f"output_dir={tmp_path / 'run'},progress=false,num_workers=0")
-    out = run(python, "-c", SPEAK_THEN_CHECK, "--check", "--hparams", hparams, cwd=tmp_path,
-              PYTHONPATH=REPO, TMPDIR=tmp_path).stdout
+    hparams = (
+        f"demo_utterances=40,demo_dir={tmp_path / 'demo'},mel_cache_dir={tmp_path / 'mels'},"
+        f"output_dir={tmp_path / 'run'},progress=false,num_workers=0"
+    )
+    out = run(
+        python, "-c", SPEAK_THEN_CHECK, "--check", "--hparams", hparams, cwd=tmp_path, PYTHONPATH=REPO, TMPDIR=tmp_path
+    ).stdout
     assert "data check passed" in out and "batches per epoch" in out, out
     assert not (tmp_path / "run").exists()
 
@@ -80,10 +99,14 @@ def fake_wheel(folder: Path, name: str, version: str, requires: str = "") -> Pat
     path = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                         + (f"Requires-Dist: {requires}\n" if requires else ""))
-        archive.writestr(f"{info}/WHEEL",
-                         "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+            + (f"Requires-Dist: {requires}\n" if requires else ""),
+        )
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         archive.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
     return path
 
@@ -123,19 +146,27 @@ def test_install_refuses_to_change_torch(tmp_path):
     python = fresh_venv(tmp_path, ["torch"])
     fake_wheel(tmp_path / "wheels", "torch", "2.0.0")
     (tmp_path / "wants-torch.txt").write_text("torch==2.0.0\n")
-    done = make("install-offline", python, expect=2, WHEELHOUSE=tmp_path / "wheels",
-                REQUIREMENTS=tmp_path / "wants-torch.txt")
+    done = make(
+        "install-offline", python, expect=2, WHEELHOUSE=tmp_path / "wheels", REQUIREMENTS=tmp_path / "wants-torch.txt"
+    )
     assert "(constraint) torch==" + TORCH in done.stdout + done.stderr
-    assert f"error: pip could not install from {tmp_path / 'wheels'} (above); torch {TORCH} unchanged" \
-        in done.stderr
+    assert f"error: pip could not install from {tmp_path / 'wheels'} (above); torch {TORCH} unchanged" in done.stderr
     assert "torch" not in own_packages(python)
 
 
 def test_a_missing_wheel_that_does_not_fit_fails_loudly(tmp_path):
     python = fresh_venv(tmp_path, ["torch"])
     fake_wheel(tmp_path / "wheels", "needs_numpy", "1.0", requires="numpy>=99")
-    done = run(python, "-m", "scripts.release.wheelhouse", "install", "--wheelhouse", tmp_path / "wheels",
-               "--only-missing", expect=1)
+    done = run(
+        python,
+        "-m",
+        "scripts.release.wheelhouse",
+        "install",
+        "--wheelhouse",
+        tmp_path / "wheels",
+        "--only-missing",
+        expect=1,
+    )
     assert "needs-numpy 1.0 requires numpy" in done.stderr.lower(), done.stderr
 
 
@@ -146,8 +177,9 @@ def test_install_needs_torch_and_wheels(tmp_path):
     done = run(tmp_path / "env" / "bin" / "python", *script, "install", "--wheelhouse", tmp_path / "wheels", expect=2)
     assert done.stderr.startswith("error: ") and "has no torch" in done.stderr
     done = run(sys.executable, *script, "install", "--wheelhouse", tmp_path / "empty", expect=2)
-    assert done.stderr == f"error: {tmp_path / 'empty'} holds no wheels: build it with `make wheelhouse` " \
-                          "(docs/gpu.md)\n"
+    assert (
+        done.stderr == f"error: {tmp_path / 'empty'} holds no wheels: build it with `make wheelhouse` (docs/gpu.md)\n"
+    )
 
 
 def test_platform_tags_take_every_older_manylinux():
@@ -156,7 +188,11 @@ def test_platform_tags_take_every_older_manylinux():
     assert tags.index("manylinux2014_x86_64") == tags.index("manylinux_2_17_x86_64") + 1
     assert wheelhouse.platform_tags("macosx_11_0_arm64") == ["macosx_11_0_arm64"]
     assert wheelhouse.target_options("3.12", "manylinux_2_17_aarch64")[:4] == [
-        "--python-version", "3.12", "--platform", "manylinux_2_17_aarch64"]
+        "--python-version",
+        "3.12",
+        "--platform",
+        "manylinux_2_17_aarch64",
+    ]
     assert wheelhouse.target_options(None, None) == []  # this Python, this machine: pip's own choice
 
 
@@ -170,10 +206,11 @@ def test_download_refuses_bad_input_before_downloading(tmp_path, capsys):
     (tmp_path / "full").mkdir()
     fake_wheel(tmp_path / "full", "tiny", "1.0")
     for args, message in (
-            (["--python-version", "312"], "--python-version '312' is not a Python version such as 3.12"),
-            (["--target-has", str(tmp_path / "freeze.txt")], f"{tmp_path / 'freeze.txt'}:4: '==oops' is not"),
-            (["--target-has", str(tmp_path / "none.txt")], f"--target-has {tmp_path / 'none.txt'}: no such file"),
-            (["--dest", str(tmp_path / "full")], f"{tmp_path / 'full'} already holds wheels")):
+        (["--python-version", "312"], "--python-version '312' is not a Python version such as 3.12"),
+        (["--target-has", str(tmp_path / "freeze.txt")], f"{tmp_path / 'freeze.txt'}:4: '==oops' is not"),
+        (["--target-has", str(tmp_path / "none.txt")], f"--target-has {tmp_path / 'none.txt'}: no such file"),
+        (["--dest", str(tmp_path / "full")], f"{tmp_path / 'full'} already holds wheels"),
+    ):
         assert wheelhouse.main(["download", "--dest", str(tmp_path / "new"), *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {message}"), err
@@ -182,8 +219,10 @@ def test_download_refuses_bad_input_before_downloading(tmp_path, capsys):
 
 def test_a_failed_download_leaves_no_wheelhouse(tmp_path, capsys):
     (tmp_path / "broken.txt").write_text("numpy=== ==\n")  # pip refuses it before any download
-    assert wheelhouse.main(["download", "--requirements", str(tmp_path / "broken.txt"),
-                            "--dest", str(tmp_path / "wh")]) == 1
+    assert (
+        wheelhouse.main(["download", "--requirements", str(tmp_path / "broken.txt"), "--dest", str(tmp_path / "wh")])
+        == 1
+    )
     assert "error: " in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.txt"]
 

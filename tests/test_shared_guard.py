@@ -2,6 +2,7 @@
 new or removed file, checks SHA256SUMS, and fails a pytest session that wrote there. Every check
 runs on a folder of its own: nothing here touches the real ../shared.
 """
+
 import hashlib
 import os
 import subprocess
@@ -12,8 +13,9 @@ from pathlib import Path
 from tests.kit import REPO, run_command
 from tests.shared_guard import checkout_state, damaged, differences, read_sums, snapshot
 
-INNER_CONFTEST = \
+INNER_CONFTEST = (
     "from tests.conftest import pytest_sessionfinish, pytest_sessionstart, pytest_terminal_summary  # noqa\n"
+)
 INNER_TESTS = """
 import os
 from pathlib import Path
@@ -50,8 +52,11 @@ def test_snapshot_and_differences(tmp_path):
     (shared / "data" / "a.txt").write_text("A")
     (shared / "data" / "c.txt").write_text("c")
     (shared / "data" / "b.bin").unlink()
-    assert differences(before, snapshot(shared)) == ["changed: data/a.txt", "appeared: data/c.txt",
-                                                     "disappeared: data/b.bin"]
+    assert differences(before, snapshot(shared)) == [
+        "changed: data/a.txt",
+        "appeared: data/c.txt",
+        "disappeared: data/b.bin",
+    ]
 
 
 def test_damaged_against_sha256sums(tmp_path):
@@ -70,10 +75,15 @@ def run_inner_session(tmp_path: Path) -> subprocess.CompletedProcess:
     inner.mkdir()
     (inner / "conftest.py").write_text(INNER_CONFTEST)
     (inner / "test_inner.py").write_text(textwrap.dedent(INNER_TESTS))
-    env = {**os.environ, "SHARED_DIR": str(fake_shared(tmp_path / "shared")), "PYTHONPATH": str(REPO),
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    return run_command(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", inner, cwd=inner, env=env,
-                       expect=None)
+    env = {
+        **os.environ,
+        "SHARED_DIR": str(fake_shared(tmp_path / "shared")),
+        "PYTHONPATH": str(REPO),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return run_command(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", inner, cwd=inner, env=env, expect=None
+    )
 
 
 def test_a_session_that_writes_into_shared_fails_and_older_damage_only_warns(tmp_path):
@@ -108,5 +118,8 @@ def test_checkout_state_sees_outputs_and_work_tree_changes(tmp_path):
     (repo / "b.py").write_text("b = 3\n")
     (repo / "new.txt").write_text("new")
     assert differences(before, checkout_state(repo)) == [
-        "changed: git status  M b.py", "changed: runs/demo/metrics.jsonl", "appeared: git status  M a.py",
-        "appeared: git status ?? new.txt"]
+        "changed: git status  M b.py",
+        "changed: runs/demo/metrics.jsonl",
+        "appeared: git status  M a.py",
+        "appeared: git status ?? new.txt",
+    ]

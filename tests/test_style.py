@@ -23,8 +23,10 @@ def test_the_style_check_sees_a_violation(tmp_path):
     annotation fails it, the same file fixed passes."""
     (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
     bad = tmp_path / "bad.py"
-    bad.write_text("import sys\nimport os\nfrom typing import Optional\n\n\ndef f(x: Optional[int]) -> None:\n"
-                   "    print(os, sys, x)\n")
+    bad.write_text(
+        "import sys\nimport os\nfrom typing import Optional\n\n\ndef f(x: Optional[int]) -> None:\n"
+        "    print(os, sys, x)\n"
+    )
     lint = [sys.executable, "-m", "ruff", "check", "--no-cache", "bad.py"]
     found = subprocess.run(lint, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert found.returncode == 1 and "I001" in found.stdout and "UP045" in found.stdout, found.stdout

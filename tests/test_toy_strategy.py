@@ -1,6 +1,7 @@
 """The strategy seam: a whole-epoch strategy with an option of its own is added by touching
 `batching/` and hparams.yaml only (batching/planner.py's docstring), and then train.py --check,
 `python -m batching stats` and `calibrate` work with it. Proven on a copy of the project."""
+
 import json
 import re
 import shutil
@@ -44,14 +45,27 @@ def register_toy(root: Path) -> None:
     """What a developer writes for a new strategy: its module, its row, its planner, its option, its
     hparams key."""
     (root / "batching" / "toy.py").write_text(TOY)
-    edit(root / "batching" / "strategies.py", "STRATEGY_TABLE: dict[str, Strategy] = {s.name: s for s in (\n",
-         '    Strategy("toy", "toy length buckets (toy_width)", dbs=False, options=("toy_width",)),\n')
-    edit(root / "batching" / "planner.py", "from .strategies import STRATEGY_TABLE, Strategy\n",
-         "from .toy import plan_toy\n")
-    edit(root / "batching" / "planner.py", "PLANNERS: dict[str, Callable[..., GlobalPlan]] = {\n",
-         '    "toy": plan_toy,\n')
+    edit(
+        root / "batching" / "strategies.py",
+        "STRATEGY_TABLE: dict[str, Strategy] = {\n    s.name: s\n    for s in (\n",
+        '        Strategy("toy", "toy length buckets (toy_width)", dbs=False, options=("toy_width",)),\n',
+    )
+    edit(
+        root / "batching" / "planner.py",
+        "from .strategies import STRATEGY_TABLE, Strategy\n",
+        "from .toy import plan_toy\n",
+    )
+    edit(
+        root / "batching" / "planner.py",
+        "PLANNERS: dict[str, Callable[..., GlobalPlan]] = {\n",
+        '    "toy": plan_toy,\n',
+    )
     edit(root / "batching" / "config.py", "    n_frames_per_step: int = 1\n", "    toy_width: int | None = None\n")
-    edit(root / "hparams.yaml", "batching (the paper)\n", "toy_width: null  # toy: bucket width in frames; null = one bucket\n")
+    edit(
+        root / "hparams.yaml",
+        "batching (the paper)\n",
+        "toy_width: null  # toy: bucket width in frames; null = one bucket\n",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +82,12 @@ def toy_project(tmp_path_factory) -> Path:
 def changed_outside_the_seam(root: Path) -> list[str]:
     """Files of the copy, outside batching/ and hparams.yaml, that differ from the project's."""
     copied = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    return [str(p.relative_to(root)) for p in copied if p.parts[len(root.parts)] not in ("batching", "hparams.yaml")
-            and p.read_bytes() != (REPO / p.relative_to(root)).read_bytes()]
+    return [
+        str(p.relative_to(root))
+        for p in copied
+        if p.parts[len(root.parts)] not in ("batching", "hparams.yaml")
+        and p.read_bytes() != (REPO / p.relative_to(root)).read_bytes()
+    ]
 
 
 def run(root: Path, *argv: str) -> subprocess.CompletedProcess:
@@ -90,14 +108,25 @@ def lengths(tmp_path) -> Path:
 
 
 def test_stats_and_calibrate_plan_the_toy_strategy_with_its_option(toy_project, lengths):
-    sorted_ish, one_bucket = stats(toy_project, lengths, "batching=toy,toy_width=1"), stats(toy_project, lengths,
-                                                                                            "batching=toy")
+    sorted_ish, one_bucket = (
+        stats(toy_project, lengths, "batching=toy,toy_width=1"),
+        stats(toy_project, lengths, "batching=toy"),
+    )
     assert sorted_ish["config"]["toy_width"] == 1 and one_bucket["config"]["toy_width"] is None
     assert sorted_ish["n_samples"] == one_bucket["n_samples"] == 400
     assert sorted_ish["zpr"] < one_bucket["zpr"]  # the option changes the plan
 
-    calibrate = ("-m", "batching", "calibrate", "--lengths", str(lengths), "--split", "1", "--hparams",
-                 "batching=toy,toy_width=1")
+    calibrate = (
+        "-m",
+        "batching",
+        "calibrate",
+        "--lengths",
+        str(lengths),
+        "--split",
+        "1",
+        "--hparams",
+        "batching=toy,toy_width=1",
+    )
     proc = run(toy_project, *calibrate, "--json")
     assert proc.returncode == 0, proc.stderr
     best = json.loads(proc.stdout)
@@ -110,18 +139,26 @@ def test_stats_and_calibrate_plan_the_toy_strategy_with_its_option(toy_project, 
 @pytest.mark.slow  # train.py's imports alone take about 5 s on 2 cores
 def test_train_check_plans_the_toy_strategy(toy_project, demo_corpus):
     demo = demo_corpus.demo_dir
-    check = run(toy_project, "train.py", "--check", "--hparams",
-                f"batching=toy,toy_width=40,demo_utterances=40,{demo_corpus.hparams},progress=false")
+    check = run(
+        toy_project,
+        "train.py",
+        "--check",
+        "--hparams",
+        f"batching=toy,toy_width=40,demo_utterances=40,{demo_corpus.hparams},progress=false",
+    )
     assert check.returncode == 0, check.stderr
     assert "data check passed" in check.stdout and "batching=toy dbs=False" in check.stdout, check.stdout
     planned = stats(toy_project, demo / "train.txt", "batching=toy,toy_width=40")  # the same plan: epoch 0, seed 0
     assert f"{planned['n_batches']} batches per epoch, ZPR {planned['zpr']:.2f}%" in check.stdout, check.stdout
 
 
-@pytest.mark.parametrize("hparams, message", [
-    ("batching=toy,toy_width=0", r"toy_width=0 is invalid: expected an integer >= 1, or null"),
-    ("batching=ssb,toy_width=8", r"toy_width=8 applies only to batching=toy"),
-])
+@pytest.mark.parametrize(
+    "hparams, message",
+    [
+        ("batching=toy,toy_width=0", r"toy_width=0 is invalid: expected an integer >= 1, or null"),
+        ("batching=ssb,toy_width=8", r"toy_width=8 applies only to batching=toy"),
+    ],
+)
 def test_the_toy_option_is_checked_like_any_other(toy_project, lengths, hparams, message):
     proc = run(toy_project, "-m", "batching", "stats", "--lengths", str(lengths), "--hparams", hparams)
     assert proc.returncode == 2 and re.match(rf"^error: .*{message}", proc.stderr) and proc.stderr.count("\n") == 1

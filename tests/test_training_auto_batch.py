@@ -37,8 +37,9 @@ PROBED = "model_preset=tiny,device=cpu,n_frames_per_step=2,fast_decoder=true,gra
 def probe_setup(limit: int, lengths=None) -> ProbeSetup:
     cfg = resolve_config(load_hparams(PROBED + ",batch_size=auto"))
     frames = np.random.default_rng(0).integers(4, 17, 60) if lengths is None else lengths
-    return ProbeSetup(cfg.train, cfg.model, cfg.batching, frames, frames // 2 + 3, torch.device("cpu"),
-                      HostGauge(limit))
+    return ProbeSetup(
+        cfg.train, cfg.model, cfg.batching, frames, frames // 2 + 3, torch.device("cpu"), HostGauge(limit)
+    )
 
 
 def test_auto_stands_at_16_until_resolved():
@@ -52,8 +53,9 @@ def test_auto_stands_at_16_until_resolved():
 @pytest.mark.parametrize("scaling, factor", [("none", 1.0), ("sqrt", 2.0), ("linear", 4.0)])
 def test_the_learning_rate_given_for_16_follows_lr_batch_scaling(scaling, factor):
     cfg = resolve_config(load_hparams(f"batch_size=auto,learning_rate=0.001,lr_batch_scaling={scaling}"))
-    train_cfg, batching, hp = with_batch_size(cfg.train, cfg.batching, {"batch_size": "auto", "learning_rate": 0.001},
-                                              64)
+    train_cfg, batching, hp = with_batch_size(
+        cfg.train, cfg.batching, {"batch_size": "auto", "learning_rate": 0.001}, 64
+    )
     assert batching.batch_size == hp["batch_size"] == 64
     assert train_cfg.learning_rate == hp["learning_rate"] == pytest.approx(0.001 * factor)
 
@@ -84,8 +86,11 @@ def test_the_cache_answers_a_second_start_and_heals_when_damaged(tmp_path, monke
     assert gpu_b0(setup, cache) == (48, f"probed in 0 s, cached in {cache}")
     assert gpu_b0(setup, cache) == (48, f"cached in {cache}") and len(probes) == 1
     other = probe_setup(10**9, lengths=np.arange(4, 40))
-    assert cache_key(other, "simulated GPU|1000") != cache_key(setup, "simulated GPU|1000") != cache_key(
-        setup, "another GPU|1000")
+    assert (
+        cache_key(other, "simulated GPU|1000")
+        != cache_key(setup, "simulated GPU|1000")
+        != cache_key(setup, "another GPU|1000")
+    )
     for damage in ("{not json", json.dumps({"key": "sixteen"})):
         cache.write_text(damage)
         assert read_cache(cache) == {}

@@ -22,8 +22,11 @@ class Limit:
 
 
 @settings(max_examples=300, deadline=None)
-@given(limit=st.integers(PAPER_B0, 20_000), tolerance=st.sampled_from([0.01, 0.05, 0.1, 0.25]),
-       ceiling=st.sampled_from([64, 1000, 4096]))
+@given(
+    limit=st.integers(PAPER_B0, 20_000),
+    tolerance=st.sampled_from([0.01, 0.05, 0.1, 0.25]),
+    ceiling=st.sampled_from([64, 1000, 4096]),
+)
 def test_the_answer_fits_and_a_tolerance_more_does_not_in_logarithmically_many_tests(limit, tolerance, ceiling):
     fits = Limit(limit)
     b0 = largest_fitting(fits, tolerance=tolerance, ceiling=ceiling)

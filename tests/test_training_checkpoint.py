@@ -5,15 +5,17 @@ Training runs in forked processes (train is imported once, here) with one functi
 training.loop replaced by a PauseAt that stops at a chosen call; the test then SIGKILLs the
 process from outside, so every kill lands at a known point.
 """
+
 import io
 import multiprocessing
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
 """Multi-process training with torchrun on the CPU (gloo): equal steps, identical parameters, no hang."""
+
 import sys
 from datetime import timedelta
 
@@ -41,8 +42,9 @@ def test_a_two_rank_run_resumes_in_one_process(tmp_path, demo_corpus):
 def _two_ranks(rank: int, init_file: str, digests: list, results) -> None:
     """check_same_plan on differing digests; then decided_by_main twice: rank 0 answers 48 (as
     batch_size=auto's B0), then fails. One group serves both (a spawn costs seconds)."""
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=60)
+    )
     info = DistInfo(rank, 2, rank)
     try:
         try:
@@ -60,14 +62,19 @@ def _two_ranks(rank: int, init_file: str, digests: list, results) -> None:
 
 def test_ranks_with_different_plans_stop_with_a_clear_error_and_rank_zero_decides_for_all(tmp_path):
     results = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_two_ranks, args=(str(tmp_path / "init"), ["aaaa", "bbbb"], results), nprocs=2,
-                       start_method="spawn", join=True)
+    mp.start_processes(
+        _two_ranks, args=(str(tmp_path / "init"), ["aaaa", "bbbb"], results), nprocs=2, start_method="spawn", join=True
+    )
     got = [results.get() for _ in range(6)]
     messages = [m for m in got if isinstance(m, str)]
     assert len(messages) == 2
     assert all("epoch 3: the ranks' batch plans differ (rank 0: aaaa, rank 1: bbbb)" in m for m in messages)
-    assert {m for m in got if not isinstance(m, str)} == {(0, 48), (0, "ZeroDivisionError"), (1, 48),
-                                                          (1, "RankFailure")}
+    assert {m for m in got if not isinstance(m, str)} == {
+        (0, 48),
+        (0, "ZeroDivisionError"),
+        (1, 48),
+        (1, "RankFailure"),
+    }
     assert decided_by_main(lambda: 7, DistInfo(0, 1, 0)) == 7  # one process: no group needed
 
 

@@ -1,5 +1,6 @@
 """The learning-rate rule of the training step: the paper's constant rate by default, a linear
 warm-up, and the optional scaling with the batch size that DBS makes vary."""
+
 import pytest
 import torch
 
@@ -18,19 +19,27 @@ def config(extra: str):
 
 def test_constant_by_default_whatever_the_batch():
     cfg = config("")
-    assert {learning_rate(cfg.train, cfg.batching.batch_size, step, b) for step in (0, 5, 10_000) for b in (3, 16, 40)} == {0.002}
+    assert {
+        learning_rate(cfg.train, cfg.batching.batch_size, step, b) for step in (0, 5, 10_000) for b in (3, 16, 40)
+    } == {0.002}
 
 
 def test_warm_up_is_linear_then_flat():
     cfg = config("warmup_steps=4")
-    assert [learning_rate(cfg.train, cfg.batching.batch_size, step, 16) for step in range(6)] == pytest.approx([0.0005, 0.001, 0.0015, 0.002, 0.002, 0.002])
+    assert [learning_rate(cfg.train, cfg.batching.batch_size, step, 16) for step in range(6)] == pytest.approx(
+        [0.0005, 0.001, 0.0015, 0.002, 0.002, 0.002]
+    )
 
 
 @pytest.mark.parametrize("rule, exponent", [("sqrt", 0.5), ("linear", 1.0)])
 def test_batch_scaling_follows_b_over_b0(rule, exponent):
     cfg = config(f"lr_batch_scaling={rule},warmup_steps=10")
-    assert learning_rate(cfg.train, cfg.batching.batch_size, 100, 36) == pytest.approx(0.002 * (36 / 16) ** exponent, rel=1e-12)
-    assert learning_rate(cfg.train, cfg.batching.batch_size, 4, 4) == pytest.approx(0.002 * 0.5 * (4 / 16) ** exponent, rel=1e-12)
+    assert learning_rate(cfg.train, cfg.batching.batch_size, 100, 36) == pytest.approx(
+        0.002 * (36 / 16) ** exponent, rel=1e-12
+    )
+    assert learning_rate(cfg.train, cfg.batching.batch_size, 4, 4) == pytest.approx(
+        0.002 * 0.5 * (4 / 16) ** exponent, rel=1e-12
+    )
 
 
 def test_the_run_applies_the_rule_step_by_step(tmp_path, demo_corpus):

@@ -2,6 +2,7 @@
 that synchronises on CUDA inside the training loop (counted with a torch function mode and a
 dispatch mode), and a non-finite step is skipped on the device, leaving the weights and Adam's
 state exactly as they were."""
+
 import dataclasses
 import functools
 import traceback
@@ -39,9 +40,21 @@ aten = torch.ops.aten
 #: Not visible on the CPU: device-to-host copies (the function mode's cpu/tolist/numpy cover
 #: Python's), and syncs inside CUDA kernels; tests of the CUDA step under
 #: torch.cuda.set_sync_debug_mode("error") see those.
-SYNC_OPS = {aten._local_scalar_dense, aten.item, aten.is_nonzero, aten.equal, aten.nonzero, aten.masked_select,
-            aten._unique, aten._unique2, aten.unique_dim, aten.unique_consecutive, aten.bincount,
-            aten.masked_scatter, aten.masked_scatter_}
+SYNC_OPS = {
+    aten._local_scalar_dense,
+    aten.item,
+    aten.is_nonzero,
+    aten.equal,
+    aten.nonzero,
+    aten.masked_select,
+    aten._unique,
+    aten._unique2,
+    aten.unique_dim,
+    aten.unique_consecutive,
+    aten.bincount,
+    aten.masked_scatter,
+    aten.masked_scatter_,
+}
 BOOL_INDEXED = {aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_}
 
 
@@ -148,22 +161,31 @@ def half_demo_corpus(tmp_path_factory) -> DemoCorpus:
     return build_demo_corpus(tmp_path_factory.mktemp("half_demo_corpus"), utterances=20)
 
 
-
-@pytest.mark.parametrize("variant", ["graph_bucket=0", pytest.param("graph_bucket=16", marks=SLOW),
-                                     pytest.param("graph_bucket=16,cuda_graphs=true", marks=SLOW),
-                                     pytest.param("batching=bload", marks=SLOW),
-                                     pytest.param("batching=bload,fast_decoder=false", marks=SLOW)])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "graph_bucket=0",
+        pytest.param("graph_bucket=16", marks=SLOW),
+        pytest.param("graph_bucket=16,cuda_graphs=true", marks=SLOW),
+        pytest.param("batching=bload", marks=SLOW),
+        pytest.param("batching=bload,fast_decoder=false", marks=SLOW),
+    ],
+)
 def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkeypatch, variant, half_demo_corpus):
     """Two epochs with log_every=3 and a mid-epoch checkpoint, plain, with the bucketed decoder loop
-    (eager, and on its static buffers: the CUDA-graph path) and with BLoad blocks (fast and plain decoder loops): every host read of the loop falls before
+    (eager, and on its static buffers: the CUDA-graph path) and with BLoad blocks (fast and plain decoder loops):
+    every host read of the loop falls before
     the first step, after the last one or in the checkpoint (the function mode sees those: it is
     live), and no step runs an ATen operation that would wait for a CUDA device (the dispatch
     mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live)."""
     hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}", half_demo_corpus)
     reads = Reads()
     device_syncs = DeviceSyncs(reads)
-    monkeypatch.setattr(training.loop, "device_batches",
-                        functools.partial(host_marked_batches, training.loop.device_batches, device_syncs))
+    monkeypatch.setattr(
+        training.loop,
+        "device_batches",
+        functools.partial(host_marked_batches, training.loop.device_batches, device_syncs),
+    )
     with HostReads(reads), device_syncs:
         assert train.main(["--hparams", hp]) == 0
     assert not reads.in_steps, sorted(set(reads.in_steps))
@@ -178,13 +200,27 @@ def test_the_dispatch_mode_flags_every_syncing_op_and_only_those():
     an operation on host tensors."""
     x, mask = torch.arange(6.0), torch.arange(6) % 2 == 0
     index, host = torch.tensor([0, 2, 4]), torch.tensor([3, 1])
-    syncing = [lambda: x[mask], lambda: x.masked_fill(mask, 0.0)[mask.nonzero()], lambda: float(x.sum()),
-               lambda: bool(x.any()), lambda: torch.unique(index), lambda: x.masked_select(mask),
-               lambda: x.clone().index_put_((mask,), torch.zeros(3)), lambda: index.repeat_interleave(index),
-               lambda: torch.bincount(index), lambda: torch.equal(x, x)]
-    fine = [lambda: x[index], lambda: x.index_select(0, index), lambda: torch.where(mask, x, 0.0),
-            lambda: x.clone().index_put_((index,), torch.zeros(3)), lambda: x.repeat_interleave(2),
-            lambda: index.repeat_interleave(index, output_size=6), lambda: int(host.sum())]
+    syncing = [
+        lambda: x[mask],
+        lambda: x.masked_fill(mask, 0.0)[mask.nonzero()],
+        lambda: float(x.sum()),
+        lambda: bool(x.any()),
+        lambda: torch.unique(index),
+        lambda: x.masked_select(mask),
+        lambda: x.clone().index_put_((mask,), torch.zeros(3)),
+        lambda: index.repeat_interleave(index),
+        lambda: torch.bincount(index),
+        lambda: torch.equal(x, x),
+    ]
+    fine = [
+        lambda: x[index],
+        lambda: x.index_select(0, index),
+        lambda: torch.where(mask, x, 0.0),
+        lambda: x.clone().index_put_((index,), torch.zeros(3)),
+        lambda: x.repeat_interleave(2),
+        lambda: index.repeat_interleave(index, output_size=6),
+        lambda: int(host.sum()),
+    ]
     for case in syncing + fine:
         reads = Reads()
         mode = DeviceSyncs(reads)
@@ -218,12 +254,20 @@ def test_a_nan_step_is_skipped_on_the_device_and_counted(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(weights, parts.core.parameters()))
     assert all(torch.equal(a, b) for a, b in zip(adam, optimizer_state(parts)))  # step count too
     sums.start_copy()
-    assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {"steps": 1, "skipped": 1, "bad_in_row": 1}
+    assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {
+        "steps": 1,
+        "skipped": 1,
+        "bad_in_row": 1,
+    }
     assert torch.isfinite(sums.values[:5]).all()  # the NaN loss was not summed (the last-step slots show it)
 
     sums.add(train_step(parts, last))  # a good step applies, and ends the run of bad ones
     sums.start_copy()
-    assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {"steps": 2, "skipped": 1, "bad_in_row": 0}
+    assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {
+        "steps": 2,
+        "skipped": 1,
+        "bad_in_row": 0,
+    }
     assert not all(torch.equal(a, b) for a, b in zip(weights, parts.core.parameters()))
     assert optimizer_state(parts)[0].item() == 2.0
 
@@ -237,7 +281,12 @@ def test_resuming_an_unfused_checkpoint_keeps_the_fused_step(tmp_path):
     old.step()
     load_optimizer_state(parts.optimizer, old.state_dict())
     assert all(group["fused"] for group in parts.optimizer.param_groups)
-    assert all(torch.equal(a, b) for a, b in zip(optimizer_state(parts), [
-        t for s in old.state_dict()["state"].values() for t in (s["step"], s["exp_avg"], s["exp_avg_sq"])]))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            optimizer_state(parts),
+            [t for s in old.state_dict()["state"].values() for t in (s["step"], s["exp_avg"], s["exp_avg_sq"])],
+        )
+    )
     result = train_step(parts, other)
     assert float(result.skipped) == 0.0 and optimizer_state(parts)[0].item() == 2.0

@@ -1,4 +1,5 @@
 """training/op_count.py counts a known computation's ATen operations exactly, forward and backward."""
+
 import torch
 
 from training.op_count import OpCounts, count_ops

@@ -4,6 +4,7 @@ one `error: rank N ...` line (no traceback) and exit 1, and `--resume` finishes 
 The two ranks are forked processes that join through the environment, as torchrun's workers do,
 but without torchrun's agent, which would SIGTERM the survivor as soon as the other rank exits.
 """
+
 import multiprocessing
 import os
 import re
@@ -27,8 +28,14 @@ FORK = multiprocessing.get_context("fork")
 
 def rank_main(argv: list[str], rank: int, port: int, log: Path) -> None:
     """One forked rank: torchrun's environment variables, stdout and stderr into `log`, train.main."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     out = open(log, "w", buffering=1)
     os.dup2(out.fileno(), 1)
     os.dup2(out.fileno(), 2)
@@ -38,8 +45,10 @@ def rank_main(argv: list[str], rank: int, port: int, log: Path) -> None:
 
 def start_ranks(tmp_path: Path, hparams: str) -> list:
     port = free_port()
-    procs = [FORK.Process(target=rank_main, args=(["--hparams", hparams], rank, port, tmp_path / f"rank{rank}.log"))
-             for rank in range(2)]
+    procs = [
+        FORK.Process(target=rank_main, args=(["--hparams", hparams], rank, port, tmp_path / f"rank{rank}.log"))
+        for rank in range(2)
+    ]
     for proc in procs:
         proc.start()
     return procs
@@ -59,15 +68,18 @@ def check_survivor(proc, rank: int, log: Path, run: Path, within: float, what: s
     start = time.monotonic()
     proc.join(within)
     text = log.read_text()
-    assert proc.exitcode == 1, f"rank {rank}: exit {proc.exitcode} after {time.monotonic() - start:.0f} s\n{text[-3000:]}"
+    assert proc.exitcode == 1, (
+        f"rank {rank}: exit {proc.exitcode} after {time.monotonic() - start:.0f} s\n{text[-3000:]}"
+    )
     errors = [line for line in text.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in text, text[-3000:]
     assert re.match(rf"error: rank {rank} of 2 stopped (in|before the first step of) epoch \d", errors[0]), errors[0]
     assert what in errors[0] and f"continue with train.py --resume {run} " in errors[0], errors[0]
 
 
-def signal_a_rank(tmp_path: Path, corpus: DemoCorpus, timeout_s: int, victim: int, sig: signal.Signals,
-                  within: float, what: str) -> Path:
+def signal_a_rank(
+    tmp_path: Path, corpus: DemoCorpus, timeout_s: int, victim: int, sig: signal.Signals, within: float, what: str
+) -> Path:
     """Two ranks with timed checkpoints after every step, agreed by vote (log_every=1: a vote
     every step); after the first checkpoint `sig` goes to rank `victim`, and the other rank must
     stop as check_survivor says. Returns the run directory."""
@@ -90,8 +102,15 @@ def signal_a_rank(tmp_path: Path, corpus: DemoCorpus, timeout_s: int, victim: in
 def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_path, demo_corpus):
     """Rank 1 is SIGKILLed after the first checkpoint; rank 0 notices at its next collective (gloo
     sees the closed socket), well before the timeout; the run is then finished on one process."""
-    run = signal_a_rank(tmp_path, demo_corpus, timeout_s=60, victim=1, sig=signal.SIGKILL, within=30,
-                        what="lost the connection to another rank")
+    run = signal_a_rank(
+        tmp_path,
+        demo_corpus,
+        timeout_s=60,
+        victim=1,
+        sig=signal.SIGKILL,
+        within=30,
+        what="lost the connection to another rank",
+    )
     assert train.main(["--resume", str(run), "--hparams", "checkpoint_every_minutes=0"]) == 0
     assert [r["epoch"] for r in read_metrics(run)] == [0, 1]
 
@@ -100,14 +119,22 @@ def test_a_killed_rank_stops_the_other_with_one_line_and_the_run_resumes(tmp_pat
 def test_a_stalled_rank_times_the_other_out_with_one_line(tmp_path, demo_corpus):
     """Rank 0 (which also hosts the rendezvous store) is frozen with SIGSTOP; rank 1 gives up
     after collective_timeout_s."""
-    signal_a_rank(tmp_path, demo_corpus, timeout_s=10, victim=0, sig=signal.SIGSTOP, within=10 + 25,
-                  what="no answer from another rank")
+    signal_a_rank(
+        tmp_path,
+        demo_corpus,
+        timeout_s=10,
+        victim=0,
+        sig=signal.SIGSTOP,
+        within=10 + 25,
+        what="no answer from another rank",
+    )
 
 
 def vote(rank: int, init_file: str, results) -> None:
     """One forked rank: a StepVote from different local flags on each rank."""
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=30))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=30)
+    )
     try:
         agreed = agree(stop=rank == 1, checkpoint=rank == 0, info=DistInfo(rank, 2, rank), device=torch.device("cpu"))
         results.put((rank, agreed))
@@ -135,9 +162,15 @@ def test_failed_collectives_are_told_from_other_errors():
     assert is_backend_failure(dist.DistBackendError("NCCL communicator was aborted on rank 3"))
     assert not is_backend_failure(RuntimeError("CUDA out of memory"))
     assert not is_backend_failure(ValueError("Connection closed by peer"))
-    line = failure_message(RuntimeError("[pair.cc:1] Timed out waiting 5000ms for recv operation to complete. Bye"),
-                           DistInfo(3, 8), "runs/x", "in epoch 2 after step 7")
-    assert line == ("rank 3 of 8 stopped in epoch 2 after step 7: no answer from another rank within "
-                    "collective_timeout_s: a rank stalled (or its node is overloaded or unreachable) [Timed out "
-                    "waiting 5000ms for recv operation to complete]; the last checkpoint is complete: continue "
-                    "with train.py --resume runs/x (under torchrun, on any number of processes)")
+    line = failure_message(
+        RuntimeError("[pair.cc:1] Timed out waiting 5000ms for recv operation to complete. Bye"),
+        DistInfo(3, 8),
+        "runs/x",
+        "in epoch 2 after step 7",
+    )
+    assert line == (
+        "rank 3 of 8 stopped in epoch 2 after step 7: no answer from another rank within "
+        "collective_timeout_s: a rank stalled (or its node is overloaded or unreachable) [Timed out "
+        "waiting 5000ms for recv operation to complete]; the last checkpoint is complete: continue "
+        "with train.py --resume runs/x (under torchrun, on any number of processes)"
+    )

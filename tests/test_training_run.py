@@ -1,4 +1,5 @@
 """train.py end to end on tiny data: metrics, checkpoints, exact resume, bad input, NaN handling."""
+
 import dataclasses
 import json
 import math
@@ -16,6 +17,7 @@ from training.checkpoint import load_checkpoint
 from training.config import resolve_config
 from training.rundir import LAST, read_metrics, write_hparams
 
+
 def test_run_writes_metrics_checkpoint_and_figures(tmp_path, demo_corpus):
     handler_before = signal.getsignal(signal.SIGINT)
     assert train.main(["--hparams", tiny(tmp_path, "epochs=2,batching=ssb,dbs=true,br=true", demo_corpus)]) == 0
@@ -24,8 +26,18 @@ def test_run_writes_metrics_checkpoint_and_figures(tmp_path, demo_corpus):
     records = read_metrics(run)
     assert [r["epoch"] for r in records] == [0, 1]
     for record in records:
-        for key in ("train_seconds", "n_batches", "zpr", "abl", "train_loss", "train_loss_valid",
-                    "train_loss_padded", "val_loss", "val_loss_valid", "val_loss_padded"):
+        for key in (
+            "train_seconds",
+            "n_batches",
+            "zpr",
+            "abl",
+            "train_loss",
+            "train_loss_valid",
+            "train_loss_padded",
+            "val_loss",
+            "val_loss_valid",
+            "val_loss_padded",
+        ):
             assert key in record, key
         assert record["train_seconds"] > 0 and 0 <= record["zpr"] < 100
         assert record["train_loss"] == record["train_loss_valid"]  # loss_norm=valid by default
@@ -114,7 +126,9 @@ def test_a_checkpoint_with_the_unread_config_entry_resumes_alike(tmp_path, demo_
     torch.save(ckpt | {"config": dataclasses.asdict(resolve_config(ckpt["hparams"]))}, old / LAST)
     for run in (new, old):
         assert train.main(["--resume", str(run), "--hparams", "stop_after_steps=0"]) == 0
-    losses = [[{k: r[k] for k in ("train_loss_valid", "val_loss_valid")} for r in read_metrics(run)] for run in (new, old)]
+    losses = [
+        [{k: r[k] for k in ("train_loss_valid", "val_loss_valid")} for r in read_metrics(run)] for run in (new, old)
+    ]
     assert len(losses[0]) == 2 and losses[0] == losses[1]
 
 
@@ -161,8 +175,11 @@ def test_an_epoch_whose_every_step_was_skipped_stops_the_run(tmp_path, monkeypat
     assert train.main(["--hparams", tiny(tmp_path, "epochs=2,max_bad_steps=1000", demo_corpus)]) == 1
     captured = capsys.readouterr()
     assert "train 0.0000" not in captured.out and "Traceback" not in captured.err
-    assert re.match(r"error: every one of the \d+ steps of epoch 0 was skipped for a non-finite loss.* No checkpoint "
-                    r"was written yet", captured.err), captured.err
+    assert re.match(
+        r"error: every one of the \d+ steps of epoch 0 was skipped for a non-finite loss.* No checkpoint "
+        r"was written yet",
+        captured.err,
+    ), captured.err
     assert read_metrics(tmp_path / "run") == [] and not (tmp_path / "run" / LAST).exists()
 
 
@@ -183,10 +200,12 @@ def test_overfits_real_ljspeech_clips(ljspeech_mini, tmp_path):
     shortest = sorted(read_filelist(prepared.train_path), key=lambda u: u.frames)[:10]
     write_filelist(tmp_path / "eight.txt", shortest[:8])
     write_filelist(tmp_path / "two.txt", shortest[8:])
-    hp = (f"dataset=filelist,train_filelist={tmp_path / 'eight.txt'},val_filelist={tmp_path / 'two.txt'},"
-          f"mel_cache_dir={tmp_path / 'mels'},output_dir={tmp_path / 'run'},progress=false,epochs=16,"
-          f"batch_size=4,val_batch_size=8,validate_every=16,n_frames_per_step=4,learning_rate=0.002,"
-          f"{TINY_MODEL}")
+    hp = (
+        f"dataset=filelist,train_filelist={tmp_path / 'eight.txt'},val_filelist={tmp_path / 'two.txt'},"
+        f"mel_cache_dir={tmp_path / 'mels'},output_dir={tmp_path / 'run'},progress=false,epochs=16,"
+        f"batch_size=4,val_batch_size=8,validate_every=16,n_frames_per_step=4,learning_rate=0.002,"
+        f"{TINY_MODEL}"
+    )
     assert train.main(["--hparams", hp]) == 0
     records = read_metrics(tmp_path / "run")
     assert records[-1]["train_loss_valid"] < 0.35 * records[0]["train_loss_valid"]
@@ -196,8 +215,14 @@ def test_overfits_real_ljspeech_clips(ljspeech_mini, tmp_path):
 def test_check_reports_the_plan_and_writes_no_run(tmp_path, capsys, demo_corpus):
     assert train.main(["--check", "--hparams", tiny(tmp_path, "batching=ssb,dbs=true,br=true", demo_corpus)]) == 0
     out = capsys.readouterr().out
-    for expected in ("data check passed", "train.txt: 32 utterances", "batches per epoch, ZPR",
-                     "decoder steps per epoch", "largest batch", "expected per-epoch time reduction against RAND"):
+    for expected in (
+        "data check passed",
+        "train.txt: 32 utterances",
+        "batches per epoch, ZPR",
+        "decoder steps per epoch",
+        "largest batch",
+        "expected per-epoch time reduction against RAND",
+    ):
         assert expected in out, expected
     assert not (tmp_path / "run").exists()
 
@@ -207,7 +232,7 @@ def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, 
 
     assert train.main(["--check", "--hparams", tiny(tmp_path, corpus=demo_corpus)]) == 0
     utts = read_filelist(demo_corpus.demo_dir / "train.txt")
-    bad = [utts[0], dataclasses.replace(utts[1], frames=utts[1].frames + 1), dataclasses.replace(utts[2], text="#")]
+    bad = [utts[0], dataclasses.replace(utts[1], frames=utts[1].frames + 1), dataclasses.replace(utts[2], text="{")]
     write_filelist(tmp_path / "train.txt", bad)
     write_filelist(tmp_path / "val.txt", [utts[0]] + read_filelist(demo_corpus.demo_dir / "val.txt")[:2])
     lists = f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'val.txt'}"
@@ -217,6 +242,6 @@ def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, 
     err = capsys.readouterr().err
     assert err.startswith("error: 3 problem(s) in the data:") and "Traceback" not in err
     assert f"{tmp_path / 'train.txt'}:2: frames field {utts[1].frames + 1} does not match" in err
-    assert f"{tmp_path / 'train.txt'}:3: " in err and "'#'" in err
+    assert f"{tmp_path / 'train.txt'}:3: " in err and "'{'" in err
     assert f"{tmp_path / 'val.txt'}:1: train and val overlap" in err
     assert not (tmp_path / "run").exists()

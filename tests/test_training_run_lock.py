@@ -1,4 +1,5 @@
 """One run per output folder: a run holds its folder for its life (an flock the OS releases)."""
+
 import os
 import signal
 import subprocess
@@ -8,8 +9,10 @@ import train
 from tests.kit import REPO, tiny
 from training.rundir import LAST, LOCK, RunDirError, hold_run_dir
 
-HOLDER = ("import sys, time; from pathlib import Path; from training.rundir import hold_run_dir\n"
-          "with hold_run_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)\n")
+HOLDER = (
+    "import sys, time; from pathlib import Path; from training.rundir import hold_run_dir\n"
+    "with hold_run_dir(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)\n"
+)
 
 
 def start_holder(run_dir) -> subprocess.Popen:

@@ -2,6 +2,7 @@
 TF32 off; under autocast the encoder's BiLSTM stays in fp32; under the fp16 gradient scaler an
 overflow skip is not a bad step (only a non-finite loss is), so the scaler's normal start-up
 cannot reach max_bad_steps."""
+
 import dataclasses
 
 import pytest
@@ -9,8 +10,8 @@ import torch
 
 from model import Tacotron2
 from tests.kit import make_batch, step_parts_and_batches, tiny_config
-from training.device_sums import DeviceSums
 from training.config import AMP_MODES
+from training.device_sums import DeviceSums
 from training.step import AMP_DTYPES, set_matmul_precision, train_step
 
 
@@ -32,8 +33,9 @@ def test_matmul_precision_sets_cudnn_tf32_too(precision, tf32):
 def test_the_encoder_bilstm_runs_in_fp32_under_bf16_autocast():
     model = Tacotron2(tiny_config(n_frames_per_step=2))
     seen = []
-    model.encoder.lstm.register_forward_hook(lambda module, args, out: seen.append((args[0].data.dtype,
-                                                                                    out[0].data.dtype)))
+    model.encoder.lstm.register_forward_hook(
+        lambda module, args, out: seen.append((args[0].data.dtype, out[0].data.dtype))
+    )
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(make_batch([4, 7], [9, 13], 2))
     assert seen == [(torch.float32, torch.float32)]
@@ -50,7 +52,11 @@ def test_an_overflow_skip_under_the_scaler_is_not_a_bad_step():
     for _ in range(3):
         sums.add(overflow)
     sums.start_copy()
-    assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {"steps": 0, "skipped": 3, "bad_in_row": 0}
+    assert {k: sums.read()[k] for k in ("steps", "skipped", "bad_in_row")} == {
+        "steps": 0,
+        "skipped": 3,
+        "bad_in_row": 0,
+    }
     sums.add(dataclasses.replace(overflow, bad=torch.tensor(1.0)))
     sums.start_copy()
     assert sums.read()["bad_in_row"] == 1

@@ -3,6 +3,7 @@ nothing changed in the run's output_dir: one test per kind of bad input, over ev
 
 Most run the entry point's main() in-process (a traceback would fail the test outright); two run
 as real subprocesses, to see exactly what a user sees on stderr."""
+
 import sys
 from pathlib import Path
 
@@ -14,7 +15,6 @@ from model import Tacotron2
 from tests.kit import run_command, tiny
 from training.config import resolve_config
 from training.hparams import load_hparams
-
 
 
 def tree(path: Path) -> dict:
@@ -38,40 +38,64 @@ def stored_run(tmp_path) -> Path:
     """A run directory with a (model-less) checkpoint: enough for --resume to read its settings."""
     run = tmp_path / "stored"
     run.mkdir()
-    torch.save({"model": {}, "hparams": load_hparams(tiny(tmp_path, "epochs=1")), "progress": {}},
-               run / "checkpoint_last.pt")
+    torch.save(
+        {"model": {}, "hparams": load_hparams(tiny(tmp_path, "epochs=1")), "progress": {}}, run / "checkpoint_last.pt"
+    )
     return run
 
 
 def test_unknown_hparam(tmp_path, capsys):
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "epoch=3")], capsys, "unknown hparam(s) epoch", tmp_path / "run")
+    expect_error(
+        train.main, ["--hparams", tiny(tmp_path, "epoch=3")], capsys, "unknown hparam(s) epoch", tmp_path / "run"
+    )
 
 
 def test_bad_hparam_value(tmp_path, capsys):
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "lrf=fast")], capsys, "'lrf': 'fast' is not a number",
-                 tmp_path / "run")
+    expect_error(
+        train.main, ["--hparams", tiny(tmp_path, "lrf=fast")], capsys, "'lrf': 'fast' is not a number", tmp_path / "run"
+    )
 
 
-
-@pytest.mark.parametrize("value, culprit", [("many", "'batch_size': 'many' is invalid: expected auto or a whole"),
-                                            ("auto,batching=bload", "auto is not available for batching=bload")])
+@pytest.mark.parametrize(
+    "value, culprit",
+    [
+        ("many", "'batch_size': 'many' is invalid: expected auto or a whole"),
+        ("auto,batching=bload", "auto is not available for batching=bload"),
+    ],
+)
 def test_bad_batch_size(tmp_path, capsys, value, culprit):
     expect_error(train.main, ["--hparams", tiny(tmp_path, f"batch_size={value}")], capsys, culprit, tmp_path / "run")
 
+
 def test_a_preset_that_fixes_the_sample_rate(tmp_path, capsys):
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "dataset=demo,sample_rate=16000")], capsys,
-                 "dataset=demo is rendered at 22050 Hz", tmp_path / "run")
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "dataset=demo,sample_rate=16000")],
+        capsys,
+        "dataset=demo is rendered at 22050 Hz",
+        tmp_path / "run",
+    )
 
 
 def test_model_field_of_the_wrong_type(tmp_path, capsys):
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "model.attention_dim=wide")], capsys,
-                 "Tacotron2Config.attention_dim must be an int, got 'wide'", tmp_path / "run")
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "model.attention_dim=wide")],
+        capsys,
+        "Tacotron2Config.attention_dim must be an int, got 'wide'",
+        tmp_path / "run",
+    )
 
 
 def test_an_utterance_over_the_batch_capacity(tmp_path, capsys, demo_corpus):
     """stream skips what is over max_length; a capacity below it is a limit the data check applies."""
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "batching=stream,max_length=800,capacity=5", demo_corpus)], capsys,
-                 "longer than the 5 allowed by the batch capacity of 5 frames (capacity)", tmp_path / "run")
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "batching=stream,max_length=800,capacity=5", demo_corpus)],
+        capsys,
+        "longer than the 5 allowed by the batch capacity of 5 frames (capacity)",
+        tmp_path / "run",
+    )
 
 
 def test_missing_filelist(tmp_path, capsys):
@@ -81,9 +105,12 @@ def test_missing_filelist(tmp_path, capsys):
 
 def test_bad_filelist_line(tmp_path, capsys):
     (tmp_path / "train.txt").write_text("a.wav|text\n")
-    hp = tiny(tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'train.txt'}")
-    expect_error(train.main, ["--hparams", hp], capsys, f"{tmp_path / 'train.txt'}:1: expected 3 fields",
-                 tmp_path / "run")
+    hp = tiny(
+        tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'train.txt'}"
+    )
+    expect_error(
+        train.main, ["--hparams", hp], capsys, f"{tmp_path / 'train.txt'}:1: expected 3 fields", tmp_path / "run"
+    )
 
 
 def user_corpus(root: Path, n: int = 6) -> tuple[Path, Path, list[str]]:
@@ -119,8 +146,13 @@ def test_a_clip_with_nan_samples_stops_the_run_before_the_first_step(tmp_path, c
     samples[1000] = float("nan")
     sf.write(str(broken), samples, rate, subtype="FLOAT")
     hp = tiny(tmp_path, write_corpus_lists(train_list, val_list, lines))
-    expect_error(train.main, ["--check"] * check + ["--hparams", hp], capsys,
-                 f"{train_list}:3: {broken} holds 1 NaN or infinite sample(s)", tmp_path / "run")
+    expect_error(
+        train.main,
+        ["--check"] * check + ["--hparams", hp],
+        capsys,
+        f"{train_list}:3: {broken} holds 1 NaN or infinite sample(s)",
+        tmp_path / "run",
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -144,8 +176,10 @@ SPOILED_CORPORA = {  # how another tool's corpus can be unfit -> what the one er
     "stereo": (lambda wavs, train, val: sf_rewrite(wavs / "c1.wav", channels=2), "c1.wav has 2 channels"),
     "16kHz": (lambda wavs, train, val: sf_rewrite(wavs / "c1.wav", rate=16000), "c1.wav is at 16000 Hz, expected"),
     "8-bit": (lambda wavs, train, val: sf_rewrite(wavs / "c1.wav", subtype="PCM_U8"), "c1.wav holds WAV/PCM_U8 audio"),
-    "overlap": (lambda wavs, train, val: val.write_text(val.read_text() + train.read_text().splitlines()[0] + "\n"),
-                "val.txt:3: train and val overlap: same clip"),
+    "overlap": (
+        lambda wavs, train, val: val.write_text(val.read_text() + train.read_text().splitlines()[0] + "\n"),
+        "val.txt:3: train and val overlap: same clip",
+    ),
     "latin-1": (in_latin1, "train.txt:2: is not UTF-8 text (byte 0xef; as Latin-1 the line reads 'wavs/c1.wav|"),
     "empty": (lambda wavs, train, val: train.write_text("\n\n"), "train.txt: holds no utterances"),
 }
@@ -164,93 +198,141 @@ def test_a_users_corpus_is_refused_up_front_naming_the_culprit(tmp_path, capsys,
 
 
 def test_resume_without_a_checkpoint(tmp_path, capsys):
-    expect_error(train.main, ["--resume", str(tmp_path / "nowhere")], capsys,
-                 f"no checkpoint at {tmp_path / 'nowhere' / 'checkpoint_last.pt'}", tmp_path / "nowhere")
+    expect_error(
+        train.main,
+        ["--resume", str(tmp_path / "nowhere")],
+        capsys,
+        f"no checkpoint at {tmp_path / 'nowhere' / 'checkpoint_last.pt'}",
+        tmp_path / "nowhere",
+    )
 
 
 def test_resume_from_a_damaged_checkpoint(stored_run, capsys):
     (stored_run / "checkpoint_last.pt").write_bytes(b"half a checkpoint")
-    expect_error(train.main, ["--resume", str(stored_run)], capsys,
-                 f"{stored_run / 'checkpoint_last.pt'} is damaged", stored_run)
+    expect_error(
+        train.main, ["--resume", str(stored_run)], capsys, f"{stored_run / 'checkpoint_last.pt'} is damaged", stored_run
+    )
 
 
 def test_resume_with_changed_settings(stored_run, capsys):
-    expect_error(train.main, ["--resume", str(stored_run), "--hparams", "batch_size=32"], capsys,
-                 "'batch_size' cannot change in a resumed run", stored_run)
+    expect_error(
+        train.main,
+        ["--resume", str(stored_run), "--hparams", "batch_size=32"],
+        capsys,
+        "'batch_size' cannot change in a resumed run",
+        stored_run,
+    )
 
 
 def test_output_dir_that_cannot_be_written(tmp_path, capsys, demo_corpus):
     (tmp_path / "taken").write_text("a file where the run's folder would go")
-    expect_error(train.main, ["--hparams", tiny(tmp_path, f"output_dir={tmp_path / 'taken' / 'run'}", demo_corpus)], capsys,
-                 f"{tmp_path / 'taken'} is a file, not a folder", tmp_path / "taken")
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, f"output_dir={tmp_path / 'taken' / 'run'}", demo_corpus)],
+        capsys,
+        f"{tmp_path / 'taken'} is a file, not a folder",
+        tmp_path / "taken",
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_asked_for_without_cuda(tmp_path, capsys):
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "device=cuda")], capsys, "sees no CUDA GPU",
-                 tmp_path / "run")
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "device=cuda")], capsys, "sees no CUDA GPU", tmp_path / "run")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_mixed_precision_on_the_cpu(tmp_path, capsys):
-    expect_error(train.main, ["--hparams", tiny(tmp_path, "amp=bf16,device=cpu")], capsys,
-                 "'amp': bf16 needs a CUDA device", tmp_path / "run")
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "amp=bf16,device=cpu")],
+        capsys,
+        "'amp': bf16 needs a CUDA device",
+        tmp_path / "run",
+    )
 
 
 def test_synthesis_of_a_text_that_cleans_to_nothing(tmp_path, capsys):
     from scripts.tools import synthesize
 
     hp = load_hparams(tiny(tmp_path))
-    torch.save({"model": Tacotron2(resolve_config(hp).model).state_dict(), "hparams": hp, "progress": {}},
-               tmp_path / "model.pt")
-    expect_error(synthesize.main, ["--checkpoint", str(tmp_path / "model.pt"), "--text", "  ",
-                                   "--out", str(tmp_path / "synth")], capsys, "cleans to nothing", tmp_path / "synth")
+    torch.save(
+        {"model": Tacotron2(resolve_config(hp).model).state_dict(), "hparams": hp, "progress": {}},
+        tmp_path / "model.pt",
+    )
+    expect_error(
+        synthesize.main,
+        ["--checkpoint", str(tmp_path / "model.pt"), "--text", "  ", "--out", str(tmp_path / "synth")],
+        capsys,
+        "cleans to nothing",
+        tmp_path / "synth",
+    )
 
 
 def test_synthesis_without_a_checkpoint(tmp_path, capsys):
     from scripts.tools import synthesize
 
-    expect_error(synthesize.main, ["--checkpoint", str(tmp_path / "none.pt"), "--text", "hello", "--out",
-                                   str(tmp_path / "synth")], capsys, f"no checkpoint at {tmp_path / 'none.pt'}",
-                 tmp_path / "synth")
+    expect_error(
+        synthesize.main,
+        ["--checkpoint", str(tmp_path / "none.pt"), "--text", "hello", "--out", str(tmp_path / "synth")],
+        capsys,
+        f"no checkpoint at {tmp_path / 'none.pt'}",
+        tmp_path / "synth",
+    )
 
 
 def test_batching_cli_bad_lengths_file(tmp_path, capsys):
     from batching.cli import main
 
     (tmp_path / "lengths.txt").write_text("a.wav|text|120\nb.wav|text|many\n")
-    expect_error(main, ["stats", "--lengths", str(tmp_path / "lengths.txt")], capsys,
-                 f"{tmp_path / 'lengths.txt'}:2: frames 'many' is not an integer", tmp_path / "out")
+    expect_error(
+        main,
+        ["stats", "--lengths", str(tmp_path / "lengths.txt")],
+        capsys,
+        f"{tmp_path / 'lengths.txt'}:2: frames 'many' is not an integer",
+        tmp_path / "out",
+    )
 
 
 def test_bench_epoch_bad_lengths_file(tmp_path, capsys):
     from scripts.bench import epoch as bench_epoch
 
     (tmp_path / "lengths.tsv").write_text("id\tframes\nLJ1\t300\n")
-    expect_error(bench_epoch.main, ["--lengths", str(tmp_path / "lengths.tsv")], capsys,
-                 f"{tmp_path / 'lengths.tsv'}:1: TSV header has no 'text' column", tmp_path / "out")
+    expect_error(
+        bench_epoch.main,
+        ["--lengths", str(tmp_path / "lengths.tsv")],
+        capsys,
+        f"{tmp_path / 'lengths.tsv'}:1: TSV header has no 'text' column",
+        tmp_path / "out",
+    )
 
 
 def test_prepare_ljspeech_without_metadata(tmp_path, capsys):
     from scripts.tools import prepare_ljspeech
 
     (tmp_path / "LJSpeech-1.1").mkdir()
-    expect_error(prepare_ljspeech.main, ["--ljspeech", str(tmp_path / "LJSpeech-1.1"), "--out", str(tmp_path / "fl")],
-                 capsys, "metadata.csv", tmp_path / "fl")
+    expect_error(
+        prepare_ljspeech.main,
+        ["--ljspeech", str(tmp_path / "LJSpeech-1.1"), "--out", str(tmp_path / "fl")],
+        capsys,
+        "metadata.csv",
+        tmp_path / "fl",
+    )
 
 
 def test_make_tables_without_runs(tmp_path, capsys):
     from scripts.reproduction import make_tables
 
-    expect_error(make_tables.main, [str(tmp_path / "runs")], capsys, f"{tmp_path / 'runs'} is not a directory",
-                 tmp_path / "runs")
+    expect_error(
+        make_tables.main, [str(tmp_path / "runs")], capsys, f"{tmp_path / 'runs'} is not a directory", tmp_path / "runs"
+    )
 
 
 def test_train_py_as_a_user_runs_it(tmp_path):
     done = run_command(sys.executable, "train.py", "--hparams", tiny(tmp_path, "batching=sorted"), expect=None)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "error: hparam 'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats, stream, bload"]
+        "error: hparam 'batching': 'sorted' is not one of rand, sb, ssb, bkt, ats, stream, bload"
+    ]
     assert not (tmp_path / "run").exists()
 
 
@@ -267,11 +349,17 @@ def test_check_shows_what_normalisation_rewrote_and_what_drop_drops(tmp_path, ca
     train_list, val_list, lines = user_corpus(tmp_path / "corpus")
     lines[1] = lines[1].replace("clip number 1.", "Dr. Smith paid $5.50 on 1/2/2020 for 3% & 2nd-rate goods ^_^")
     hp = tiny(tmp_path, write_corpus_lists(train_list, val_list, lines))
-    expect_error(train.main, ["--check", "--hparams", hp], capsys, f"{train_list}:2: unknown characters '^', '_'",
-                 tmp_path / "run")
+    expect_error(
+        train.main,
+        ["--check", "--hparams", hp],
+        capsys,
+        f"{train_list}:2: unknown characters '^', '_'",
+        tmp_path / "run",
+    )
     assert train.main(["--check", "--hparams", hp + ",unknown_chars=drop"]) == 0
     out = capsys.readouterr().out
-    assert (f"{train_list}:2: 'Dr. Smith paid $5.50 on 1/2/2020 for 3% & 2nd-rate goods ^_^' -> 'doctor smith paid "
-            "five dollars, fifty cents on january second, twenty twenty for three percent and second-rate goods ^_^'"
-            in out)
+    assert (
+        f"{train_list}:2: 'Dr. Smith paid $5.50 on 1/2/2020 for 3% & 2nd-rate goods ^_^' -> 'doctor smith paid "
+        "five dollars, fifty cents on january second, twenty twenty for three percent and second-rate goods ^_^'" in out
+    )
     assert f"'^' in 1 line(s): {train_list}:2" in out and f"'_' in 1 line(s): {train_list}:2" in out

@@ -16,6 +16,7 @@ its memory, the torch version and everything that sizes a step, so a second star
 A damaged cache file is ignored with a warning and rewritten. The run stores the resolved B0 and
 learning rate in its hparams (training/config.py with_batch_size), so a resume never resolves again.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -114,8 +115,9 @@ def probe_table(setup: ProbeSetup, b0: int) -> ShapeTable:
     padded shapes of graph_bucket, or with graph_bucket=0 the batches' own (frames rounded to r)."""
     config, _ = resolve_width(setup.frames, dataclasses.replace(setup.batching, batch_size=b0))
     longest, sizes = plan_global(setup.frames, config, 0, setup.world_size).extents(setup.frames)
-    return shape_table_of(longest, sizes, setup.frames, setup.text_lengths,
-                          setup.train.graph_bucket or setup.model.n_frames_per_step)
+    return shape_table_of(
+        longest, sizes, setup.frames, setup.text_lengths, setup.train.graph_bucket or setup.model.n_frames_per_step
+    )
 
 
 def probe_shapes(table: ShapeTable) -> list[LoopShape]:
@@ -147,8 +149,10 @@ def fits(setup: ProbeSetup, b0: int) -> bool:
         ok = used is not None and used + beside <= (1 - setup.headroom) * free
         if setup.log is not None:
             found = "out of memory" if used is None else f"{(used + beside) / 2**30:.2f} GiB"
-            setup.log(f"batch_size=auto: B0 {b0} at {shape}: {found} of {free / 2**30:.2f} GiB free -> "
-                      f"{'fits' if ok else 'does not fit'}")
+            setup.log(
+                f"batch_size=auto: B0 {b0} at {shape}: {found} of {free / 2**30:.2f} GiB free -> "
+                f"{'fits' if ok else 'does not fit'}"
+            )
         if not ok:
             return False
     return True
@@ -171,10 +175,15 @@ def random_batch(shape: LoopShape, model: Tacotron2Config, device: torch.device)
     text_lengths = torch.full((rows,), text, dtype=torch.long)
     gate = torch.zeros(rows, frames)
     gate[:, -1] = 1.0
-    batch = Batch(text=torch.randint(1, model.n_symbols, (rows, text)), text_lengths=text_lengths,
-                  mel=torch.randn(rows, model.n_mel_channels, frames), gate=gate,
-                  mel_lengths=torch.full((rows,), frames, dtype=torch.long), text_lengths_host=text_lengths,
-                  frames=rows * frames)
+    batch = Batch(
+        text=torch.randint(1, model.n_symbols, (rows, text)),
+        text_lengths=text_lengths,
+        mel=torch.randn(rows, model.n_mel_channels, frames),
+        gate=gate,
+        mel_lengths=torch.full((rows,), frames, dtype=torch.long),
+        text_lengths_host=text_lengths,
+        frames=rows * frames,
+    )
     return batch.to(device)
 
 
@@ -210,11 +219,15 @@ def cache_key(setup: ProbeSetup, hardware: str) -> str:
     """A digest of what decides the answer: the GPU (`hardware`: its name and memory), torch's
     version, the model, the step's settings, the batching, the ranks and the training lengths."""
     train = setup.train
-    sized = {"hardware": hardware, "torch": torch.__version__, "model": dataclasses.asdict(setup.model),
-             "step": [train.amp, train.matmul_precision, train.graph_bucket, train.cuda_graphs, setup.headroom],
-             "batching": dataclasses.asdict(dataclasses.replace(setup.batching, batch_size=PAPER_B0)),
-             "world_size": setup.world_size,
-             "lengths": hashlib.sha1(np.stack([setup.frames, setup.text_lengths]).astype(np.int64)).hexdigest()}
+    sized = {
+        "hardware": hardware,
+        "torch": torch.__version__,
+        "model": dataclasses.asdict(setup.model),
+        "step": [train.amp, train.matmul_precision, train.graph_bucket, train.cuda_graphs, setup.headroom],
+        "batching": dataclasses.asdict(dataclasses.replace(setup.batching, batch_size=PAPER_B0)),
+        "world_size": setup.world_size,
+        "lengths": hashlib.sha1(np.stack([setup.frames, setup.text_lengths]).astype(np.int64)).hexdigest(),
+    }
     return hashlib.sha1(json.dumps(sized, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -232,12 +245,17 @@ def read_cache(path: Path) -> dict[str, int]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:
-        print(f"warning: batch_size=auto cache {path} is unreadable ({err}); probing again, it will be rewritten",
-              file=sys.stderr)
+        print(
+            f"warning: batch_size=auto cache {path} is unreadable ({err}); probing again, it will be rewritten",
+            file=sys.stderr,
+        )
         return {}
     if not isinstance(entries, dict) or not all(type(b0) is int and b0 > 0 for b0 in entries.values()):
-        print(f"warning: batch_size=auto cache {path} does not hold key -> B0 entries; probing again, it will be "
-              "rewritten", file=sys.stderr)
+        print(
+            f"warning: batch_size=auto cache {path} does not hold key -> B0 entries; probing again, it will be "
+            "rewritten",
+            file=sys.stderr,
+        )
         return {}
     return entries
 
@@ -268,21 +286,40 @@ def cache_file(mel_cache_dir: str) -> Path | None:
     return Path(mel_cache_dir) / CACHE_NAME if mel_cache_dir else None
 
 
-def resolve_batch_size(train: TrainConfig, model: Tacotron2Config, batching: BatchingConfig, mel_cache_dir: str,
-                       hp: dict[str, Any], frames: np.ndarray, text_lengths: np.ndarray, device: torch.device,
-                       info: dist_utils.DistInfo) -> tuple[TrainConfig, BatchingConfig, dict[str, Any]]:
+def resolve_batch_size(
+    train: TrainConfig,
+    model: Tacotron2Config,
+    batching: BatchingConfig,
+    mel_cache_dir: str,
+    hp: dict[str, Any],
+    frames: np.ndarray,
+    text_lengths: np.ndarray,
+    device: torch.device,
+    info: dist_utils.DistInfo,
+) -> tuple[TrainConfig, BatchingConfig, dict[str, Any]]:
     """A batch_size=auto run's configs and hparams with its B0 (training/config.py with_batch_size):
     the paper's 16 on the CPU; on a GPU rank 0's answer (cached or probed), which every rank takes.
     One line says what B0 and learning rate the run uses and how they were found."""
     if device.type != "cuda":
         b0, how = PAPER_B0, "the paper's B0 on the CPU (no probe)"
     else:
-        setup = ProbeSetup(train, model, batching, frames, text_lengths, device, CudaGauge(device), info.world_size,
-                           log=print if info.is_main else None)
+        setup = ProbeSetup(
+            train,
+            model,
+            batching,
+            frames,
+            text_lengths,
+            device,
+            CudaGauge(device),
+            info.world_size,
+            log=print if info.is_main else None,
+        )
         b0, how = dist_utils.decided_by_main(partial(gpu_b0, setup, cache_file(mel_cache_dir)), info)
     resolved, batching, hp = with_batch_size(train, batching, hp, b0)
     if info.is_main:
-        print(f"batch_size=auto: B0 = {b0}, {how}; learning_rate {resolved.learning_rate:g} "
-              f"(lr_batch_scaling={train.lr_batch_scaling}, learning_rate {train.learning_rate:g} given for B0 = "
-              f"{PAPER_B0})")
+        print(
+            f"batch_size=auto: B0 = {b0}, {how}; learning_rate {resolved.learning_rate:g} "
+            f"(lr_batch_scaling={train.lr_batch_scaling}, learning_rate {train.learning_rate:g} given for B0 = "
+            f"{PAPER_B0})"
+        )
     return resolved, batching, hp

@@ -6,6 +6,7 @@ a B0 fails, then bisect between the last B0 that passed and the first that faile
 within `tolerance` of each other. Torch-free: the test is a function (training/auto_batch.py's on
 a GPU, a simulated limit in the tests), so the search is tested on its own.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -18,16 +19,19 @@ PAPER_B0 = 16
 B0_CEILING = 4096
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int = PAPER_B0, tolerance: float = 0.05,
-                    ceiling: int = B0_CEILING) -> int:
+def largest_fitting(
+    fits: Callable[[int], bool], start: int = PAPER_B0, tolerance: float = 0.05, ceiling: int = B0_CEILING
+) -> int:
     """The largest B0 known to pass `fits` (assumed monotone: what fits, every smaller B0 fits):
     double from `start` while it passes (up to `ceiling`), then bisect until the first failing B0
     is within `tolerance` of the answer (or just above it). `start` must pass: a run that cannot
     take the paper's B0 is a setting to change, not a search to widen."""
     if not fits(start):
-        raise UserError(f"batch_size=auto: not even B0 = {start} (the paper's) fits this GPU's free memory with "
-                        "the run's settings; free the GPU, or use less memory per batch (model.recompute_attention"
-                        "=true, amp=bf16, a smaller model_preset), or give batch_size=N below it")
+        raise UserError(
+            f"batch_size=auto: not even B0 = {start} (the paper's) fits this GPU's free memory with "
+            "the run's settings; free the GPU, or use less memory per batch (model.recompute_attention"
+            "=true, amp=bf16, a smaller model_preset), or give batch_size=N below it"
+        )
     good, bad = start, None
     while bad is None and good < ceiling:
         trial = min(2 * good, ceiling)

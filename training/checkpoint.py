@@ -5,6 +5,7 @@ A checkpoint goes through data.atomic.atomic_open (temporary file, fsync, rename
 instant the run directory holds either the old complete checkpoint or the new complete one. A
 process killed mid-write leaves only the temporary file, which the next start removes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,7 +37,7 @@ class RunState:
     partial: dict[str, float] | None = None
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "RunState":
+    def from_dict(cls, values: dict[str, Any]) -> RunState:
         return from_known_fields(cls, values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,8 +85,10 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except (EOFError, RuntimeError, pickle.UnpicklingError, ValueError) as err:
-        raise CheckpointError(f"{path} is damaged and cannot be read ({type(err).__name__}: {err}); copy a good "
-                              f"checkpoint (e.g. checkpoint_best.pt) over it, or start a new run") from None
+        raise CheckpointError(
+            f"{path} is damaged and cannot be read ({type(err).__name__}: {err}); copy a good "
+            f"checkpoint (e.g. checkpoint_best.pt) over it, or start a new run"
+        ) from None
     if not isinstance(ckpt, dict) or not {"model", "hparams", "progress"} <= set(ckpt):
         raise CheckpointError(f"{path} is not a checkpoint of this recipe (no model, hparams and progress)")
     return ckpt
@@ -118,10 +121,13 @@ class ResumePoint:
     position: EpochPosition
 
     @classmethod
-    def from_checkpoint(cls, ckpt: dict[str, Any]) -> "ResumePoint":
+    def from_checkpoint(cls, ckpt: dict[str, Any]) -> ResumePoint:
         """Checkpoints of any version: entries it no longer reads (e.g. an old "config") are ignored."""
-        return cls(Weights(ckpt["model"], ckpt["optimizer"], ckpt["scaler"]), RunState.from_dict(ckpt["progress"]),
-                   EpochPosition(ckpt.get("sampler"), ckpt.get("rng") or []))
+        return cls(
+            Weights(ckpt["model"], ckpt["optimizer"], ckpt["scaler"]),
+            RunState.from_dict(ckpt["progress"]),
+            EpochPosition(ckpt.get("sampler"), ckpt.get("rng") or []),
+        )
 
 
 def resume_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:

@@ -10,6 +10,7 @@ cuda_graphs, lr_batch_scaling, matmul_precision) is defined here, so resolving h
 neither the training step nor the decoder's graph code. A checkpoint stores the flat hparams, from
 which a resume resolves the same RunConfig.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,11 +83,32 @@ class TrainConfig:
         _choose("lr_batch_scaling", self.lr_batch_scaling, tuple(LR_BATCH_SCALINGS))
         _choose("cuda_graphs", self.cuda_graphs, CUDA_GRAPHS)
         _choose("dist_backend", self.dist_backend, ("auto", "nccl", "gloo"))
-        _bounds(self, positive=("epochs", "learning_rate", "grad_clip", "guided_attention_sigma", "gate_pos_weight",
-                                "max_bad_steps", "validate_every", "val_batch_size",
-                                "collective_timeout_s", "log_every"),
-                non_negative=("weight_decay", "warmup_steps", "guided_attention", "seed", "checkpoint_every_steps",
-                              "checkpoint_every_minutes", "stop_after_steps", "num_workers", "threads"))
+        _bounds(
+            self,
+            positive=(
+                "epochs",
+                "learning_rate",
+                "grad_clip",
+                "guided_attention_sigma",
+                "gate_pos_weight",
+                "max_bad_steps",
+                "validate_every",
+                "val_batch_size",
+                "collective_timeout_s",
+                "log_every",
+            ),
+            non_negative=(
+                "weight_decay",
+                "warmup_steps",
+                "guided_attention",
+                "seed",
+                "checkpoint_every_steps",
+                "checkpoint_every_minutes",
+                "stop_after_steps",
+                "num_workers",
+                "threads",
+            ),
+        )
         device = self.device
         if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
             raise HParamsError(f"hparam 'device': '{device}' is not one of auto, cpu, cuda, cuda:N")
@@ -117,17 +139,24 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
         mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
         batching = batching_config(hp | {"batch_size": PAPER_B0} if auto else hp, r)
         model = model_config(hp, mel, r)
-    except (UserError, ModelConfigError) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
+    except (
+        UserError,
+        ModelConfigError,
+    ) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
         raise HParamsError(str(err)) from None
     if auto and batching.plans_blocks:
-        raise HParamsError(f"hparam 'batch_size': auto is not available for batching={batching.batching} (its batches "
-                           f"are packed blocks, which the probe does not build); give a number of blocks, e.g. "
-                           f"batch_size={PAPER_B0}")
+        raise HParamsError(
+            f"hparam 'batch_size': auto is not available for batching={batching.batching} (its batches "
+            f"are packed blocks, which the probe does not build); give a number of blocks, e.g. "
+            f"batch_size={PAPER_B0}"
+        )
     bucket = _graph_bucket(hp["graph_bucket"], model.fast_decoder, r, batching)
     train = TrainConfig(**(_fields_of(TrainConfig, hp) | {"graph_bucket": bucket}))
     if train.cuda_graphs == "true" and not bucket:
-        raise HParamsError("hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
-                           "loop the few fixed shapes a graph replays")
+        raise HParamsError(
+            "hparam 'cuda_graphs': true needs graph_bucket > 0 (e.g. 64), which gives the decoder "
+            "loop the few fixed shapes a graph replays"
+        )
     return RunConfig(train, data, batching, model, mel, auto)
 
 
@@ -138,15 +167,19 @@ def _auto_batch_size(value: Any) -> bool:
     return value == "auto"
 
 
-def with_batch_size(train: TrainConfig, batching: BatchingConfig, hp: dict[str, Any],
-                    b0: int) -> tuple[TrainConfig, BatchingConfig, dict[str, Any]]:
+def with_batch_size(
+    train: TrainConfig, batching: BatchingConfig, hp: dict[str, Any], b0: int
+) -> tuple[TrainConfig, BatchingConfig, dict[str, Any]]:
     """The configs and flat hparams of a batch_size=auto run once its B0 is known: batch_size is
     `b0` and learning_rate, given for the paper's B0, is scaled by (b0 / PAPER_B0) ** k, k from
     lr_batch_scaling (the rule each batch's rate follows). The hparams a checkpoint stores hold
     both numbers, so a resume plans the same batches at the same rate and never resolves again."""
     lr = train.learning_rate * (b0 / PAPER_B0) ** LR_BATCH_SCALINGS[train.lr_batch_scaling]
-    return (dataclasses.replace(train, learning_rate=lr), dataclasses.replace(batching, batch_size=b0),
-            hp | {"batch_size": b0, "learning_rate": lr})
+    return (
+        dataclasses.replace(train, learning_rate=lr),
+        dataclasses.replace(batching, batch_size=b0),
+        hp | {"batch_size": b0, "learning_rate": lr},
+    )
 
 
 def frames_per_step(hp: dict[str, Any]) -> int:
@@ -169,13 +202,16 @@ def _graph_bucket(value: Any, fast_decoder: bool, r: int, batching: BatchingConf
     if value == "auto":
         return GRAPH_BUCKET_AUTO if fast_decoder and not GRAPH_BUCKET_AUTO % r and not batching.plans_blocks else 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise HParamsError(f"hparam 'graph_bucket': '{value}' is invalid: expected auto or a whole number >= 0 "
-                           f"(0: off)")
+        raise HParamsError(
+            f"hparam 'graph_bucket': '{value}' is invalid: expected auto or a whole number >= 0 (0: off)"
+        )
     if value and (value % r or not fast_decoder or batching.plans_blocks):
-        raise HParamsError(f"hparam 'graph_bucket': {value} must be a multiple of n_frames_per_step={r} and needs "
-                           f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
-                           f"BLoad's, have one shape already); here fast_decoder={fast_decoder}, "
-                           f"batching={batching.batching}")
+        raise HParamsError(
+            f"hparam 'graph_bucket': {value} must be a multiple of n_frames_per_step={r} and needs "
+            f"fast_decoder=true and a strategy whose plan is not a block plan (blocks, e.g. "
+            f"BLoad's, have one shape already); here fast_decoder={fast_decoder}, "
+            f"batching={batching.batching}"
+        )
     return value
 
 
@@ -195,11 +231,17 @@ def batching_config(hp: dict[str, Any], n_frames_per_step: int) -> BatchingConfi
 def model_config(hp: dict[str, Any], mel: MelConfig, n_frames_per_step: int) -> Tacotron2Config:
     """The model preset with its `model.*` overrides, sized to the symbol table and the mel bands,
     with the decoder's frames per step (frames_per_step's r)."""
-    fields = {**hp["model"], "n_symbols": N_SYMBOLS, "n_frames_per_step": n_frames_per_step,
-              "fast_decoder": hp["fast_decoder"]}
+    fields = {
+        **hp["model"],
+        "n_symbols": N_SYMBOLS,
+        "n_frames_per_step": n_frames_per_step,
+        "fast_decoder": hp["fast_decoder"],
+    }
     if fields.setdefault("n_mel_channels", mel.n_mels) != mel.n_mels:
-        raise HParamsError(f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
-                           f"n_mels={mel.n_mels}; set n_mels instead")
+        raise HParamsError(
+            f"hparam 'model.n_mel_channels': {fields['n_mel_channels']} differs from "
+            f"n_mels={mel.n_mels}; set n_mels instead"
+        )
     return Tacotron2Config.from_dict(fields)
 
 

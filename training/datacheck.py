@@ -1,5 +1,6 @@
 """The data check before the first step (and `train.py --check`): every clip and line of both
 filelists, from headers only (data/check.py), and what the run will do with the training set."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,21 +20,29 @@ class DataCheckError(UserError):
     """The data has problems; the message lists every one, `FILELIST:LINE: what; what to do`."""
 
 
-def check_data(filelists: tuple[Path, Path], mel: MelConfig, batching: BatchingConfig, data: DataConfig,
-               progress: bool) -> CheckReport:
+def check_data(
+    filelists: tuple[Path, Path], mel: MelConfig, batching: BatchingConfig, data: DataConfig, progress: bool
+) -> CheckReport:
     """Check both filelists against the mel settings and the batching's length limit; cached under
     the mel cache folder (a resume on unchanged data costs one stat per clip)."""
     limit, source = batching.length_limit()
     cache = Path(data.mel_cache_dir) / "checks" if data.mel_cache_dir else None
-    report = check_filelists(*filelists, mel, CheckLimits(limit, source), cache_dir=cache, progress=progress,
-                             unknown_chars=data.unknown_chars)
+    report = check_filelists(
+        *filelists,
+        mel,
+        CheckLimits(limit, source),
+        cache_dir=cache,
+        progress=progress,
+        unknown_chars=data.unknown_chars,
+    )
     if not report.ok:
         raise DataCheckError(report.error_message())
     return report
 
 
-def plan_summary(batching: BatchingConfig, n_frames_per_step: int, train_filelist: Path, report: CheckReport,
-                 world_size: int = 1) -> str:
+def plan_summary(
+    batching: BatchingConfig, n_frames_per_step: int, train_filelist: Path, report: CheckReport, world_size: int = 1
+) -> str:
     """What an epoch of this run does (epoch 0's plan), against RAND batches of the same B0:
     batches, ZPR, ABL, decoder steps, the largest batch, and the time saved as far as decoder
     steps tell (the decoder loop dominates a Tacotron2 step)."""
@@ -46,15 +55,19 @@ def plan_summary(batching: BatchingConfig, n_frames_per_step: int, train_filelis
     rand_steps = plan_global(frames, rand, 0, world_size).stats(frames, r)["decoder_steps"]
     largest = max(plan.batches(), key=lambda b: len(b) * int(frames[b].max(initial=0)))
     lines = [f"{c.filelist}: {c.utterances} utterances, {c.hours:.2f} h" for c in report.counts]
-    lines += [f"batching={batching.batching} dbs={batching.dbs} br={batching.br} on {world_size} rank(s): "
-              f"{stats['n_batches']} batches per epoch, ZPR {stats['zpr']:.2f}%, ABL {stats['abl']:.1f} frames",
-              f"decoder steps per epoch: {stats['decoder_steps']} (RAND, B0={batching.batch_size}: {rand_steps}); "
-              f"largest batch {len(largest)} x {int(frames[largest].max(initial=0))} frames",
-              f"expected per-epoch time reduction against RAND, from decoder steps: "
-              f"{100 * (1 - stats['decoder_steps'] / max(rand_steps, 1)):.1f}%"]
+    lines += [
+        f"batching={batching.batching} dbs={batching.dbs} br={batching.br} on {world_size} rank(s): "
+        f"{stats['n_batches']} batches per epoch, ZPR {stats['zpr']:.2f}%, ABL {stats['abl']:.1f} frames",
+        f"decoder steps per epoch: {stats['decoder_steps']} (RAND, B0={batching.batch_size}: {rand_steps}); "
+        f"largest batch {len(largest)} x {int(frames[largest].max(initial=0))} frames",
+        f"expected per-epoch time reduction against RAND, from decoder steps: "
+        f"{100 * (1 - stats['decoder_steps'] / max(rand_steps, 1)):.1f}%",
+    ]
     if calibration:
         lines.append(calibrated_line(calibration))
     if stats.get("skipped"):
-        lines.append(f"skipped: {stats['skipped']} utterances that batching={batching.batching} leaves out "
-                     f"({strategy_of(batching).summary})")
+        lines.append(
+            f"skipped: {stats['skipped']} utterances that batching={batching.batching} leaves out "
+            f"({strategy_of(batching).summary})"
+        )
     return "\n".join(lines)

@@ -7,6 +7,7 @@ it. The loop copies after every step and reads the previous step's copy after qu
 one, so `max_bad_steps` is checked one step late without stalling the device, and reads the
 sums for logs every `log_every` steps, at checkpoints and at the end of the epoch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -37,7 +38,7 @@ class EpochSums:
     seconds: float = 0.0  # training time, steps only
 
     @classmethod
-    def from_dict(cls, values: dict[str, float] | None) -> "EpochSums":
+    def from_dict(cls, values: dict[str, float] | None) -> EpochSums:
         return from_known_fields(cls, values)
 
 
@@ -61,7 +62,7 @@ class DeviceSums:
     event: torch.cuda.Event | None  # recorded after each copy (CUDA only)
 
     @classmethod
-    def for_epoch(cls, start: dict[str, float], device: torch.device) -> "DeviceSums":
+    def for_epoch(cls, start: dict[str, float], device: torch.device) -> DeviceSums:
         """Sums that continue from `start` (a mid-epoch checkpoint's, or zeros)."""
         cuda = device.type == "cuda"
         host = torch.tensor([float(start.get(name, 0.0)) for name in SLOTS], dtype=torch.float64)
@@ -73,11 +74,11 @@ class DeviceSums:
         """Add one step: loss terms only when it was applied; the run length of bad steps in a row."""
         skipped, bad = result.skipped.to(torch.float64), result.bad.to(torch.float64)
         terms = result.terms
-        losses = torch.stack([terms.valid.total.detach(), terms.padded.total.detach(),
-                              terms.guided_attention.detach()]).to(torch.float64)
+        losses = torch.stack(
+            [terms.valid.total.detach(), terms.padded.total.detach(), terms.guided_attention.detach()]
+        ).to(torch.float64)
         applied = torch.where(skipped > 0, torch.zeros_like(losses), losses)  # NaN * 0 would be NaN
-        step = dict(zip(("loss_valid", "loss_padded", "guided"), applied.unbind(0)), steps=1 - skipped,
-                    skipped=skipped)
+        step = dict(zip(("loss_valid", "loss_padded", "guided"), applied.unbind(0)), steps=1 - skipped, skipped=skipped)
         self.values[_SUMMED] += torch.stack([step[name] for name in _SUMMED_FIELDS])
         run = _SLOT["bad_in_row"]
         self.values[run] = (self.values[run] + bad) * bad

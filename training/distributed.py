@@ -6,6 +6,7 @@ No rank waits forever: every collective is bounded by `collective_timeout_s` (da
 which rank 0 alone may spend an hour on, by PREPARE_TIMEOUT), and a collective that fails because
 another rank died or stalled becomes a RankFailure, whose message is the one line train.py prints.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,11 +15,12 @@ import os
 import re
 import socket
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -79,12 +81,16 @@ def failure_message(err: BaseException, info: DistInfo, run_dir: Path | str, whe
     text = " ".join(str(err).split())
     detail = re.sub(r"^\[[^\]]*\]\s*", "", text).split(". ")[0][:200]  # without gloo's "[file.cc:123]"
     if "timed out" in text.lower() or "timeout" in text.lower():
-        what = ("no answer from another rank within collective_timeout_s: a rank stalled (or its node "
-                "is overloaded or unreachable)")
+        what = (
+            "no answer from another rank within collective_timeout_s: a rank stalled (or its node "
+            "is overloaded or unreachable)"
+        )
     else:
         what = "lost the connection to another rank: a rank died (its own output, or torchrun's summary, says why)"
-    return (f"rank {info.rank} of {info.world_size} stopped {where}: {what} [{detail}]; the last checkpoint is "
-            f"complete: continue with train.py --resume {run_dir} (under torchrun, on any number of processes)")
+    return (
+        f"rank {info.rank} of {info.world_size} stopped {where}: {what} [{detail}]; the last checkpoint is "
+        f"complete: continue with train.py --resume {run_dir} (under torchrun, on any number of processes)"
+    )
 
 
 @contextmanager
@@ -113,8 +119,13 @@ def launch_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
-def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | str = "RUN_DIR",
-                     force: bool = False, backend: str = "auto") -> DistInfo:
+def init_distributed(
+    device_kind: str,
+    timeout_s: float = 300,
+    run_dir: Path | str = "RUN_DIR",
+    force: bool = False,
+    backend: str = "auto",
+) -> DistInfo:
     """Join the process group torchrun describes in the environment (NCCL on GPUs, gloo on CPUs).
     `timeout_s` bounds every collective (and the rendezvous) of the run: collective_timeout_s.
     A single process joins a group of one only when `force`d (force_ddp), on a free local port if
@@ -123,8 +134,7 @@ def init_distributed(device_kind: str, timeout_s: float = 300, run_dir: Path | s
     if world_size == 1 and not force:
         return DistInfo()
     alone = world_size == 1 and "MASTER_PORT" not in os.environ  # not started by torchrun
-    info = DistInfo(launch_rank(), world_size, int(os.environ.get("LOCAL_RANK", "0")),
-                    forced=world_size == 1)
+    info = DistInfo(launch_rank(), world_size, int(os.environ.get("LOCAL_RANK", "0")), forced=world_size == 1)
     if backend == "auto":
         backend = "nccl" if device_kind == "cuda" else "gloo"
     if backend == "nccl":

@@ -12,7 +12,8 @@ of work held at once (what batch_size=auto's CPU tests hold against a simulated 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torch.profiler import ProfilerActivity, profile
 
@@ -30,6 +31,9 @@ def peak_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
     profiler's event tree would take longer than a small training step)."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = work()
-    records = sorted((event.start_ns(), event.nbytes()) for event in prof.profiler.kineto_results.events()
-                     if event.name() == "[memory]")
+    records = sorted(
+        (event.start_ns(), event.nbytes())
+        for event in prof.profiler.kineto_results.events()
+        if event.name() == "[memory]"
+    )
     return result, max(itertools.accumulate((nbytes for _, nbytes in records), initial=0))

@@ -6,6 +6,7 @@ whose default is null (an optional setting) is read as YAML and checked by the c
 it. The result is the flat dict a run directory records; training/config.py turns it into the
 typed, validated configs the recipe uses. Torch-free, so scripts can use it cheaply.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,16 +16,31 @@ import yaml
 
 from batching.config import OWNED_OPTIONS
 from batching.errors import UserError
-from batching.strategies import STRATEGY_TABLE
 from batching.options import OptionError, coerce, parse_overrides
+from batching.strategies import STRATEGY_TABLE
 
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
 
 #: The only settings a resumed run may change: where and how fast it runs, not what it trains.
-RESUME_MAY_CHANGE = frozenset({"epochs", "device", "num_workers", "threads", "progress", "checkpoint_every_steps",
-                               "checkpoint_every_minutes", "collective_timeout_s", "stop_after_steps",
-                               "validate_every", "max_bad_steps", "log_every", "cuda_graphs", "force_ddp",
-                               "dist_backend"})
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "epochs",
+        "device",
+        "num_workers",
+        "threads",
+        "progress",
+        "checkpoint_every_steps",
+        "checkpoint_every_minutes",
+        "collective_timeout_s",
+        "stop_after_steps",
+        "validate_every",
+        "max_bad_steps",
+        "log_every",
+        "cuda_graphs",
+        "force_ddp",
+        "dist_backend",
+    }
+)
 
 #: Settings with a default value that null turns off (SSB's default key and calibration target): read
 #: as YAML, as an optional setting is, and checked by their config (target_zpr: a number or "paper").
@@ -103,8 +119,7 @@ def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEF
     for key, value in given.items():
         hp[key] = dict(value) if key == "model" else _typed(key, value, base[key])
     _ssb_width(hp, set(given))
-    hp["model"] = {**hp.get("model", {}),
-                   **{k: _yaml_value(f"model.{k}", v) for k, v in model_overrides.items()}}
+    hp["model"] = {**hp.get("model", {}), **{k: _yaml_value(f"model.{k}", v) for k, v in model_overrides.items()}}
     if hp["model_preset"] not in model_presets:
         raise HParamsError(f"hparam 'model_preset': '{hp['model_preset']}' is not one of {', '.join(model_presets)}")
     hp["model"] = {**model_presets[hp["model_preset"]], **hp["model"]}
@@ -126,8 +141,10 @@ def _ssb_width(hp: dict[str, Any], given: set[str]) -> None:
         return
     targets = [key for key in _TARGETS if key in given and hp[key] is not None]
     if targets and "lrf" in given:
-        raise HParamsError(f"hparams 'lrf' and '{targets[0]}' both set SSB's noise width: keep lrf (a fixed width) "
-                           f"or {targets[0]} (calibrated on the training lengths at start-up)")
+        raise HParamsError(
+            f"hparams 'lrf' and '{targets[0]}' both set SSB's noise width: keep lrf (a fixed width) "
+            f"or {targets[0]} (calibrated on the training lengths at start-up)"
+        )
     if targets or "lrf" in given or ("ssb_key" in given and hp["ssb_key"] in (None, "length")):
         hp.update({key: None for key in _TARGETS if key not in given})
 
@@ -138,11 +155,13 @@ def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
     changes = split_overrides(overrides)
     refused = sorted(set(changes) - RESUME_MAY_CHANGE)
     if refused:
-        raise HParamsError(f"--resume: '{refused[0]}' cannot change in a resumed run "
-                           f"(allowed: {', '.join(sorted(RESUME_MAY_CHANGE))})")
+        raise HParamsError(
+            f"--resume: '{refused[0]}' cannot change in a resumed run (allowed: {', '.join(sorted(RESUME_MAY_CHANGE))})"
+        )
     base, _, _ = read_defaults()
     # Runs written before 2026-11-24 stored 0 for "unset" in the settings whose default is now null
-    # (capacity, max_length, block_length, n_utterances): a resume reads that 0 as null. Only here: a new run's 0 is an error.
+    # (capacity, max_length, block_length, n_utterances): a resume reads that 0 as null. Only here: a new
+    # run's 0 is an error.
     known = {k: None if base[k] is None and type(v) is int and v == 0 else v for k, v in stored.items() if k in base}
     # Runs written before the cost key was the default stored no SSB key and target: they planned
     # with the paper's. A stored target made the width; the lrf stored beside it is unused.

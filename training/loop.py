@@ -8,6 +8,7 @@ A kill at any instant loses at most the work since the last checkpoint: every fi
 directory is written atomically, BEST before LAST, and metrics.jsonl (after LAST) is rewritten
 from LAST's records when the run starts again, so it never lacks or repeats an epoch.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,14 @@ from model import Batch, Tacotron2Output
 from model.plotting import alignment_diagonality, plot_alignment, plot_gate, plot_mel
 from model.shapes import ceil_div
 from training import distributed as dist_utils
-from training.checkpoint import (EpochPosition, RunState, atomic_torch_save, remove_stale_temporaries, rng_state,
-                                 set_rng_state)
+from training.checkpoint import (
+    EpochPosition,
+    RunState,
+    atomic_torch_save,
+    remove_stale_temporaries,
+    rng_state,
+    set_rng_state,
+)
 from training.device_sums import DEVICE_FIELDS, DeviceSums, EpochSums
 from training.run import Run
 from training.rundir import BEST, LAST, write_hparams, write_metrics
@@ -81,7 +88,9 @@ def prepare_run_dir(run: Run, state: RunState, fresh: bool) -> None:
     write_metrics(run.run_dir, state.records)
 
 
-def save_checkpoint(run: Run, state: RunState, names: tuple[str, ...] = (LAST,), sampler_state: dict | None = None) -> None:
+def save_checkpoint(
+    run: Run, state: RunState, names: tuple[str, ...] = (LAST,), sampler_state: dict | None = None
+) -> None:
     """Everything needed to continue exactly here, written to each of `names` in turn; the sampler
     state only inside an epoch. Called on every rank (each rank's random state is gathered);
     rank 0 writes, after flushing TensorBoard so that a kill loses nothing logged before."""
@@ -89,9 +98,16 @@ def save_checkpoint(run: Run, state: RunState, names: tuple[str, ...] = (LAST,),
     rngs = dist_utils.gather_objects(rng_state(), run.info)
     if run.info.is_main:
         parts = run.parts
-        payload = {"model": parts.core.state_dict(), "optimizer": parts.optimizer.state_dict(),
-                   "scaler": parts.scaler.state_dict(), "hparams": run.hp, "progress": state.to_dict(), "sampler": sampler_state, "rng": rngs,
-                   "world_size": run.info.world_size}
+        payload = {
+            "model": parts.core.state_dict(),
+            "optimizer": parts.optimizer.state_dict(),
+            "scaler": parts.scaler.state_dict(),
+            "hparams": run.hp,
+            "progress": state.to_dict(),
+            "sampler": sampler_state,
+            "rng": rngs,
+            "world_size": run.info.world_size,
+        }
         run.logger.flush()
         for name in names:
             atomic_torch_save(payload, run.run_dir / name)
@@ -120,7 +136,8 @@ def check_bad_steps(run: Run, epoch: int, step: int, bad_in_row: float) -> None:
     if bad_in_row >= run.train.max_bad_steps:
         raise TrainingDiverged(
             f"{int(bad_in_row)} non-finite steps in a row at epoch {epoch} (by step {step}); stopping. "
-            f"{last_good(run)}. Try a lower learning_rate or amp=off.")
+            f"{last_good(run)}. Try a lower learning_rate or amp=off."
+        )
 
 
 def last_good(run: Run) -> str:
@@ -131,8 +148,11 @@ def last_good(run: Run) -> str:
 def log_step(run: Run, state: RunState, values: dict[str, float], bar: tqdm) -> None:
     """Every log_every steps: the progress bar's loss and skipped-step count and TensorBoard's step
     scalars, from the device sums just read."""
-    run.logger.scalars({"loss": values["last_loss"], "grad_norm": values["last_grad_norm"],
-                        "skipped_steps": values["skipped"]}, state.global_step, "step")
+    run.logger.scalars(
+        {"loss": values["last_loss"], "grad_norm": values["last_grad_norm"], "skipped_steps": values["skipped"]},
+        state.global_step,
+        "step",
+    )
     bar.set_postfix(loss=f"{values['last_loss']:.4f}", skipped=int(values["skipped"]))
 
 
@@ -188,9 +208,15 @@ def train_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition |
     record = {"epoch": epoch, **sampler.plan.stats(run.loaders.train_set.frames, run.n_frames_per_step)}
     run.parts.model.train()
     dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
-    bar = tqdm(device_batches(run.loaders.train_loader, run.device), total=len(sampler) + state.step_in_epoch,
-               initial=state.step_in_epoch, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True,
-               disable=None if run.train.progress and run.info.is_main else True)  # None: off when no terminal
+    bar = tqdm(
+        device_batches(run.loaders.train_loader, run.device),
+        total=len(sampler) + state.step_in_epoch,
+        initial=state.step_in_epoch,
+        desc=f"epoch {epoch}",
+        leave=False,
+        dynamic_ncols=True,
+        disable=None if run.train.progress and run.info.is_main else True,
+    )  # None: off when no terminal
     tick, copied = time.perf_counter(), False
     for batch in bar:
         lr = learning_rate(run.train, run.batching.batch_size, state.global_step, len(batch.text_lengths_host))
@@ -221,7 +247,8 @@ def train_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition |
         raise TrainingDiverged(
             f"every one of the {sums.skipped} steps of epoch {epoch} was skipped for a non-finite loss or gradient; "
             f"stopping. {last_good(run)}. Check the data (python train.py --check with the same --hparams), or try "
-            "a lower learning_rate or amp=off.")
+            "a lower learning_rate or amp=off."
+        )
     return record | epoch_record(run, sums)
 
 
@@ -229,11 +256,16 @@ def epoch_record(run: Run, sums: EpochSums) -> dict[str, Any]:
     """Losses and frames summed over ranks; time and step counts are this rank's."""
     total = dist_utils.sum_over_ranks(sums, run.info, run.device)
     steps = max(total.steps, 1)
-    return {"train_loss_valid": total.loss_valid / steps, "train_loss_padded": total.loss_padded / steps,
-            "train_guided_attention": total.guided / steps, "train_seconds": sums.seconds,
-            "steps": sums.steps + sums.skipped, "skipped_steps": sums.skipped,
-            "train_frames_per_second": total.frames / max(sums.seconds, 1e-9),
-            "steps_per_rank": dist_utils.gather_objects(sums.steps + sums.skipped, run.info)}
+    return {
+        "train_loss_valid": total.loss_valid / steps,
+        "train_loss_padded": total.loss_padded / steps,
+        "train_guided_attention": total.guided / steps,
+        "train_seconds": sums.seconds,
+        "steps": sums.steps + sums.skipped,
+        "skipped_steps": sums.skipped,
+        "train_frames_per_second": total.frames / max(sums.seconds, 1e-9),
+        "steps_per_rank": dist_utils.gather_objects(sums.steps + sums.skipped, run.info),
+    }
 
 
 @torch.no_grad()
@@ -255,16 +287,19 @@ def validate(run: Run, epoch: int) -> dict[str, float]:
             sums.frames += frames
             sums.loss_padded += float(terms.padded.total)
             sums.batches += 1
-            sums.diagonality += sum(alignment_diagonality(*_alignment(batch, out, i))
-                                    for i in range(len(batch.mel_lengths)))
+            sums.diagonality += sum(
+                alignment_diagonality(*_alignment(batch, out, i)) for i in range(len(batch.mel_lengths))
+            )
             first = first or (batch, out)
     total = dist_utils.sum_over_ranks(sums, run.info, run.device)
     if first is not None and run.info.is_main:
         log_figures(run, epoch, *first)
     run.parts.model.train()
-    return {"val_loss_valid": total.loss_valid_frames / max(total.frames, 1),
-            "val_loss_padded": total.loss_padded / max(total.batches, 1),
-            "val_diagonality": total.diagonality / max(len(run.loaders.val_set), 1)}
+    return {
+        "val_loss_valid": total.loss_valid_frames / max(total.frames, 1),
+        "val_loss_padded": total.loss_padded / max(total.batches, 1),
+        "val_diagonality": total.diagonality / max(len(run.loaders.val_set), 1),
+    }
 
 
 def _alignment(batch: Batch, out: Tacotron2Output, i: int) -> tuple[np.ndarray, int, int]:
@@ -279,10 +314,17 @@ def log_figures(run: Run, epoch: int, batch: Batch, out: Tacotron2Output) -> Non
     length = int(batch.mel_lengths[0])
     alignment, _, _ = _alignment(batch, out, 0)
     run.logger.figure("val/alignment", plot_alignment(alignment, f"epoch {epoch}"), epoch, "alignment.png")
-    run.logger.figure("val/mel", plot_mel(batch.mel[0, :, :length].cpu().numpy(),
-                                          out.mel_postnet[0, :, :length].float().cpu().numpy()), epoch, "mel.png")
-    run.logger.figure("val/gate", plot_gate(batch.gate[0, :length].cpu().numpy(),
-                                            torch.sigmoid(out.gate[0, :length]).float().cpu().numpy()), epoch)
+    run.logger.figure(
+        "val/mel",
+        plot_mel(batch.mel[0, :, :length].cpu().numpy(), out.mel_postnet[0, :, :length].float().cpu().numpy()),
+        epoch,
+        "mel.png",
+    )
+    run.logger.figure(
+        "val/gate",
+        plot_gate(batch.gate[0, :length].cpu().numpy(), torch.sigmoid(out.gate[0, :length]).float().cpu().numpy()),
+        epoch,
+    )
 
 
 def finish_epoch(run: Run, state: RunState, record: dict[str, Any]) -> None:
@@ -307,11 +349,15 @@ def finish_epoch(run: Run, state: RunState, record: dict[str, Any]) -> None:
 
 
 def epoch_line(record: dict[str, Any]) -> str:
-    line = (f"epoch {record['epoch']:4d} | {record['train_seconds']:7.1f}s | {record['n_batches']} batches | "
-            f"ZPR {record['zpr']:5.2f}% ABL {record['abl']:6.1f} | train {record['train_loss']:.4f}")
+    line = (
+        f"epoch {record['epoch']:4d} | {record['train_seconds']:7.1f}s | {record['n_batches']} batches | "
+        f"ZPR {record['zpr']:5.2f}% ABL {record['abl']:6.1f} | train {record['train_loss']:.4f}"
+    )
     if record["skipped_steps"]:  # the loss above is over the steps that ran
         line += f" ({record['skipped_steps']} of {record['steps']} steps skipped: non-finite)"
     if "val_loss" in record:
-        line += (f" | val {record['val_loss_valid']:.4f} (padded {record['val_loss_padded']:.4f}) "
-                 f"| diagonal {record['val_diagonality']:.2f}")
+        line += (
+            f" | val {record['val_loss_valid']:.4f} (padded {record['val_loss_padded']:.4f}) "
+            f"| diagonal {record['val_diagonality']:.2f}"
+        )
     return line

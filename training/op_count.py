@@ -12,11 +12,13 @@ counts as the operations it decomposes into), and sorts them into two kinds:
   operations whose schema says their output aliases an input (view, transpose, select, slice,
   detach, unbind, ...) and NO_KERNEL (views that do not say so, and allocations without a fill).
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -24,9 +26,24 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 #: Operations that launch nothing though their schema does not mark them as views (by name: one
 #: that this torch lacks is left out rather than failing the import).
-NO_KERNEL = frozenset(getattr(aten, name) for name in (
-    "_unsafe_view", "_reshape_alias", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "empty",
-    "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh", "resize_") if hasattr(aten, name))
+NO_KERNEL = frozenset(
+    getattr(aten, name)
+    for name in (
+        "_unsafe_view",
+        "_reshape_alias",
+        "unsafe_split",
+        "unsafe_split_with_sizes",
+        "unsafe_chunk",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "lift_fresh",
+        "resize_",
+    )
+    if hasattr(aten, name)
+)
 
 
 @dataclass(frozen=True)

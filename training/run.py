@@ -1,6 +1,7 @@
 """A run's parts, built once from the config: devices and ranks, data loaders, the training step's
 parts, the logger, the stop flag and the checkpoint clock. `Run` is the small frozen bundle the
 loop functions take."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,6 +22,7 @@ from data.collate import TextMelCollate
 from data.corpora import DataConfig, corpus_filelists
 from data.dataset import TextMelDataset, build_datasets
 from data.loader import loader_parts
+from model import Tacotron2Config
 from model.shapes import ShapeTable, shape_table_of
 from training import distributed as dist_utils
 from training.auto_batch import resolve_batch_size
@@ -103,13 +105,16 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     if name == "cuda":
         name = f"cuda:{local_rank}"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise HParamsError(f"hparam 'device': {name} asked for, but this PyTorch sees no CUDA GPU; use device=cpu "
-                           "(or install a CUDA build of torch)")
+        raise HParamsError(
+            f"hparam 'device': {name} asked for, but this PyTorch sees no CUDA GPU; use device=cpu "
+            "(or install a CUDA build of torch)"
+        )
     return torch.device(name)
 
 
-def load_datasets(progress: bool, batching: BatchingConfig, data: DataConfig, mel: MelConfig,
-                  info: dist_utils.DistInfo) -> tuple[TextMelDataset, TextMelDataset]:
+def load_datasets(
+    progress: bool, batching: BatchingConfig, data: DataConfig, mel: MelConfig, info: dist_utils.DistInfo
+) -> tuple[TextMelDataset, TextMelDataset]:
     """The training and validation sets, once the data check passed (rank 0 first: it generates
     corpora and fills the caches, the others reuse them)."""
     progress = progress and info.is_main
@@ -122,62 +127,110 @@ def load_datasets(progress: bool, batching: BatchingConfig, data: DataConfig, me
         return build_datasets(paths, mel, data.mel_cache_dir, progress, data.unknown_chars)
 
 
-def build_loaders(train_cfg: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset,
-                  val_set: TextMelDataset, n_frames_per_step: int, info: dist_utils.DistInfo,
-                  device: torch.device) -> Loaders:
+def build_loaders(
+    train_cfg: TrainConfig,
+    batching: BatchingConfig,
+    train_set: TextMelDataset,
+    val_set: TextMelDataset,
+    n_frames_per_step: int,
+    info: dist_utils.DistInfo,
+    device: torch.device,
+) -> Loaders:
     """Each split's sampler and loader over its dataset (load_datasets); validation always uses
     RAND batches of val_batch_size, unpacked (as in the paper)."""
     train = loader_parts(train_set, batching, n_frames_per_step, info.rank, info.world_size)
     val_cfg = BatchingConfig(batching="rand", batch_size=train_cfg.val_batch_size, seed=train_cfg.seed)
     val_sampler = PlanBatchSampler(val_set.frames, val_cfg, info.rank, info.world_size)
-    common = dict(num_workers=train_cfg.num_workers, pin_memory=device.type == "cuda",
-                  persistent_workers=train_cfg.num_workers > 0)
-    train_loader = DataLoader(train.dataset, batch_sampler=train.sampler, collate_fn=train.collate,
-                              generator=torch.Generator(), **common)
-    val_loader = DataLoader(val_set, batch_sampler=val_sampler, collate_fn=TextMelCollate(n_frames_per_step),
-                            generator=torch.Generator(), **common)
-    return Loaders(train_set=train_set, train_sampler=train.sampler, train_loader=train_loader, val_set=val_set,
-                   val_sampler=val_sampler, val_loader=val_loader)
+    common = dict(
+        num_workers=train_cfg.num_workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=train_cfg.num_workers > 0,
+    )
+    train_loader = DataLoader(
+        train.dataset, batch_sampler=train.sampler, collate_fn=train.collate, generator=torch.Generator(), **common
+    )
+    val_loader = DataLoader(
+        val_set,
+        batch_sampler=val_sampler,
+        collate_fn=TextMelCollate(n_frames_per_step),
+        generator=torch.Generator(),
+        **common,
+    )
+    return Loaders(
+        train_set=train_set,
+        train_sampler=train.sampler,
+        train_loader=train_loader,
+        val_set=val_set,
+        val_sampler=val_sampler,
+        val_loader=val_loader,
+    )
 
 
-def run_shape_table(train: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset,
-                    world_size: int) -> ShapeTable | None:
+def run_shape_table(
+    train: TrainConfig, batching: BatchingConfig, train_set: TextMelDataset, world_size: int
+) -> ShapeTable | None:
     """The decoder loop's shapes for the whole run (None with graph_bucket=0): from every epoch's
     global plan, so that every epoch and every rank uses the same few shapes. batching: the train
     sampler's config (lrf as it calibrated it, when the hparams ask for a target)."""
     if not train.graph_bucket:
         return None
-    longest, sizes = zip(*(plan_global(train_set.frames, batching, epoch, world_size).extents(train_set.frames)
-                           for epoch in range(train.epochs)))
-    return shape_table_of(np.concatenate(longest), np.concatenate(sizes), train_set.frames, train_set.text_lengths,
-                          train.graph_bucket)
+    longest, sizes = zip(
+        *(
+            plan_global(train_set.frames, batching, epoch, world_size).extents(train_set.frames)
+            for epoch in range(train.epochs)
+        )
+    )
+    return shape_table_of(
+        np.concatenate(longest), np.concatenate(sizes), train_set.frames, train_set.text_lengths, train.graph_bucket
+    )
+
+
+def uses_cuda(device: str) -> bool:
+    """Whether the hparam `device` asks for a GPU: cuda, cuda:N, or auto where one is visible."""
+    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+
+
+def restored_parts(
+    train: TrainConfig, model: Tacotron2Config, device: torch.device, resume: ResumePoint | None
+) -> StepParts:
+    """The training step's parts, with the weights and the optimiser's and scaler's states of `resume`."""
+    parts = build_step_parts(train, model, device)
+    if resume is not None:
+        parts.core.load_state_dict(resume.weights.model)
+        load_optimizer_state(parts.optimizer, resume.weights.optimizer)
+        parts.scaler.load_state_dict(resume.weights.scaler)
+    return parts
 
 
 def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) -> Run:
     """The composition root: set up everything in the recipe's order (ranks, data, B0 for
     batch_size=auto, model, restored from `resume` if given), handing each part the configs it
     reads. A rank that dies or stalls meanwhile makes the others raise dist_utils.RankFailure."""
-    device_kind = "cuda" if cfg.train.device.startswith("cuda") or (
-        cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu"
+    device_kind = "cuda" if uses_cuda(cfg.train.device) else "cpu"
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     run_dir = Path(cfg.train.output_dir)
-    info = dist_utils.init_distributed(device_kind, cfg.train.collective_timeout_s, run_dir, cfg.train.force_ddp,
-                                       cfg.train.dist_backend)
+    info = dist_utils.init_distributed(
+        device_kind, cfg.train.collective_timeout_s, run_dir, cfg.train.force_ddp, cfg.train.dist_backend
+    )
     device = pick_device(cfg.train.device, info.local_rank)
     with dist_utils.rank_failures(info, run_dir):
         train_set, val_set = load_datasets(cfg.train.progress, cfg.batching, cfg.data, cfg.mel, info)
         if cfg.auto_batch_size:
-            train_cfg, batching, hp = resolve_batch_size(cfg.train, cfg.model, cfg.batching, cfg.data.mel_cache_dir, hp,
-                                                         train_set.frames, train_set.text_lengths, device, info)
+            train_cfg, batching, hp = resolve_batch_size(
+                cfg.train,
+                cfg.model,
+                cfg.batching,
+                cfg.data.mel_cache_dir,
+                hp,
+                train_set.frames,
+                train_set.text_lengths,
+                device,
+                info,
+            )
             cfg = RunConfig(train_cfg, cfg.data, batching, cfg.model, cfg.mel)
-        loaders = build_loaders(cfg.train, cfg.batching, train_set, val_set, cfg.model.n_frames_per_step, info,
-                                device)
-        parts = build_step_parts(cfg.train, cfg.model, device)
-        if resume is not None:
-            parts.core.load_state_dict(resume.weights.model)
-            load_optimizer_state(parts.optimizer, resume.weights.optimizer)
-            parts.scaler.load_state_dict(resume.weights.scaler)
+        loaders = build_loaders(cfg.train, cfg.batching, train_set, val_set, cfg.model.n_frames_per_step, info, device)
+        parts = restored_parts(cfg.train, cfg.model, device, resume)
         shapes = run_shape_table(cfg.train, loaders.train_sampler.config, loaders.train_set, info.world_size)
         parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device, cfg.train.progress and info.is_main)
         if info.enabled:
@@ -186,13 +239,25 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
             # every step uses every parameter, in the same order (plain, fast, padded and BLoad).
             # No device_ids: with them DDP moves every tensor argument of forward to the GPU, the
             # CPU text lengths the encoder packs with too; the batch is on the device already.
-            ddp = DistributedDataParallel(parts.model, broadcast_buffers=False, gradient_as_bucket_view=True,
-                                          static_graph=True)
+            ddp = DistributedDataParallel(
+                parts.model, broadcast_buffers=False, gradient_as_bucket_view=True, static_graph=True
+            )
             parts = dataclasses.replace(parts, model=ddp)
     # TensorBoard hides events at or after this step from earlier event files: those a killed run
     # wrote after its last checkpoint (they are logged again), or all of them for a run started over
     global_step = resume.state.global_step if resume else 0
     logger = RunLogger(run_dir, info.is_main, purge_step=global_step)
-    return Run(train=cfg.train, batching=cfg.batching, hp=hp, info=info, device=device, run_dir=run_dir, parts=parts,
-               loaders=loaders, logger=logger, stop=StopFlag(announce=info.is_main),
-               clock=CheckpointClock(cfg.train.checkpoint_every_minutes * 60), shapes=shapes)
+    return Run(
+        train=cfg.train,
+        batching=cfg.batching,
+        hp=hp,
+        info=info,
+        device=device,
+        run_dir=run_dir,
+        parts=parts,
+        loaders=loaders,
+        logger=logger,
+        stop=StopFlag(announce=info.is_main),
+        clock=CheckpointClock(cfg.train.checkpoint_every_minutes * 60),
+        shapes=shapes,
+    )

@@ -1,5 +1,6 @@
 """TensorBoard scalars and figures (PNGs beside them in the run directory); only the main rank
 writes. metrics.jsonl is training/rundir.py's."""
+
 from __future__ import annotations
 
 import math

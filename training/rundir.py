@@ -3,15 +3,17 @@
 Torch-free, so the reproduction scripts and make_tables.py read runs without importing torch.
 Every write goes through data.atomic.atomic_open (temporary file, fsync, rename).
 """
+
 from __future__ import annotations
 
 import fcntl
 import json
 import math
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from batching.errors import UserError
 from data.atomic import atomic_open
@@ -73,7 +75,9 @@ def check_writable(run_dir: Path) -> None:
     for ancestor in [path, *path.parents]:
         if ancestor.exists():
             if not ancestor.is_dir():
-                raise RunDirError(f"output_dir {run_dir}: {ancestor} is a file, not a folder; choose another output_dir")
+                raise RunDirError(
+                    f"output_dir {run_dir}: {ancestor} is a file, not a folder; choose another output_dir"
+                )
             if not os.access(ancestor, os.W_OK | os.X_OK):
                 raise RunDirError(f"output_dir {run_dir}: {ancestor} is not writable; choose another output_dir")
             return
@@ -120,8 +124,10 @@ def _take_lock(path: Path, run_dir: Path) -> tuple[int, bool]:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
-            raise RunDirError(f"output_dir {run_dir} is in use by another run (process {holder}, which holds "
-                              f"{path}); wait for it to end or stop it, or choose another output_dir") from None
+            raise RunDirError(
+                f"output_dir {run_dir} is in use by another run (process {holder}, which holds "
+                f"{path}); wait for it to end or stop it, or choose another output_dir"
+            ) from None
         if _same_file(fd, path):
             return fd, created
         os.close(fd)

@@ -9,6 +9,7 @@ device computes this one: the update is skipped on the device (fused Adam's `fou
 gradient norm is not finite, and the caller learns of it from `StepResult.skipped`, a device
 tensor it reads when it chooses (training/device_sums.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -65,11 +66,15 @@ def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: tor
     torch.manual_seed(train.seed)
     model = Tacotron2(model_cfg).to(device)
     # fused: one kernel for the whole update, and it honours `found_inf` without a host read
-    optimizer = torch.optim.Adam(model.parameters(), lr=train.learning_rate, weight_decay=train.weight_decay,
-                                 fused=True)
-    criterion = Tacotron2Loss(loss_norm=train.loss_norm, guided_attention=train.guided_attention,
-                              guided_attention_sigma=train.guided_attention_sigma,
-                              gate_pos_weight=train.gate_pos_weight)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=train.learning_rate, weight_decay=train.weight_decay, fused=True
+    )
+    criterion = Tacotron2Loss(
+        loss_norm=train.loss_norm,
+        guided_attention=train.guided_attention,
+        guided_attention_sigma=train.guided_attention_sigma,
+        gate_pos_weight=train.gate_pos_weight,
+    )
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
     return StepParts(model, model, optimizer, criterion, scaler, amp_dtype, train.grad_clip)
 
@@ -94,8 +99,9 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
                 optimizer.state[param]["step"] = optimizer.state[param]["step"].to(param.device, torch.float32)
 
 
-def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, device: torch.device,
-                progress: bool = False) -> StepParts:
+def with_graphs(
+    parts: StepParts, cuda_graphs: str, table: ShapeTable | None, device: torch.device, progress: bool = False
+) -> StepParts:
     """The parts with every shape of the run's table on static buffers, captured as CUDA graphs on
     CUDA (cuda_graphs: auto does this for CUDA runs with graph_bucket > 0; true also on the CPU,
     where the buffers run eagerly). Call it before DDP wraps the model and before the loaders start.
@@ -104,8 +110,7 @@ def with_graphs(parts: StepParts, cuda_graphs: str, table: ShapeTable | None, de
         return parts
     shapes = table.shapes()
     with tqdm(total=len(shapes), desc="decoder graphs", unit="shape", disable=not progress, leave=False) as bar:
-        graphs = build_loop_graphs(parts.core.decoder, shapes, device, parts.amp_dtype,
-                                   on_shape=lambda _: bar.update())
+        graphs = build_loop_graphs(parts.core.decoder, shapes, device, parts.amp_dtype, on_shape=lambda _: bar.update())
     return dataclasses.replace(parts, graphs=graphs)
 
 
@@ -126,8 +131,11 @@ def forward_loss(parts: StepParts, batch: Batch, shape: LoopShape | None = None)
     """Forward pass and loss under the configured autocast; the batch crosses into both whole."""
     # no cast cache: a weight the plain decoder reuses every step is cast per use, so its per-step
     # gradients are summed in fp32 (one cached cast would sum them in the autocast dtype)
-    autocast = (torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype, cache_enabled=False)
-                if parts.amp_dtype else nullcontext())
+    autocast = (
+        torch.autocast(batch.mel.device.type, dtype=parts.amp_dtype, cache_enabled=False)
+        if parts.amp_dtype
+        else nullcontext()
+    )
     with autocast, graphed_loops(parts):
         return parts.criterion(parts.model(batch, shape=shape), batch)
 

@@ -17,6 +17,7 @@ the state envelope and pickling), each writing its batch source only:
 docs/lhotse.md says how to use them and where they differ from Lhotse's.
 Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imports this package.
 """
+
 from .loader import cut_batch_loader
 from .plan import PlanCutSampler
 from .shar import SharCutSampler

@@ -9,10 +9,12 @@ Lhotse does, the diagnostics of this rank's batches, dataloading info, the trans
 which examples pass `filter` (`_passing`), the state envelope (kind, version, the wrong-kind and
 damaged-state errors) and pickling (everything but a running pass, with dill when Lhotse enables it).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 from lhotse import CutSet
@@ -80,11 +82,13 @@ class BaseCutSampler(CutSampler):
     def adopt_shard(self, processes: int, index: int) -> None:
         """Accelerate's shard over this sampler (batching.accelerate_shard.shard_aware): refused unless
         the sampler can yield every rank's batches (PlanCutSampler can)."""
-        raise UserError(f"accelerator.prepare wrapped a {self.NAME}, which yields only its rank's batches: build the "
-                        "loader with sampler=... (not cut_batch_loader) and pass rank= and world_size=, or plan a "
-                        "finite CutSet with PlanCutSampler")
+        raise UserError(
+            f"accelerator.prepare wrapped a {self.NAME}, which yields only its rank's batches: build the "
+            "loader with sampler=... (not cut_batch_loader) and pass rank= and world_size=, or plan a "
+            "finite CutSet with PlanCutSampler"
+        )
 
-    def filter(self, predicate: Callable) -> "BaseCutSampler":
+    def filter(self, predicate: Callable) -> BaseCutSampler:
         """Keep only the examples for which predicate(example) is true (Lhotse's filter), from the next
         pass on; call it before iterating."""
         super().filter(predicate)
@@ -97,7 +101,7 @@ class BaseCutSampler(CutSampler):
             return np.ones(len(examples), bool)
         return np.fromiter(map(self._filter_fn, examples), bool, len(examples))
 
-    def __iter__(self) -> "BaseCutSampler":
+    def __iter__(self) -> BaseCutSampler:
         """Lhotse's iterator protocol (ZipSampler, RoundRobinSampler and IterableDatasetWrapper call
         next() on the sampler itself): start the pass, then __next__ yields its batches."""
         if not self.yields_all_ranks:
@@ -125,6 +129,7 @@ class BaseCutSampler(CutSampler):
         state = dict(self.__dict__, _pass=None)
         if is_dill_enabled():  # as lhotse's Dillable does
             import dill
+
             return dill.dumps(state)
         return state
 
@@ -138,18 +143,24 @@ class BaseCutSampler(CutSampler):
         one, is one error; the rest is the source's (_parse_state, _restore)."""
         if not isinstance(state, dict) or state.get("kind") != self.STATE_KIND:
             keys = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise UserError(f"this sampler state was not saved by {self.NAME} (it has {keys}): load it into the "
-                            "sampler that saved it, or start the epoch afresh without it")
+            raise UserError(
+                f"this sampler state was not saved by {self.NAME} (it has {keys}): load it into the "
+                "sampler that saved it, or start the epoch afresh without it"
+            )
         if state.get("version", 1) != STATE_VERSION:
-            raise UserError(f"this {self.NAME} state has version {state.get('version')!r}, this sampler reads version "
-                            f"{STATE_VERSION}: load it with the version of batching that saved it, or start afresh")
+            raise UserError(
+                f"this {self.NAME} state has version {state.get('version')!r}, this sampler reads version "
+                f"{STATE_VERSION}: load it with the version of batching that saved it, or start afresh"
+            )
         try:
             parsed = self._parse_state(state)
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, UserError):
                 raise
-            raise UserError(f"{self.NAME} state is damaged ({type(err).__name__}: {err}): use another checkpoint, "
-                            "or start the epoch afresh without it") from None
+            raise UserError(
+                f"{self.NAME} state is damaged ({type(err).__name__}: {err}): use another checkpoint, "
+                "or start the epoch afresh without it"
+            ) from None
         self._restore(parsed)
         self._just_restored_state = True
 
@@ -159,8 +170,10 @@ def renamed(examples: list, repeats: list[int] | None) -> list:
     which has no id, is kept as is)."""
     if repeats is None:
         return examples
-    return [example if k == 0 or not hasattr(example, "with_id") else example.with_id(f"{example.id}_dup{k - 1}")
-            for example, k in zip(examples, repeats)]
+    return [
+        example if k == 0 or not hasattr(example, "with_id") else example.with_id(f"{example.id}_dup{k - 1}")
+        for example, k in zip(examples, repeats)
+    ]
 
 
 def occurrences(values: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ sampler (the prepared loader fails at its first batch: 'NoneType' object is not 
 the sampler is the batch sampler, and the dataset is asked for the whole CutSet at once
 (DataLoader's `__getitems__`), so the Lhotse dataset runs unchanged, prepared or not.
 """
+
 from __future__ import annotations
 
 from torch.utils.data import DataLoader, Dataset

@@ -13,6 +13,7 @@ Indexed: a CutSet read lazily from local JSONL files, nothing over it (`CutSet.f
 map, mux, shuffle or slice over them, a URL, stdin) returns None from `indexed_manifest`, and the
 sampler reads it in whole.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,8 +24,8 @@ import os
 import re
 import shutil
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from lhotse.lazy import LazyIteratorChain, LazyManifestIterator
@@ -54,8 +55,9 @@ def manifest_paths(cuts) -> list[Path] | None:
     if not readers or len(readers) > MAX_FILES or not all(type(r) is LazyManifestIterator for r in readers):
         return None
     paths = [r.path for r in readers]
-    if not all(isinstance(p, (str, Path)) and str(p).endswith((".jsonl", ".jsonl.gz")) and os.path.isfile(p)
-               for p in paths):
+    if not all(
+        isinstance(p, (str, Path)) and str(p).endswith((".jsonl", ".jsonl.gz")) and os.path.isfile(p) for p in paths
+    ):
         return None
     return sorted(Path(p) for p in paths)
 
@@ -74,8 +76,8 @@ class IndexedManifest:
 
     def __getitem__(self, index: int):
         index = range(len(self))[index]
-        number, offset = divmod(int(self.locations[index]), 2 ** OFFSET_BITS)
-        following = divmod(int(self.locations[index + 1]), 2 ** OFFSET_BITS) if index + 1 < len(self) else None
+        number, offset = divmod(int(self.locations[index]), 2**OFFSET_BITS)
+        following = divmod(int(self.locations[index + 1]), 2**OFFSET_BITS) if index + 1 < len(self) else None
         end = following[1] if following and following[0] == number else self.sizes[number]
         return deserialize_item(json.loads(os.pread(self._descriptor(number), end - offset, offset)))
 
@@ -86,8 +88,10 @@ class IndexedManifest:
         if number not in self._descriptors:
             path = self.files[number]
             if path.stat().st_size != self.sizes[number]:
-                raise UserError(f"{path} changed while a sampler was reading it ({self.sizes[number]} bytes when "
-                                f"indexed, {path.stat().st_size} now): build the sampler again")
+                raise UserError(
+                    f"{path} changed while a sampler was reading it ({self.sizes[number]} bytes when "
+                    f"indexed, {path.stat().st_size} now): build the sampler again"
+                )
             self._descriptors[number] = os.open(path, os.O_RDONLY)
         return self._descriptors[number]
 
@@ -107,9 +111,11 @@ def cut_source(cuts, cache: Path | None):
         return list(cuts)
     index = indexed_manifest(cuts, cache)
     if index is None:
-        log.info("PlanCutSampler: reading a lazy CutSet into memory (metadata only) to plan from it: only a lazy "
-                 "reader of local JSONL files with nothing over it is indexed in bounded memory, this one is %s",
-                 type(cuts.data).__name__)
+        log.info(
+            "PlanCutSampler: reading a lazy CutSet into memory (metadata only) to plan from it: only a lazy "
+            "reader of local JSONL files with nothing over it is indexed in bounded memory, this one is %s",
+            type(cuts.data).__name__,
+        )
         return list(cuts)
     return index
 
@@ -152,8 +158,12 @@ def _file_index(path: Path, cache: Path) -> tuple[Path, np.ndarray, np.ndarray]:
         _decompress(source, readable)
     offsets, durations = _scan(readable, source)
     partial = index_path.with_name(f"{index_path.name}.{os.getpid()}.tmp.npz")
-    np.savez(partial, offsets=offsets, durations=durations,
-             signature=np.array(signature + [readable.stat().st_size], np.int64))
+    np.savez(
+        partial,
+        offsets=offsets,
+        durations=durations,
+        signature=np.array(signature + [readable.stat().st_size], np.int64),
+    )
     os.replace(partial, index_path)
     return readable, offsets, durations
 
@@ -187,5 +197,6 @@ def line_duration(line: bytes, path: Path, number: int) -> float:
     try:
         return float(deserialize_item(json.loads(line)).duration)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise UserError(f"{path}:{number} is not a Lhotse cut ({type(err).__name__}: {err}): fix or regenerate "
-                        "the manifest") from None
+        raise UserError(
+            f"{path}:{number} is not a Lhotse cut ({type(err).__name__}: {err}): fix or regenerate the manifest"
+        ) from None

@@ -6,6 +6,7 @@ The planner wants integer lengths and an integer capacity; Lhotse measures examp
 batch of n examples whose longest planned length is L satisfies n * L <= capacity only if Lhotse's
 constraint (padding included) holds for it. A constraint that cannot be mapped is one error.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,10 +22,12 @@ from ..errors import UserError
 log = logging.getLogger("batching.lhotse")
 
 #: The largest budget in planning lengths (batch sizes per bucket are planned as lcm / size, exactly).
-MAX_CAPACITY = 2 ** 40
+MAX_CAPACITY = 2**40
 #: Lhotse's names of (the length budget, the count cap, the quadratic term), by unit.
-NAMES = {"s": ("max_duration", "max_cuts", "quadratic_duration"),
-         "tokens": ("max_tokens", "max_examples", "quadratic_length")}
+NAMES = {
+    "s": ("max_duration", "max_cuts", "quadratic_duration"),
+    "tokens": ("max_tokens", "max_examples", "quadratic_length"),
+}
 
 
 @dataclass(frozen=True)
@@ -56,14 +59,16 @@ class Measure:
         tokens = [getattr(example, "num_tokens", None) for example in examples]
         if None in tokens:
             first = tokens.index(None)
-            raise UserError(f"{example_name(examples[first], first)} has no num_tokens ({tokens.count(None)} such "
-                            "examples): TokenConstraint measures each example by its tokens; give every example "
-                            "tokens (cut.num_tokens), or budget cuts by max_duration")
+            raise UserError(
+                f"{example_name(examples[first], first)} has no num_tokens ({tokens.count(None)} such "
+                "examples): TokenConstraint measures each example by its tokens; give every example "
+                "tokens (cut.num_tokens), or budget cuts by max_duration"
+            )
         return np.asarray(tokens, np.float64)
 
     def effective(self, values: np.ndarray) -> np.ndarray:
         """Lhotse's quadratic correction: an example costs value + value**2 / quadratic."""
-        return values if self.quadratic is None else values + values ** 2 / self.quadratic
+        return values if self.quadratic is None else values + values**2 / self.quadratic
 
     def lengths(self, values: np.ndarray) -> np.ndarray:
         """Planning lengths, rounded up so the budget holds; with buckets, capacity / the bucket's batch
@@ -84,13 +89,24 @@ class Measure:
         if self.batch_sizes:
             return f"{amount}, over the last bucket bound {self.bins[-1]:g} of FixedBucketBatchSizeConstraint"
         limit_name, _, quadratic_name = NAMES[self.unit]
-        quadratic = "" if self.quadratic is None else (
-            f" ({self.effective(np.array([value]))[0]:.3g} with {quadratic_name}={self.quadratic:g})")
+        quadratic = (
+            ""
+            if self.quadratic is None
+            else (f" ({self.effective(np.array([value]))[0]:.3g} with {quadratic_name}={self.quadratic:g})")
+        )
         return f"{amount}{quadratic}, over {limit_name}={self.limit:g}{' s' if self.unit == 's' else ''}"
 
 
-def fit_budget(measure: Measure, capacity: int, too_long: str, values: np.ndarray, lengths: np.ndarray,
-               kept: np.ndarray, examples, offset: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+def fit_budget(
+    measure: Measure,
+    capacity: int,
+    too_long: str,
+    values: np.ndarray,
+    lengths: np.ndarray,
+    kept: np.ndarray,
+    examples,
+    offset: int = 0,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Examples over the budget (`capacity`, in planning lengths): refused, skipped or planned alone,
     as too_long says; then, with max_cuts, an example shorter than capacity / max_cuts counts as that
     long. Returns (kept, lengths, how many were skipped). examples[i] is the source's example
@@ -102,8 +118,10 @@ def fit_budget(measure: Measure, capacity: int, too_long: str, values: np.ndarra
         what = f"{example_name(examples[first], offset + first)} {measure.over_limit(values[first])}"
         if too_long == "error":
             such = f"{int(over.sum())} such {'cuts' if measure.unit == 's' else 'examples'}"
-            raise UserError(f"{what} ({such}): raise the budget, or pass too_long='skip' (leave them out, counted) "
-                            "or too_long='alone' (each in a batch of its own, as Lhotse does)")
+            raise UserError(
+                f"{what} ({such}): raise the budget, or pass too_long='skip' (leave them out, counted) "
+                "or too_long='alone' (each in a batch of its own, as Lhotse does)"
+            )
         if too_long == "skip":
             skipped = int(over.sum())
             log.warning("PlanCutSampler: skipped %d examples over the budget (the first: %s)", skipped, what)
@@ -120,34 +138,47 @@ def example_name(example, index: int) -> str:
     return f"cut {example.id!r}" if hasattr(example, "id") else f"example {index}"
 
 
-def measure_from(constraint, max_duration: float | None, max_cuts: int | None, quadratic_duration: float | None,
-                 frame_shift: float) -> Measure:
+def measure_from(
+    constraint, max_duration: float | None, max_cuts: int | None, quadratic_duration: float | None, frame_shift: float
+) -> Measure:
     """The Measure of Lhotse's budget arguments, or of `constraint` (then they must be unset)."""
     if constraint is None:
         return _checked(Measure("s", max_duration, max_cuts, quadratic_duration, frame_shift))
-    given = [f"{k}={v}" for k, v in (("max_duration", max_duration), ("max_cuts", max_cuts),
-                                     ("quadratic_duration", quadratic_duration)) if v is not None]
+    given = [
+        f"{k}={v}"
+        for k, v in (("max_duration", max_duration), ("max_cuts", max_cuts), ("quadratic_duration", quadratic_duration))
+        if v is not None
+    ]
     if given:
-        raise UserError(f"the budget is given twice: constraint={type(constraint).__name__} and {', '.join(given)}; "
-                        "keep one")
+        raise UserError(
+            f"the budget is given twice: constraint={type(constraint).__name__} and {', '.join(given)}; keep one"
+        )
     if type(constraint) is TimeConstraint and not constraint.concatenate_cuts:
-        return _checked(Measure("s", constraint.max_duration, constraint.max_cuts, constraint.quadratic_duration,
-                                frame_shift))
+        return _checked(
+            Measure("s", constraint.max_duration, constraint.max_cuts, constraint.quadratic_duration, frame_shift)
+        )
     if type(constraint) is TokenConstraint:
-        return _checked(Measure("tokens", constraint.max_tokens, constraint.max_examples, constraint.quadratic_length,
-                                1.0))
+        return _checked(
+            Measure("tokens", constraint.max_tokens, constraint.max_examples, constraint.quadratic_length, 1.0)
+        )
     if type(constraint) is FixedBucketBatchSizeConstraint:
         sizes = tuple(constraint.batch_sizes)
         if len(sizes) != len(constraint.max_seq_len_buckets) or not all(isinstance(s, int) and s >= 1 for s in sizes):
-            raise UserError(f"FixedBucketBatchSizeConstraint needs one positive batch size per bucket bound, got "
-                            f"batch_sizes={list(sizes)} for max_seq_len_buckets={list(constraint.max_seq_len_buckets)}")
+            raise UserError(
+                f"FixedBucketBatchSizeConstraint needs one positive batch size per bucket bound, got "
+                f"batch_sizes={list(sizes)} for max_seq_len_buckets={list(constraint.max_seq_len_buckets)}"
+            )
         if math.lcm(*sizes) > MAX_CAPACITY:
-            raise UserError(f"FixedBucketBatchSizeConstraint's batch sizes {list(sizes)} have a least common multiple "
-                            f"over {MAX_CAPACITY}, the planner's exact budget for them: round some batch sizes")
+            raise UserError(
+                f"FixedBucketBatchSizeConstraint's batch sizes {list(sizes)} have a least common multiple "
+                f"over {MAX_CAPACITY}, the planner's exact budget for them: round some batch sizes"
+            )
         return Measure("s", bins=tuple(map(float, constraint.max_seq_len_buckets)), batch_sizes=sizes)
-    raise UserError(f"constraint={type(constraint).__name__} cannot be planned by PlanCutSampler: it takes Lhotse's "
-                    "TimeConstraint (without concatenate_cuts), TokenConstraint and FixedBucketBatchSizeConstraint "
-                    "themselves (a subclass may count otherwise), or max_duration / max_cuts")
+    raise UserError(
+        f"constraint={type(constraint).__name__} cannot be planned by PlanCutSampler: it takes Lhotse's "
+        "TimeConstraint (without concatenate_cuts), TokenConstraint and FixedBucketBatchSizeConstraint "
+        "themselves (a subclass may count otherwise), or max_duration / max_cuts"
+    )
 
 
 def _checked(measure: Measure) -> Measure:

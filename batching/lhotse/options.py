@@ -3,13 +3,14 @@
 forms, zipped and lazy CutSets, max_duration / max_cuts / shuffle / drop_last / seed /
 quadratic_duration / constraint / too_long, and the bucketing knobs that have no effect here.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import logging
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from lhotse import CutSet
 from lhotse.dataset.dataloading import resolve_seed
@@ -24,8 +25,17 @@ from .measure import Measure, measure_from
 DEFAULT_CONFIG = BatchingConfig("ssb", dbs=True, br=True, ssb_key="cost", target_zpr=PAPER_TARGET)
 #: Lhotse's bucketing and buffering knobs: accepted so that a datamodule runs unchanged, without effect
 #: here (the whole epoch is planned at once: no buckets, no buffers), each logged once.
-NO_EFFECT_KNOBS = ("num_buckets", "duration_bins", "buffer_size", "shuffle_buffer_size", "concurrent", "sync_buckets",
-                   "num_cuts_for_bins_estimate", "consistent_ids", "strict")
+NO_EFFECT_KNOBS = (
+    "num_buckets",
+    "duration_bins",
+    "buffer_size",
+    "shuffle_buffer_size",
+    "concurrent",
+    "sync_buckets",
+    "num_cuts_for_bins_estimate",
+    "consistent_ids",
+    "strict",
+)
 _logged_knobs: set[str] = set()
 TOO_LONG = ("error", "skip", "alone")
 log = logging.getLogger("batching.lhotse")
@@ -48,11 +58,22 @@ class Settings:
     shuffle: bool
 
 
-def sampler_settings(cuts: tuple, world_size: int, defer_seed: bool, config: BatchingConfig | None = None,
-                     max_duration: float | None = None, max_cuts: int | None = None, shuffle: bool | None = None,
-                     drop_last: bool | None = None, seed: int | str | None = None,
-                     quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
-                     too_long: str = "error", **bucketing) -> Settings:
+def sampler_settings(
+    cuts: tuple,
+    world_size: int,
+    defer_seed: bool,
+    config: BatchingConfig | None = None,
+    max_duration: float | None = None,
+    max_cuts: int | None = None,
+    shuffle: bool | None = None,
+    drop_last: bool | None = None,
+    seed: int | str | None = None,
+    quadratic_duration: float | None = None,
+    constraint=None,
+    frame_shift: float = 0.01,
+    too_long: str = "error",
+    **bucketing,
+) -> Settings:
     """PlanCutSampler's arguments (see its docstring) checked and mapped. defer_seed: a "randomized" /
     "trng" seed on one rank is drawn later, where the sampler first iterates (as Lhotse does)."""
     check_knobs(bucketing)
@@ -66,17 +87,21 @@ def sampler_settings(cuts: tuple, world_size: int, defer_seed: bool, config: Bat
     # "randomized" / "trng" on one rank: drawn where the sampler first iterates, as Lhotse does, so
     # each DataLoader worker of an IterableDatasetWrapper draws its own; on several ranks: now, shared
     deferred = seed if defer_seed and seed in ("randomized", "trng") and world_size == 1 else None
-    config = with_lhotse_options(config, measure.max_cuts, shuffle, drop_last,
-                                 None if deferred else resolved_seed(seed, world_size))
-    return Settings(sources, measure, config, deferred, too_long, frame_shift, max_duration, constraint,
-                    shuffle is not False)
+    config = with_lhotse_options(
+        config, measure.max_cuts, shuffle, drop_last, None if deferred else resolved_seed(seed, world_size)
+    )
+    return Settings(
+        sources, measure, config, deferred, too_long, frame_shift, max_duration, constraint, shuffle is not False
+    )
 
 
 def check_padded(config: BatchingConfig) -> None:
     """The samplers yield padded batches of examples: a strategy that packs them into blocks is refused."""
     if config.plans_blocks:
-        raise UserError(f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
-                        "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)")
+        raise UserError(
+            f"batching={config.batching} plans blocks that pack several cuts each (a block plan); "
+            "PlanCutSampler yields padded CutSet batches: choose a padded strategy (e.g. ssb)"
+        )
 
 
 def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: float | None):
@@ -90,8 +115,10 @@ def split_positional(cuts: tuple, config: BatchingConfig | None, max_duration: f
         cut_sets.append(last)
     if not cut_sets or not all(isinstance(c, (CutSet, list, tuple)) or hasattr(c, "__next__") for c in cut_sets):
         got = ", ".join(type(c).__name__ for c in cuts) or "nothing"
-        raise UserError(f"PlanCutSampler takes one or more CutSets (or lists of examples), then optionally "
-                        f"max_duration or a BatchingConfig; got {got}")
+        raise UserError(
+            f"PlanCutSampler takes one or more CutSets (or lists of examples), then optionally "
+            f"max_duration or a BatchingConfig; got {got}"
+        )
     return cut_sets, config or DEFAULT_CONFIG, max_duration
 
 
@@ -100,9 +127,11 @@ def as_cut_sets(sources: list) -> list[CutSet]:
     CutSet read from Shar shards, which can only be read in order, refused."""
     cut_sets = [s if isinstance(s, CutSet) else CutSet(list(s)) for s in sources]
     if any(isinstance(s, LazySharIterator) for c in cut_sets if c.is_lazy for s in lazy_chain(c.data)):
-        raise UserError("PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
-                        "batching.lhotse.SharCutSampler (the streaming strategy over the shards), or plan from a "
-                        "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')")
+        raise UserError(
+            "PlanCutSampler got a lazy CutSet read from Shar shards, which can only be read in order: use "
+            "batching.lhotse.SharCutSampler (the streaming strategy over the shards), or plan from a "
+            "JSONL manifest of the same cuts (docs/lhotse.md, 'Shar')"
+        )
     return cut_sets
 
 
@@ -122,8 +151,10 @@ def check_zipped(cut_lists: list[list]) -> None:
     first = cut_lists[0]
     for other in cut_lists[1:]:
         if len(other) != len(first):
-            raise UserError(f"zipped CutSets differ in size ({len(first)} and {len(other)} cuts): zip CutSets of "
-                            "the same cuts in the same order")
+            raise UserError(
+                f"zipped CutSets differ in size ({len(first)} and {len(other)} cuts): zip CutSets of "
+                "the same cuts in the same order"
+            )
 
 
 def with_budget(config: BatchingConfig, capacity: int | None) -> BatchingConfig:
@@ -131,13 +162,16 @@ def with_budget(config: BatchingConfig, capacity: int | None) -> BatchingConfig:
     if capacity is None:
         return config
     if config.capacity is not None:
-        raise UserError(f"the budget is given twice: by max_duration or constraint and by capacity={config.capacity} "
-                        "frames; keep one")
+        raise UserError(
+            f"the budget is given twice: by max_duration or constraint and by capacity={config.capacity} "
+            "frames; keep one"
+        )
     return dataclasses.replace(config, dbs=True, capacity=capacity)
 
 
-def with_lhotse_options(config: BatchingConfig, max_cuts: int | None, shuffle: bool | None,
-                         drop_last: bool | None, seed: int | None) -> BatchingConfig:
+def with_lhotse_options(
+    config: BatchingConfig, max_cuts: int | None, shuffle: bool | None, drop_last: bool | None, seed: int | None
+) -> BatchingConfig:
     """max_cuts alone: fixed batches of max_cuts; shuffle=False: sorted, the same every epoch."""
     if max_cuts is not None and config.capacity is None:
         config = dataclasses.replace(config, dbs=False, batch_size=max_cuts)
@@ -154,12 +188,15 @@ def resolved_seed(seed: int | str | None, world_size: int) -> int | None:
         return seed
     if seed not in ("randomized", "trng"):
         raise UserError(f"seed={seed!r} must be an integer, 'randomized' or 'trng'")
-    value = secrets.randbelow(2 ** 31) if seed == "trng" else resolve_seed(seed) % 2 ** 31
+    value = secrets.randbelow(2**31) if seed == "trng" else resolve_seed(seed) % 2**31
     if world_size > 1:
         import torch.distributed as dist
+
         if not (dist.is_available() and dist.is_initialized()):
-            raise UserError(f"seed={seed!r} on {world_size} ranks needs torch.distributed initialised, so that every "
-                            "rank plans with rank 0's seed: initialise it first, or pass an integer seed")
+            raise UserError(
+                f"seed={seed!r} on {world_size} ranks needs torch.distributed initialised, so that every "
+                "rank plans with rank 0's seed: initialise it first, or pass an integer seed"
+            )
         shared = [value]
         dist.broadcast_object_list(shared, src=0)
         value = shared[0]
@@ -172,5 +209,8 @@ def check_knobs(bucketing: dict) -> None:
         raise TypeError(f"PlanCutSampler got unexpected keyword arguments: {', '.join(unknown)}")
     for name in sorted(set(bucketing) - _logged_knobs):
         _logged_knobs.add(name)
-        log.warning("PlanCutSampler: %s=%r has no effect (the whole epoch is planned at once: no buckets or buffers)",
-                    name, bucketing[name])
+        log.warning(
+            "PlanCutSampler: %s=%r has no effect (the whole epoch is planned at once: no buckets or buffers)",
+            name,
+            bucketing[name],
+        )

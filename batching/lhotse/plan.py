@@ -8,12 +8,13 @@ size. The planner needs every length up front: a lazy CutSet read from JSONL man
 Lengths are cut durations in frames of `frame_shift` seconds, rounded up, so a budget given in
 seconds (`max_duration`, as in Lhotse) holds.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -47,11 +48,24 @@ class PlanCutSampler(BaseCutSampler):
             return StreamCutSampler(*cuts, **options)
         return super().__new__(cls)
 
-    def __init__(self, *cuts, config: BatchingConfig | None = None, max_duration: float | None = None,
-                 max_cuts: int | None = None, shuffle: bool | None = None, drop_last: bool | None = None,
-                 seed: int | str | None = None, world_size: int | None = None, rank: int | None = None,
-                 quadratic_duration: float | None = None, constraint=None, frame_shift: float = 0.01,
-                 too_long: str = "error", manifest_cache: str | Path | None = None, **bucketing) -> None:
+    def __init__(
+        self,
+        *cuts,
+        config: BatchingConfig | None = None,
+        max_duration: float | None = None,
+        max_cuts: int | None = None,
+        shuffle: bool | None = None,
+        drop_last: bool | None = None,
+        seed: int | str | None = None,
+        world_size: int | None = None,
+        rank: int | None = None,
+        quadratic_duration: float | None = None,
+        constraint=None,
+        frame_shift: float = 0.01,
+        too_long: str = "error",
+        manifest_cache: str | Path | None = None,
+        **bucketing,
+    ) -> None:
         """
         :param cuts: the CutSets (eager, lazy or lists of examples; several are zipped), then optionally the
             budget in seconds (as SimpleCutSampler's max_duration) or a BatchingConfig, positionally.
@@ -80,10 +94,22 @@ class PlanCutSampler(BaseCutSampler):
             effect and logged once; default none.
         """
         super().__init__(world_size=world_size, rank=rank)
-        settings = sampler_settings(cuts, self.world_size, True, config=config, max_duration=max_duration,
-                                    max_cuts=max_cuts, shuffle=shuffle, drop_last=drop_last, seed=seed,
-                                    quadratic_duration=quadratic_duration, constraint=constraint,
-                                    frame_shift=frame_shift, too_long=too_long, **bucketing)
+        settings = sampler_settings(
+            cuts,
+            self.world_size,
+            True,
+            config=config,
+            max_duration=max_duration,
+            max_cuts=max_cuts,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            seed=seed,
+            quadratic_duration=quadratic_duration,
+            constraint=constraint,
+            frame_shift=frame_shift,
+            too_long=too_long,
+            **bucketing,
+        )
         self.frame_shift, self.too_long, self.measure = frame_shift, too_long, settings.measure
         self.max_duration, self.max_cuts, self.constraint = settings.max_duration, self.measure.max_cuts, constraint
         self._cut_lists = [cut_source(c, manifest_cache) for c in as_cut_sets(settings.sources)]
@@ -105,16 +131,18 @@ class PlanCutSampler(BaseCutSampler):
         kept = self._passing(cuts)
         self.skipped = {"filter": int((~kept).sum())} if (~kept).any() else {}
         if config.capacity is not None:
-            kept, lengths, too_long = fit_budget(self.measure, config.capacity, self.too_long, values, lengths,
-                                                 kept, cuts)
+            kept, lengths, too_long = fit_budget(
+                self.measure, config.capacity, self.too_long, values, lengths, kept, cuts
+            )
             self.skipped.update({"too_long": too_long} if too_long else {})
         self._left_out = np.flatnonzero(~kept)
         # the kept cuts' indices; None when all are kept (8 bytes a cut fewer on a 10-million-cut manifest)
         self._kept = np.flatnonzero(kept) if self._left_out.size else None
         self._n_kept = len(cuts) - int(self._left_out.size)
         del kept
-        self._sampler = _IndexSampler(lengths if self._kept is None else lengths[self._kept], config,
-                                      self.rank, self.world_size)
+        self._sampler = _IndexSampler(
+            lengths if self._kept is None else lengths[self._kept], config, self.rank, self.world_size
+        )
         if self._shard:
             self._sampler.adopt_shard(*self._shard)
         if self._sampler.calibration:  # the default target_zpr (or the config's target): the width found
@@ -201,7 +229,7 @@ class PlanCutSampler(BaseCutSampler):
         self.rank, self.world_size, self._shard = index, processes, (processes, index)
 
     @property
-    def sampler(self) -> "PlanCutSampler":
+    def sampler(self) -> PlanCutSampler:
         """Itself: Accelerate's prepared loader passes set_epoch(e) on to `batch_sampler.sampler`."""
         return self
 
@@ -252,15 +280,19 @@ class PlanCutSampler(BaseCutSampler):
         The state's batching settings win over this sampler's, with a warning (Lhotse's rule)."""
         saved, config, position, diagnostics, shuffle = parsed
         if saved != (len(self._cut_lists[0]), self.frame_shift):
-            raise UserError(f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
-                            f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}")
+            raise UserError(
+                f"checkpoint was planned over {saved[0]} cuts at frame_shift={saved[1]}, "
+                f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}"
+            )
         if self._deferred_seed:  # the state's seed was drawn by the sampler that saved it
             self._deferred_seed, self.seed = None, config.seed
             self._build(dataclasses.replace(self.config, seed=config.seed))
         if config != self.config:
             changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
-            warnings.warn(f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
-                          "continuing with the state's, as Lhotse's samplers do")
+            warnings.warn(
+                f"PlanCutSampler: the loaded state was planned with other settings ({', '.join(changed)}); "
+                "continuing with the state's, as Lhotse's samplers do"
+            )
             self.drop_last, self.seed, self.shuffle = config.drop_last, config.seed, shuffle
             self._build(config)
         self._sampler.load_state_dict(position | dict(epoch=self._planned_epoch(position["epoch"])))
@@ -281,7 +313,7 @@ class _IndexSampler(PlanBatchSampler):
         flat = np.concatenate(batches)
         occurrence = occurrences(flat)
         pairs = np.split(np.column_stack([flat, occurrence]), np.cumsum([len(b) for b in batches])[:-1])
-        return pairs if rank is None else pairs[rank::plan.world_size]
+        return pairs if rank is None else pairs[rank :: plan.world_size]
 
 
 def _indices(batch: np.ndarray) -> np.ndarray:

@@ -21,11 +21,12 @@ state_dict() records the epoch and the batches this rank has yielded, with the s
 order) and the cut where reading resumes; load_state_dict() continues there: the shards before it
 are not opened again. A resume needs the same world size and the same shards.
 """
+
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from lhotse import CutSet
@@ -48,8 +49,16 @@ class SharCutSampler(BaseCutSampler):
     STATE_KIND = "batching.lhotse_shar.SharCutSampler"  # the module it was first saved from: states stay loadable
     NAME = "SharCutSampler"
 
-    def __init__(self, cuts: CutSet, max_duration: float, bucket_interval: float = 0.5, seed: int = 0,
-                 world_size: int | None = None, rank: int | None = None, frame_shift: float = 0.01) -> None:
+    def __init__(
+        self,
+        cuts: CutSet,
+        max_duration: float,
+        bucket_interval: float = 0.5,
+        seed: int = 0,
+        world_size: int | None = None,
+        rank: int | None = None,
+        frame_shift: float = 0.01,
+    ) -> None:
         """
         :param cuts: a CutSet made by CutSet.from_shar, with nothing over it (no cut_map_fns or slice_length).
         :param max_duration: the budget in seconds a batch, padding included (its cut count x its longest cut);
@@ -63,12 +72,16 @@ class SharCutSampler(BaseCutSampler):
         """
         super().__init__(world_size=world_size, rank=rank, seed=seed)
         if not (max_duration > 0 and bucket_interval > 0 and frame_shift > 0):
-            raise UserError(f"max_duration={max_duration}, bucket_interval={bucket_interval} and "
-                            f"frame_shift={frame_shift} must be positive numbers of seconds")
+            raise UserError(
+                f"max_duration={max_duration}, bucket_interval={bucket_interval} and "
+                f"frame_shift={frame_shift} must be positive numbers of seconds"
+            )
         self.shards = shar_shards(cuts)
         if len(self.shards) < self.world_size:
-            raise UserError(f"{len(self.shards)} Shar shards for {self.world_size} ranks: every rank needs a shard; "
-                            "write the corpus in smaller shards (shard_size) or use fewer ranks")
+            raise UserError(
+                f"{len(self.shards)} Shar shards for {self.world_size} ranks: every rank needs a shard; "
+                "write the corpus in smaller shards (shard_size) or use fewer ranks"
+            )
         self.capacity = int(max_duration / frame_shift + 1e-9)
         self.interval = max(1, round(bucket_interval / frame_shift))
         self.max_duration, self.frame_shift = max_duration, frame_shift
@@ -81,13 +94,15 @@ class SharCutSampler(BaseCutSampler):
         """Which cuts of each shard pass the filter, read off its cuts file (the cuts without their fields)."""
         self._passes = [self._passing(list(CutSet.from_jsonl_lazy(shard["cuts"]))) for shard in self.shards]
         self._passes = [None if passes.all() else passes for passes in self._passes]
-        self.lengths = [lengths if passes is None else lengths[passes]
-                        for lengths, passes in zip(self._all_lengths, self._passes)]
+        self.lengths = [
+            lengths if passes is None else lengths[passes] for lengths, passes in zip(self._all_lengths, self._passes)
+        ]
 
     def dealt_shards(self) -> list[np.ndarray]:
-        """Each rank's shards in this epoch, in reading order: the order shuffled from (seed, epoch), dealt round-robin."""
+        """Each rank's shards in this epoch, in reading order: the order shuffled from (seed, epoch), dealt
+        round-robin."""
         order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.shards))
-        return [order[r::self.world_size] for r in range(self.world_size)]
+        return [order[r :: self.world_size] for r in range(self.world_size)]
 
     def epoch_plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This rank's epoch: its shards in order, and its batches as (positions in its stream,
@@ -98,8 +113,9 @@ class SharCutSampler(BaseCutSampler):
         positions, cuts = self._bucketed(mine)
         cuts, missing = halve_largest(cuts, max(counts) - counts[self.rank])
         if missing:  # fewer cuts than steps: the stream's last cuts again, each alone, renamed as Lhotse does
-            positions = np.concatenate([positions, np.arange(positions.size - 1, positions.size - 1 - missing, -1)
-                                        % positions.size])
+            positions = np.concatenate(
+                [positions, np.arange(positions.size - 1, positions.size - 1 - missing, -1) % positions.size]
+            )
             cuts = np.concatenate([cuts, cuts[-1] + np.arange(1, missing + 1)])
         return mine, positions, cuts
 
@@ -122,16 +138,16 @@ class SharCutSampler(BaseCutSampler):
     def _read(self, shards: np.ndarray, positions: np.ndarray, cuts: np.ndarray) -> Iterator[Drawn]:
         """The batches after the first self._yielded, reading the shards in order and holding a
         cut only until its batch is yielded; shards none of whose cuts are needed are not opened."""
-        bounds = list(zip(cuts[self._yielded:-1].tolist(), cuts[self._yielded + 1:].tolist()))
+        bounds = list(zip(cuts[self._yielded : -1].tolist(), cuts[self._yielded + 1 :].tolist()))
         if not bounds:
             return
         starts = np.cumsum([0] + [self.lengths[s].size for s in shards])
-        uses = np.bincount(positions[bounds[0][0]:], minlength=starts[-1])  # a cut is held until its last use
+        uses = np.bincount(positions[bounds[0][0] :], minlength=starts[-1])  # a cut is held until its last use
         repeated = occurrences(positions) if positions.size > starts[-1] else None
         ready = np.maximum.accumulate([positions[a:b].max() for a, b in bounds])  # read up to here: yield the batch
         held, k = {}, 0
         for number, shard in enumerate(shards):
-            if not uses[starts[number]:starts[number + 1]].any():
+            if not uses[starts[number] : starts[number + 1]].any():
                 continue
             for position, cut in enumerate(self._passing_cuts(shard), starts[number]):
                 if uses[position]:
@@ -139,7 +155,7 @@ class SharCutSampler(BaseCutSampler):
                 while k < len(bounds) and ready[k] <= position:
                     batch = [_take(held, uses, int(positions[i])) for i in range(*bounds[k])]
                     self._yielded += 1
-                    yield Drawn((batch,), None if repeated is None else repeated[bounds[k][0]:bounds[k][1]].tolist())
+                    yield Drawn((batch,), None if repeated is None else repeated[bounds[k][0] : bounds[k][1]].tolist())
                     k += 1
 
     def _passing_cuts(self, shard: int) -> Iterator:
@@ -163,7 +179,7 @@ class SharCutSampler(BaseCutSampler):
         shards, positions, cuts = self.epoch_plan()
         if self._yielded >= cuts.size - 1:
             return len(shards), 0
-        first = int(positions[cuts[self._yielded]:].min())
+        first = int(positions[cuts[self._yielded] :].min())
         starts = np.cumsum([0] + [self.lengths[s].size for s in shards])
         number = int(np.searchsorted(starts, first, side="right") - 1)
         passes = self._passes[shards[number]]
@@ -175,8 +191,14 @@ class SharCutSampler(BaseCutSampler):
         (shard, cut)."""
         yielded, self._yielded = self._yielded, self._yielded if consumed is None else consumed
         shard, cut = self.resume_point()
-        state = dict(consumed=self._yielded, n_shards=len(self.shards), shard=shard, cut=cut, capacity=self.capacity,
-                     interval=self.interval)
+        state = dict(
+            consumed=self._yielded,
+            n_shards=len(self.shards),
+            shard=shard,
+            cut=cut,
+            capacity=self.capacity,
+            interval=self.interval,
+        )
         self._yielded = yielded
         return state
 
@@ -188,9 +210,11 @@ class SharCutSampler(BaseCutSampler):
         """Continue the saved epoch where it stopped (the same world size and shards)."""
         saved, epoch, seed, consumed, diagnostics = parsed
         if saved != (len(self.shards), self.world_size, self.capacity, self.interval):
-            raise UserError(f"SharCutSampler state of (shards, world size, budget, bucket) = {saved}, this sampler has "
-                            f"{(len(self.shards), self.world_size, self.capacity, self.interval)}: resume with the "
-                            "same shards, ranks, max_duration and bucket_interval")
+            raise UserError(
+                f"SharCutSampler state of (shards, world size, budget, bucket) = {saved}, this sampler has "
+                f"{(len(self.shards), self.world_size, self.capacity, self.interval)}: resume with the "
+                "same shards, ranks, max_duration and bucket_interval"
+            )
         self.epoch, self.seed, self._yielded = epoch, seed, consumed
         self.diagnostics.load_state_dict(diagnostics)
 
@@ -198,25 +222,31 @@ class SharCutSampler(BaseCutSampler):
 def shar_shards(cuts: CutSet) -> list[dict]:
     """The shards ({field: path}) of a CutSet read from Shar with nothing over it; else one error."""
     if not isinstance(cuts.data, LazySharIterator):
-        raise UserError(f"SharCutSampler reads a CutSet made by CutSet.from_shar, got one of {type(cuts.data).__name__}: "
-                        "use batching.lhotse.PlanCutSampler for other CutSets")
+        raise UserError(
+            f"SharCutSampler reads a CutSet made by CutSet.from_shar, got one of {type(cuts.data).__name__}: "
+            "use batching.lhotse.PlanCutSampler for other CutSets"
+        )
     reader = cuts.data
     if any(fn is not None for fn in reader.cut_map_fns) or reader.slice_length is not None:
-        raise UserError("SharCutSampler reads whole shards in its own order: CutSet.from_shar's cut_map_fns and "
-                        "slice_length would not apply; map the batches with sampler.map(...) instead")
+        raise UserError(
+            "SharCutSampler reads whole shards in its own order: CutSet.from_shar's cut_map_fns and "
+            "slice_length would not apply; map the batches with sampler.map(...) instead"
+        )
     return list(reader.shards)
 
 
 def shard_lengths(path: Path, frame_shift: float, capacity: int) -> np.ndarray:
     """The cut lengths in frames (rounded up) of a shard's cuts file; a cut over the budget is an error."""
-    with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as lines:
+    with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as lines:
         durations = np.array([line_duration(line, path, number) for number, line in enumerate(lines, 1)], np.float64)
     frames = np.maximum(np.ceil(np.round(durations / frame_shift, 6)).astype(np.int64), 1)
     over = np.flatnonzero(frames > capacity)
     if over.size:
-        raise UserError(f"{path}:{over[0] + 1} lasts {durations[over[0]]:g} s, over max_duration="
-                        f"{capacity * frame_shift:g} s ({over.size} such cuts in this shard): raise max_duration or "
-                        "leave such cuts out of the Shar")
+        raise UserError(
+            f"{path}:{over[0] + 1} lasts {durations[over[0]]:g} s, over max_duration="
+            f"{capacity * frame_shift:g} s ({over.size} such cuts in this shard): raise max_duration or "
+            "leave such cuts out of the Shar"
+        )
     return frames
 
 

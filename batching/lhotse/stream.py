@@ -13,12 +13,13 @@ with drop_last, and what that leaves out (its incomplete last batch, the batches
 step) is carried into the next window's examples: every example read is yielded once. The last
 window of a finite source is planned as the whole-epoch path plans an epoch (the config's drop_last).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 from lhotse import CutSet
@@ -70,8 +71,15 @@ class StreamCutSampler(BaseCutSampler):
     STATE_KIND = "batching.lhotse_stream.StreamCutSampler"  # the module it was first saved from: states stay loadable
     NAME = "StreamCutSampler (PlanCutSampler over a one-pass or infinite source)"
 
-    def __init__(self, *cuts, world_size: int | None = None, rank: int | None = None, buffer_size: int | None = None,
-                 manifest_cache=None, **options) -> None:
+    def __init__(
+        self,
+        *cuts,
+        world_size: int | None = None,
+        rank: int | None = None,
+        buffer_size: int | None = None,
+        manifest_cache=None,
+        **options,
+    ) -> None:
         """
         :param cuts: one source (an iterator such as a generator, or a lazy CutSet over one or without end),
             then optionally the budget in seconds or a BatchingConfig, positionally; zipped sources are refused.
@@ -88,9 +96,11 @@ class StreamCutSampler(BaseCutSampler):
         super().__init__(world_size=world_size, rank=rank)
         settings = sampler_settings(cuts, self.world_size, False, **options)
         if len(settings.sources) != 1:
-            raise UserError(f"PlanCutSampler got {len(settings.sources)} zipped sources, one of them one-pass or "
-                            "infinite: zipped sources must be finite CutSets or lists; zip a stream with CutSet.mux "
-                            "or a generator of tuples instead")
+            raise UserError(
+                f"PlanCutSampler got {len(settings.sources)} zipped sources, one of them one-pass or "
+                "infinite: zipped sources must be finite CutSets or lists; zip a stream with CutSet.mux "
+                "or a generator of tuples instead"
+            )
         self.window = DEFAULT_WINDOW if buffer_size is None else buffer_size
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
             raise UserError(f"buffer_size={buffer_size!r} must be a positive integer: the examples read a window")
@@ -123,8 +133,9 @@ class StreamCutSampler(BaseCutSampler):
             pool, pool_lengths = held + kept, np.concatenate([held_lengths, lengths])
             if planning is None and pool:
                 planning = self._calibrated(pool_lengths)
-            batches, rest = self._planned(pool_lengths, planning, window_epoch(epoch if self.shuffle else 0, number),
-                                          last)
+            batches, rest = self._planned(
+                pool_lengths, planning, window_epoch(epoch if self.shuffle else 0, number), last
+            )
             if last:
                 left_out += [pool[i] for i in rest]
             else:
@@ -141,8 +152,9 @@ class StreamCutSampler(BaseCutSampler):
         lengths = self.measure.lengths(values)
         skipped = {"filter": int((~kept).sum()), "too_long": 0}
         if self.config.capacity is not None:
-            kept, lengths, skipped["too_long"] = fit_budget(self.measure, self.config.capacity, self.too_long, values,
-                                                            lengths, kept, fresh, offset)
+            kept, lengths, skipped["too_long"] = fit_budget(
+                self.measure, self.config.capacity, self.too_long, values, lengths, kept, fresh, offset
+            )
         for reason, count in skipped.items():
             if count:
                 self.skipped[reason] = self.skipped.get(reason, 0) + count
@@ -156,8 +168,9 @@ class StreamCutSampler(BaseCutSampler):
             log.info("%s (a stream: its first window)", calibrated_line(self.calibration))
         return config
 
-    def _planned(self, lengths: np.ndarray, config: BatchingConfig, key: int,
-                 last: bool) -> tuple[list[np.ndarray], np.ndarray]:
+    def _planned(
+        self, lengths: np.ndarray, config: BatchingConfig, key: int, last: bool
+    ) -> tuple[list[np.ndarray], np.ndarray]:
         """A window's plan (every rank's batches, step-major) and the examples it leaves out: the last
         window planned as an epoch is, any other with drop_last (what it leaves is carried on)."""
         if not lengths.size:
@@ -175,7 +188,7 @@ class StreamCutSampler(BaseCutSampler):
         for batches, left_out in self._windows(examples, self.epoch):
             if left_out and position >= skip:  # windows before the resume point were counted before
                 self.diagnostics.discard(left_out)
-            for batch, repeats in batches[self.rank::self.world_size]:
+            for batch, repeats in batches[self.rank :: self.world_size]:
                 position += 1
                 if position > skip:
                     self._yielded += 1
@@ -194,9 +207,11 @@ class StreamCutSampler(BaseCutSampler):
             self.diagnostics.reset_current_epoch()
             return self._from(0)
         if self._spent:
-            raise UserError("PlanCutSampler's one-pass source (e.g. a generator) was read to its end: it cannot be "
-                            "read again for another pass; pass a re-iterable source (a list or CutSet, or "
-                            "CutSet.repeat()) to run several epochs")
+            raise UserError(
+                "PlanCutSampler's one-pass source (e.g. a generator) was read to its end: it cannot be "
+                "read again for another pass; pass a re-iterable source (a list or CutSet, or "
+                "CutSet.repeat()) to run several epochs"
+            )
         return self._pass
 
     def _from(self, skip: int) -> Iterator[Drawn]:
@@ -222,17 +237,29 @@ class StreamCutSampler(BaseCutSampler):
     def _source_state(self, consumed: int | None) -> dict:
         """The batches yielded this pass (`consumed` overrides the count, e.g. with the steps trained when
         DataLoader workers prefetch) and what plans the windows."""
-        return dict(consumed=self._yielded if consumed is None else consumed, window=self.window,
-                    config=self.config.to_dict(), skipped=dict(self.skipped))
+        return dict(
+            consumed=self._yielded if consumed is None else consumed,
+            window=self.window,
+            config=self.config.to_dict(),
+            skipped=dict(self.skipped),
+        )
 
     def _parse_state(self, state: dict):
         if self.one_pass:
-            raise UserError("PlanCutSampler cannot resume a one-pass source (e.g. a generator): what it read is gone; "
-                            "start afresh without load_state_dict, or pass a re-iterable source (a CutSet, e.g. "
-                            "CutSet.from_file(...).repeat()) to resume mid-stream")
-        return (int(state["consumed"]), int(state["epoch"]), int(state["world_size"]),
-                BatchingConfig.from_dict(state["config"]), int(state["window"]), state["diagnostics"],
-                state.get("shuffle", self.shuffle))
+            raise UserError(
+                "PlanCutSampler cannot resume a one-pass source (e.g. a generator): what it read is gone; "
+                "start afresh without load_state_dict, or pass a re-iterable source (a CutSet, e.g. "
+                "CutSet.from_file(...).repeat()) to resume mid-stream"
+            )
+        return (
+            int(state["consumed"]),
+            int(state["epoch"]),
+            int(state["world_size"]),
+            BatchingConfig.from_dict(state["config"]),
+            int(state["window"]),
+            state["diagnostics"],
+            state.get("shuffle", self.shuffle),
+        )
 
     def _restore(self, parsed) -> None:
         """Continue the saved pass after its `consumed` batches: the next pass reads the source again
@@ -240,11 +267,15 @@ class StreamCutSampler(BaseCutSampler):
         consumed). The state's settings win over this sampler's, with a warning (Lhotse's rule)."""
         consumed, epoch, world_size, config, window, diagnostics, shuffle = parsed
         if world_size != self.world_size:
-            raise UserError(f"this stream's state was saved on {world_size} ranks, this sampler runs on "
-                            f"{self.world_size}: every window is planned for all ranks, so resume on {world_size}")
+            raise UserError(
+                f"this stream's state was saved on {world_size} ranks, this sampler runs on "
+                f"{self.world_size}: every window is planned for all ranks, so resume on {world_size}"
+            )
         if (config, window) != (self.config, self.window):
-            warnings.warn("PlanCutSampler: the loaded state was planned with other settings or buffer_size; "
-                          "continuing with the state's, as Lhotse's samplers do")
+            warnings.warn(
+                "PlanCutSampler: the loaded state was planned with other settings or buffer_size; "
+                "continuing with the state's, as Lhotse's samplers do"
+            )
             self.config, self.window, self.drop_last, self.seed = config, window, config.drop_last, config.seed
             self.shuffle = shuffle
         self.epoch, self._resume_at = epoch, consumed

@@ -6,7 +6,8 @@ the settings it cannot do without) and DataConfig, the corpus settings, validate
 The builders: demo.py (the embedded tone corpus), espeak.py (English speech spoken by eSpeak NG),
 ljspeech.py (LJSpeech-1.1 -> filelists, for scripts/tools/prepare_ljspeech.py); generated.py is what the
 generated ones share; espeak_engine.py drives eSpeak NG for espeak.py; errors.py holds CorpusError,
-the one error type every builder raises. training/ imports this package only, never a builder (tests/test_architecture.py).
+the one error type every builder raises. training/ imports this package only, never a builder
+(tests/test_architecture.py).
 
 How to add a corpus:
 1. write `data/corpora/<name>.py` with a builder that makes or finds its filelists and returns the
@@ -17,6 +18,7 @@ How to add a corpus:
    under `dataset_presets` (at least its output_dir).
 Training, `train.py --check` and the data check then work unchanged; its tests go in tests/.
 """
+
 from data.corpora.errors import CorpusError
 from data.corpora.table import CORPORA, CORPUS_TABLE, Corpus, DataConfig, corpus_filelists
 

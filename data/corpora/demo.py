@@ -7,6 +7,7 @@ learn it in minutes with a diagonal alignment. Target lengths are drawn from a B
 to 20-200 frames, fitted to LJSpeech's own length distribution: a long tail of short utterances
 and most mass near the maximum, so that how batches are formed matters.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,7 +48,7 @@ def _letter_tone(letter: str, n_samples: int, sample_rate: int) -> np.ndarray:
     fade = min(int(FADE_SECONDS * sample_rate), n_samples // 2)
     ramp = 0.5 - 0.5 * np.cos(np.pi * np.arange(fade) / fade)
     tone[:fade] *= ramp
-    tone[n_samples - fade:] *= ramp[::-1]
+    tone[n_samples - fade :] *= ramp[::-1]
     return (0.5 * tone / np.abs(tone).max()).astype(np.float32)
 
 
@@ -105,12 +106,19 @@ def demo_texts(n_utterances: int, seed: int) -> list[str]:
 
 
 def _manifest(n_utterances: int, seed: int, val_fraction: float) -> dict:
-    return {"format_version": FORMAT_VERSION, "n_utterances": n_utterances, "seed": seed,
-            "val_fraction": val_fraction, "sample_rate": _CFG.sample_rate, "hop_length": _CFG.hop_length}
+    return {
+        "format_version": FORMAT_VERSION,
+        "n_utterances": n_utterances,
+        "seed": seed,
+        "val_fraction": val_fraction,
+        "sample_rate": _CFG.sample_rate,
+        "hop_length": _CFG.hop_length,
+    }
 
 
-def make_demo_corpus(out_dir: str | Path, n_utterances: int = 400, seed: int = 0,
-                     val_fraction: float = 0.2) -> tuple[Path, Path]:
+def make_demo_corpus(
+    out_dir: str | Path, n_utterances: int = 400, seed: int = 0, val_fraction: float = 0.2
+) -> tuple[Path, Path]:
     """Write wavs/, train.txt, val.txt and manifest.json under out_dir; reuse a complete identical corpus."""
     out_dir = Path(out_dir)
     train_path, val_path = out_dir / "train.txt", out_dir / "val.txt"
@@ -131,8 +139,10 @@ def make_demo_corpus(out_dir: str | Path, n_utterances: int = 400, seed: int = 0
 
     write_split(utterances, val_fraction, seed, train_path, val_path, "demo_utterances")
     frames = np.array([u.frames for u in utterances])
-    manifest.update(wavs=[u.path.name for u in utterances],
-                    frames={"min": int(frames.min()), "mean": float(frames.mean()), "max": int(frames.max())})
+    manifest.update(
+        wavs=[u.path.name for u in utterances],
+        frames={"min": int(frames.min()), "mean": float(frames.mean()), "max": int(frames.max())},
+    )
     with atomic_open(out_dir / "manifest.json") as out:
         json.dump(manifest, out, indent=1)
     return train_path, val_path

@@ -1,5 +1,6 @@
 """The one error type of data/corpora/: a corpus that cannot be made or used, raised by every
 builder and by the corpus table, so that no builder borrows another's."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,7 @@ class CorpusError(UserError):
         self.problems = problems or []
 
     @classmethod
-    def listing(cls, source: Path, problems: list[str]) -> "CorpusError":
+    def listing(cls, source: Path, problems: list[str]) -> CorpusError:
         """Every problem of `source`, the first MAX_REPORTED_PROBLEMS of them in the message."""
         shown = "\n  ".join(problems[:MAX_REPORTED_PROBLEMS])
         extra = len(problems) - MAX_REPORTED_PROBLEMS

@@ -21,6 +21,7 @@ Files under out_dir: wavs/<id>.wav (the id of metadata.csv / lengths.tsv, `lineN
 sentence file), train.txt and val.txt (`wavs/<id>.wav|transcript|frames`), synthesis.json (the
 settings the WAVs were made with) and manifest.json (written last: the corpus is complete).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -222,8 +223,9 @@ def _run(jobs: list[_Job], workers: int, bar: tqdm) -> dict[str, int]:
         return _collect(pool.imap_unordered(_synthesise, jobs, chunksize=4), bar)
 
 
-def _synthesise_missing(wav_dir: Path, chosen: list[Transcript], rate_wpm: int, workers: int,
-                        progress: bool) -> list[Utterance]:
+def _synthesise_missing(
+    wav_dir: Path, chosen: list[Transcript], rate_wpm: int, workers: int, progress: bool
+) -> list[Utterance]:
     """Reuse the WAVs already on disk, synthesise the others in parallel; one Utterance each."""
     n_samples, jobs = {}, []
     for transcript in chosen:
@@ -233,11 +235,14 @@ def _synthesise_missing(wav_dir: Path, chosen: list[Transcript], rate_wpm: int, 
             jobs.append(_Job(path, clean_text(transcript.text), rate_wpm))
         else:
             n_samples[path.name] = existing
-    with tqdm(total=len(chosen), initial=len(n_samples), desc="eSpeak NG", unit="utt",
-              disable=None if progress else True) as bar:
+    with tqdm(
+        total=len(chosen), initial=len(n_samples), desc="eSpeak NG", unit="utt", disable=None if progress else True
+    ) as bar:
         n_samples.update(_run(jobs, workers, bar))
-    return [Utterance(Path("wavs") / f"{t.id}.wav", t.text, n_frames(n_samples[f"{t.id}.wav"], _CFG.hop_length))
-            for t in chosen]
+    return [
+        Utterance(Path("wavs") / f"{t.id}.wav", t.text, n_frames(n_samples[f"{t.id}.wav"], _CFG.hop_length))
+        for t in chosen
+    ]
 
 
 def _file_sha256(path: Path) -> str:
@@ -247,8 +252,14 @@ def _file_sha256(path: Path) -> str:
 
 def _synthesis_settings(transcripts: Path, rate_wpm: int) -> dict:
     """Everything a WAV's audio depends on: WAVs made under other settings are never reused."""
-    return {"format_version": FORMAT_VERSION, "espeakng_loader": loader_version(), "voice": VOICE,
-            "rate_wpm": rate_wpm, "sample_rate": _CFG.sample_rate, "transcripts_sha256": _file_sha256(transcripts)}
+    return {
+        "format_version": FORMAT_VERSION,
+        "espeakng_loader": loader_version(),
+        "voice": VOICE,
+        "rate_wpm": rate_wpm,
+        "sample_rate": _CFG.sample_rate,
+        "transcripts_sha256": _file_sha256(transcripts),
+    }
 
 
 def _prepare_wav_dir(out_dir: Path, synthesis: dict) -> Path:
@@ -282,23 +293,44 @@ def _write_manifest(out_dir: Path, manifest: dict, utterances: list[Utterance]) 
     """Written last, so that its presence means complete; the length summary is for people."""
     frames = np.array([u.frames for u in utterances])
     quartiles = np.percentile(frames, [25, 50, 75])
-    manifest = {**manifest, "wavs": [u.path.name for u in utterances],
-                "frames": {"mean": float(frames.mean()), "q25": float(quartiles[0]), "median": float(quartiles[1]),
-                           "q75": float(quartiles[2]), "min": int(frames.min()), "max": int(frames.max())}}
+    manifest = {
+        **manifest,
+        "wavs": [u.path.name for u in utterances],
+        "frames": {
+            "mean": float(frames.mean()),
+            "q25": float(quartiles[0]),
+            "median": float(quartiles[1]),
+            "q75": float(quartiles[2]),
+            "min": int(frames.min()),
+            "max": int(frames.max()),
+        },
+    }
     with atomic_open(out_dir / "manifest.json") as out:
         json.dump(manifest, out, indent=1)
 
 
-def make_espeak_corpus(out_dir: str | Path, transcripts: str | Path, n_utterances: int | None, seed: int,
-                       val_fraction: float = 0.2, rate_wpm: int = DEFAULT_RATE_WPM, workers: int | None = None,
-                       progress: bool = True) -> tuple[Path, Path]:
+def make_espeak_corpus(
+    out_dir: str | Path,
+    transcripts: str | Path,
+    n_utterances: int | None,
+    seed: int,
+    val_fraction: float = 0.2,
+    rate_wpm: int = DEFAULT_RATE_WPM,
+    workers: int | None = None,
+    progress: bool = True,
+) -> tuple[Path, Path]:
     """Write wavs/, train.txt, val.txt, synthesis.json and manifest.json under out_dir and return
     the two filelists; a complete identical corpus is reused, an interrupted one resumed."""
     out_dir, transcripts = Path(out_dir), Path(transcripts)
     train_path, val_path = out_dir / "train.txt", out_dir / "val.txt"
     synthesis = _synthesis_settings(transcripts, rate_wpm)
-    manifest = {**synthesis, "n_utterances": n_utterances, "seed": seed, "val_fraction": val_fraction,
-                "hop_length": _CFG.hop_length}
+    manifest = {
+        **synthesis,
+        "n_utterances": n_utterances,
+        "seed": seed,
+        "val_fraction": val_fraction,
+        "hop_length": _CFG.hop_length,
+    }
     if is_complete(out_dir, manifest, train_path, val_path):
         return train_path, val_path
 

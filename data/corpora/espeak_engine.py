@@ -19,6 +19,7 @@ built from it: data/corpora/espeak.py).
 Licence: libespeak-ng and its data are GPL-3.0-or-later (espeakng-loader's wheel bundles them and
 declares no licence of its own); this module only loads the library at run time.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -58,6 +59,7 @@ class EspeakError(RuntimeError):
 @dataclass
 class _Engine:
     """One initialised libespeak-ng per process, and the chunks its callback has collected."""
+
     lib: ctypes.CDLL
     chunks: list[np.ndarray]
 
@@ -81,8 +83,9 @@ def _loader():
     try:
         import espeakng_loader
     except ImportError as err:
-        raise EspeakError("eSpeak NG comes from the PyPI package espeakng-loader: "
-                          "pip install -r requirements.txt") from err
+        raise EspeakError(
+            "eSpeak NG comes from the PyPI package espeakng-loader: pip install -r requirements.txt"
+        ) from err
     return espeakng_loader
 
 
@@ -102,8 +105,16 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
     lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.espeak_ng_SetRandSeed.argtypes = [ctypes.c_long]
-    lib.espeak_Synth.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
-                                 ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
+    lib.espeak_Synth.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_uint,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
 
 
 def _steady_data(package_data: Path, into: Path) -> Path:

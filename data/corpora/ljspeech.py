@@ -3,6 +3,7 @@
 All problems in the corpus are collected and reported together, each naming its file and line,
 so a broken copy is fixed in one pass rather than one error per run.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -15,6 +16,7 @@ from data.audio import AudioFormatError, MelConfig
 from data.corpora.errors import CorpusError
 from data.filelist import Utterance, split_train_val, summarize, wav_frames, write_filelist
 from data.text import find_unknown_symbols
+
 
 @dataclass(frozen=True)
 class PreparedFilelists:
@@ -44,7 +46,9 @@ def read_ljspeech(ljspeech_dir: str | Path, cfg: MelConfig = MelConfig(), progre
         raise CorpusError(f"{metadata} not found: point --ljspeech at the LJSpeech-1.1 folder")
     lines = metadata.read_text(encoding="utf-8").splitlines()
     utterances, line_numbers, problems, seen = [], [], [], {}
-    for number, line in enumerate(tqdm(lines, desc="reading wav headers", unit="clip", disable=None if progress else True), 1):
+    for number, line in enumerate(
+        tqdm(lines, desc="reading wav headers", unit="clip", disable=None if progress else True), 1
+    ):
         if not line.strip():
             continue
         where = f"{metadata}:{number}"
@@ -85,8 +89,14 @@ def _unknown_symbol_problems(metadata: Path, utterances: list[Utterance], line_n
     return problems
 
 
-def prepare_ljspeech(ljspeech_dir: str | Path, out_dir: str | Path = "filelists", seed: int = 0,
-                     val_fraction: float = 0.2, cfg: MelConfig = MelConfig(), progress: bool = True) -> PreparedFilelists:
+def prepare_ljspeech(
+    ljspeech_dir: str | Path,
+    out_dir: str | Path = "filelists",
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    cfg: MelConfig = MelConfig(),
+    progress: bool = True,
+) -> PreparedFilelists:
     """Seeded train/validation split written to out_dir/ljspeech_{train,val}.txt (the paper: 10,480 / 2,620)."""
     utterances = read_ljspeech(ljspeech_dir, cfg, progress)
     train, val = split_train_val(utterances, val_fraction, seed)

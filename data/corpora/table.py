@@ -5,11 +5,12 @@ CORPUS_TABLE is the one table of corpora (how to add one: data/corpora/__init__.
 makes it itself. DataConfig validates the corpus settings against the table, so nothing outside
 this package names a corpus.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from data.audio import MelConfig
 from data.corpora.demo import make_demo_corpus
@@ -40,17 +41,23 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if self.unknown_chars not in UNKNOWN_CHARS:
-            raise CorpusError(f"hparam 'unknown_chars': {self.unknown_chars!r} is not one of "
-                              f"{', '.join(UNKNOWN_CHARS)} (error: stop naming each line; drop: drop them, counted)")
+            raise CorpusError(
+                f"hparam 'unknown_chars': {self.unknown_chars!r} is not one of "
+                f"{', '.join(UNKNOWN_CHARS)} (error: stop naming each line; drop: drop them, counted)"
+            )
         if self.dataset not in CORPUS_TABLE:
-            raise CorpusError(f"hparam 'dataset': '{self.dataset}' is not one of "
-                              + ", ".join(f"{c.name} ({c.summary})" for c in CORPUS_TABLE.values()))
+            raise CorpusError(
+                f"hparam 'dataset': '{self.dataset}' is not one of "
+                + ", ".join(f"{c.name} ({c.summary})" for c in CORPUS_TABLE.values())
+            )
         if self.demo_utterances <= 0:
             raise CorpusError(f"hparam 'demo_utterances': {self.demo_utterances} must be > 0")
-        if self.n_utterances is not None and (isinstance(self.n_utterances, bool)
-                                              or not isinstance(self.n_utterances, int) or self.n_utterances < 1):
-            raise CorpusError(f"hparam 'n_utterances': {self.n_utterances!r} must be an integer >= 1, or null "
-                              "for all the transcripts")
+        if self.n_utterances is not None and (
+            isinstance(self.n_utterances, bool) or not isinstance(self.n_utterances, int) or self.n_utterances < 1
+        ):
+            raise CorpusError(
+                f"hparam 'n_utterances': {self.n_utterances!r} must be an integer >= 1, or null for all the transcripts"
+            )
         needs = CORPUS_TABLE[self.dataset].needs
         if not all(getattr(self, key) for key in needs):
             raise CorpusError(f"dataset={self.dataset} needs " + " and ".join(f"{key}=PATH" for key in needs))
@@ -70,9 +77,11 @@ def _at_native_mel(mel: MelConfig, made: str, instead: str = "") -> None:
     """A generated corpus is made at the paper's sample rate and hop (MelConfig's defaults) only."""
     native = MelConfig()
     if (mel.sample_rate, mel.hop_length) != (native.sample_rate, native.hop_length):
-        raise CorpusError(f"{made} at {native.sample_rate} Hz with a 12.5 ms hop, not sample_rate={mel.sample_rate} "
-                          f"with a {mel.hop_length}-sample hop; leave sample_rate and hop_ms at their defaults for "
-                          f"it{instead}")
+        raise CorpusError(
+            f"{made} at {native.sample_rate} Hz with a 12.5 ms hop, not sample_rate={mel.sample_rate} "
+            f"with a {mel.hop_length}-sample hop; leave sample_rate and hop_ms at their defaults for "
+            f"it{instead}"
+        )
 
 
 def demo_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
@@ -85,8 +94,9 @@ def ljspeech_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
     """filelists/ljspeech_{train,val}.txt from scripts/tools/prepare_ljspeech.py (or the ones named)."""
     if data.train_filelist or data.val_filelist:
         return user_filelists(data, mel)
-    return _existing(LJSPEECH_FILELISTS, "run `python -m scripts.tools.prepare_ljspeech --ljspeech /path/to/LJSpeech-1.1` "
-                                         "first")
+    return _existing(
+        LJSPEECH_FILELISTS, "run `python -m scripts.tools.prepare_ljspeech --ljspeech /path/to/LJSpeech-1.1` first"
+    )
 
 
 def user_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
@@ -107,17 +117,24 @@ def espeak_filelists(data: DataConfig, mel: MelConfig) -> tuple[Path, Path]:
     _at_native_mel(mel, "dataset=espeak is synthesised")
     transcripts = Path(data.transcripts) if data.transcripts else LJSPEECH_LENGTHS
     if not transcripts.is_file():
-        raise CorpusError(f"hparam 'transcripts': file {transcripts} not found: set transcripts=FILE (LJSpeech's "
-                          "metadata.csv format, or one sentence per line)")
+        raise CorpusError(
+            f"hparam 'transcripts': file {transcripts} not found: set transcripts=FILE (LJSpeech's "
+            "metadata.csv format, or one sentence per line)"
+        )
     return make_espeak_corpus(Path(data.espeak_dir), transcripts, data.n_utterances, seed=0)
 
 
-CORPUS_TABLE: dict[str, Corpus] = {c.name: c for c in (
-    Corpus("demo", demo_filelists, "tones for letters, generated here"),
-    Corpus("ljspeech", ljspeech_filelists, "LJSpeech-1.1 via scripts.tools.prepare_ljspeech"),
-    Corpus("filelist", user_filelists, "your own wav|text|frames filelists", needs=("train_filelist", "val_filelist")),
-    Corpus("espeak", espeak_filelists, "English speech generated here with eSpeak NG"),
-)}
+CORPUS_TABLE: dict[str, Corpus] = {
+    c.name: c
+    for c in (
+        Corpus("demo", demo_filelists, "tones for letters, generated here"),
+        Corpus("ljspeech", ljspeech_filelists, "LJSpeech-1.1 via scripts.tools.prepare_ljspeech"),
+        Corpus(
+            "filelist", user_filelists, "your own wav|text|frames filelists", needs=("train_filelist", "val_filelist")
+        ),
+        Corpus("espeak", espeak_filelists, "English speech generated here with eSpeak NG"),
+    )
+}
 CORPORA = tuple(CORPUS_TABLE)
 
 

@@ -5,11 +5,12 @@ silently: a model cannot learn to say what it never sees, and a silent drop hide
 `unknown_chars="drop"` drops them instead; the data check counts them by character and line.
 `python -m data.text` prints what each line of standard input becomes (docs/text.md).
 """
+
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from unidecode import unidecode
 
@@ -27,15 +28,18 @@ UNKNOWN_CHARS = ("error", "drop")  # what text_to_sequence does with characters 
 _SYMBOL_TO_ID = {symbol: i for i, symbol in enumerate(SYMBOLS) if symbol != PAD}
 _KEPT = "£€¥₩¢°±"  # non-ASCII characters the rules read (unidecode would make 'EUR', 'Y=', 'deg' of them)
 _NOT_ASCII = re.compile(f"[^\x00-\x7f{_KEPT}]+")
-_TYPOGRAPHY = [(re.compile(pattern), then) for pattern, then in (
-    (r"(?<=\d)\s?[–—]\s?(?=\d)", " to "),  # 1990–2000
-    (r"\s*[—–]\s*", " -- "),  # a dash between words: LJSpeech writes ' -- '
-    (r"…", "..."),
-    (r"º", "°"),  # the ordinal indicator written for a degree sign ('45ºC')
-    (r"[‘’‚‛′`]", "'"),
-    (r"[“”„″«»]", '"'),
-    (r"(?<=\d)([½¼¾⅓⅔⅛])", r" \1"),  # '2½' -> '2 1/2'
-)]
+_TYPOGRAPHY = [
+    (re.compile(pattern), then)
+    for pattern, then in (
+        (r"(?<=\d)\s?[–—]\s?(?=\d)", " to "),  # 1990–2000
+        (r"\s*[—–]\s*", " -- "),  # a dash between words: LJSpeech writes ' -- '
+        (r"…", "..."),
+        (r"º", "°"),  # the ordinal indicator written for a degree sign ('45ºC')
+        (r"[‘’‚‛′`]", "'"),
+        (r"[“”„″«»]", '"'),
+        (r"(?<=\d)([½¼¾⅓⅔⅛])", r" \1"),  # '2½' -> '2 1/2'
+    )
+]
 _WHITESPACE_RE = re.compile(r"\s+")
 
 
@@ -85,7 +89,8 @@ def text_to_sequence(text: str, unknown_chars: str = "error") -> list[int]:
     elif unknown:
         raise UnknownSymbolError(
             f"unknown characters {unknown!r} after cleaning {text!r} (cleaned: {cleaned!r}); "
-            f"the symbol table holds {''.join(SYMBOLS)!r}; spell them out in words, or set unknown_chars=drop")
+            f"the symbol table holds {''.join(SYMBOLS)!r}; spell them out in words, or set unknown_chars=drop"
+        )
     return [_SYMBOL_TO_ID[ch] for ch in cleaned]
 
 

@@ -1,5 +1,6 @@
 """python -m data.text: read transcripts on standard input, one a line, and print what each
 becomes, one a line, in order, so that a corpus can be read before training on it."""
+
 from __future__ import annotations
 
 import argparse

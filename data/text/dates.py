@@ -5,14 +5,27 @@ the US, unless the first field cannot be a month), '2016/07/03', '15.01.2020', '
 Month names are read in any case ('JAN. 15', 'july 25'); abbreviations and a lower-case 'may' only
 before a day or a year, where they cannot be ordinary words ('On the mar.', 'you may 2 ...' stay).
 """
+
 from __future__ import annotations
 
 import re
 
 import data.text.numbers as n
 
-_ABBREVIATIONS = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
-                  "oct": 10, "nov": 11, "dec": 12}
+_ABBREVIATIONS = {
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+}
 _MONTH_NUMBERS = {**{month: i + 1 for i, month in enumerate(n.MONTHS)}, **_ABBREVIATIONS}
 MONTH = rf"(?i:{'|'.join(n.MONTHS)}|(?:{'|'.join(_ABBREVIATIONS)})\b\.?)"
 _DAY = r"(\d{1,2})(?!\d)(?i:st|nd|rd|th)?(?![\w:.,]\d)"

@@ -4,14 +4,28 @@
 Letters stay words, digits are read one by one, separators are named, and what is only ever spelled
 (the scheme, 'www', two-letter country domains) is spelled letter by letter.
 """
+
 from __future__ import annotations
 
 import re
 
 from data.text.numbers import say_digits
 
-_SEPARATORS = {".": "dot", "-": "dash", "_": "underscore", "/": "slash", ":": "colon", "@": "at", "&": "ampersand",
-               "~": "tilde", "?": "question mark", "=": "equals", "#": "hash", "%": "percent", "+": "plus"}
+_SEPARATORS = {
+    ".": "dot",
+    "-": "dash",
+    "_": "underscore",
+    "/": "slash",
+    ":": "colon",
+    "@": "at",
+    "&": "ampersand",
+    "~": "tilde",
+    "?": "question mark",
+    "=": "equals",
+    "#": "hash",
+    "%": "percent",
+    "+": "plus",
+}
 _SPELLED = {"www", "http", "https", "ftp"}
 _SAID = {"jpg": "jpeg"}
 _PART = re.compile(r"[A-Za-z]+|\d+|.")
@@ -21,8 +35,10 @@ _EMAIL = rf"(?<![\w.+&-])[A-Za-z0-9][\w.+&-]*@{_HOST}{_TAIL}"  # from the token'
 _URL = r"\b(?:(?:https?|ftp|file):///?|www\.)[\w.~%?=&#+/:-]*[\w/]"
 #: Top-level domains read without 'www' or '@' before them: common ones that are no English word, so that
 #: 'good.then' or 'it.is' (a missing space) stays prose.
-_TOP_LEVEL = ("com|org|net|edu|gov|mil|info|biz|io|ai|app|dev|uk|de|fr|jp|cn|ru|br|au|nl|se|ch|es|eu|tv|fm|ly|"
-              "sm|ca|nz|kr|pl|cz|ie|za|mx")
+_TOP_LEVEL = (
+    "com|org|net|edu|gov|mil|info|biz|io|ai|app|dev|uk|de|fr|jp|cn|ru|br|au|nl|se|ch|es|eu|tv|fm|ly|"
+    "sm|ca|nz|kr|pl|cz|ie|za|mx"
+)
 # lower-case words joined by dots ('example.org', 'test2.uk'), each at least two characters long
 _DOMAIN = rf"(?<![\w.@'-])[a-z][a-z0-9-]+(?:\.[a-z0-9-]{{2,}})*\.(?:{_TOP_LEVEL})\b{_TAIL}(?![\w@])"
 

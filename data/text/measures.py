@@ -1,6 +1,7 @@
 """Measures: a number and a unit (data/text/units.py): '5 km' 'five kilometers', '12KG' 'twelve kilograms',
 '2-5lb' 'two to five pounds', '100 million kg', '4 1/2 lbs' 'four and a half pounds', '12/kg' 'twelve per
 kilogram', '12kg/kg' 'twelve kilograms per kilogram', '3 mbps'. Units only right after a number."""
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,9 @@ def _per(match: re.Match) -> str:
 
 
 PATTERNS: list[tuple[str, object]] = [
-    (rf"(?<![\w.])(-)?(?:({_NUM})\s?[-–]\s?)?({_AMOUNT})\s?(?:({_SCALE})\s)?({_UNIT})(?:/({_UNIT}))?(?![\w°])",
-     _measure),
+    (
+        rf"(?<![\w.])(-)?(?:({_NUM})\s?[-–]\s?)?({_AMOUNT})\s?(?:({_SCALE})\s)?({_UNIT})(?:/({_UNIT}))?(?![\w°])",
+        _measure,
+    ),
     (rf"(?<![\w.])({_NUM})/({_UNIT})(?![\w°])", _per),
 ]

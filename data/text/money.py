@@ -2,6 +2,7 @@
 billion yen', '₩460 billion', 'US$76.3 trillion' 'seventy-six point three trillion u s dollars', '20 €',
 '50¢', '$250-$300' 'two hundred fifty dollars to three hundred dollars', '$20/mo' 'twenty dollars per month',
 '5 USD' 'five dollars'."""
+
 from __future__ import annotations
 
 import re
@@ -9,13 +10,39 @@ import re
 import data.text.numbers as n
 
 CURRENCY_SIGNS = "$£€¥₩"
-_CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pounds", "penny", "pence"),
-               "€": ("euro", "euros", "cent", "cents"), "¥": ("yen", "yen", "", ""), "₩": ("won", "won", "", "")}
+_CURRENCIES = {
+    "$": ("dollar", "dollars", "cent", "cents"),
+    "£": ("pound", "pounds", "penny", "pence"),
+    "€": ("euro", "euros", "cent", "cents"),
+    "¥": ("yen", "yen", "", ""),
+    "₩": ("won", "won", "", ""),
+}
 _COUNTRIES = {"US": "u s", "A": "australian", "C": "canadian", "NZ": "new zealand", "HK": "hong kong", "S": "singapore"}
-_SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "million", "mn": "million",
-           "billion": "billion", "bn": "billion", "b": "billion", "trillion": "trillion", "tn": "trillion"}
-PER = {"mo": "month", "month": "month", "yr": "year", "year": "year", "wk": "week", "week": "week", "d": "day",
-       "day": "day", "hr": "hour", "h": "hour", "hour": "hour"}
+_SCALES = {
+    "thousand": "thousand",
+    "k": "thousand",
+    "million": "million",
+    "m": "million",
+    "mn": "million",
+    "billion": "billion",
+    "bn": "billion",
+    "b": "billion",
+    "trillion": "trillion",
+    "tn": "trillion",
+}
+PER = {
+    "mo": "month",
+    "month": "month",
+    "yr": "year",
+    "year": "year",
+    "wk": "week",
+    "week": "week",
+    "d": "day",
+    "day": "day",
+    "hr": "hour",
+    "h": "hour",
+    "hour": "hour",
+}
 _AMOUNT = r"(?>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"  # '1,250', '2.5', '.01'; atomic: no backtracking
 
 
@@ -59,7 +86,10 @@ PATTERNS: list[tuple[str, object]] = [
     (rf"\b({_AMOUNT})\s?({'|'.join(_CODES)})\b", lambda m: say_money(_CODES[m.group(2)], m.group(1), None, None)),
     (rf"\b({'|'.join(_CODES)})\s?({_AMOUNT})\b", lambda m: say_money(_CODES[m.group(1)], m.group(2), None, None)),
     (rf"(?<=\d)\s?[-–]\s?(?=[{CURRENCY_SIGNS}]\d)", " to "),  # '$250-$300'
-    (rf"(-)?(?:\b({'|'.join(_COUNTRIES)}))?([{CURRENCY_SIGNS}])\s?({_AMOUNT})(?:\s?((?i:{'|'.join(_SCALES)}))\b)?"
-     rf"(?:\s?/\s?({'|'.join(PER)})\b)?(?![A-Za-z])", _money),
+    (
+        rf"(-)?(?:\b({'|'.join(_COUNTRIES)}))?([{CURRENCY_SIGNS}])\s?({_AMOUNT})(?:\s?((?i:{'|'.join(_SCALES)}))\b)?"
+        rf"(?:\s?/\s?({'|'.join(PER)})\b)?(?![A-Za-z])",
+        _money,
+    ),
     (r"\b(\d+(?:[.,]\d{1,2})?)\s?([€¢])", _money_after),
 ]

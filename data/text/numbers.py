@@ -1,6 +1,7 @@
 """Numbers as a person reads them: cardinals, ordinals, decimals, years, decades, fractions,
 times, dates, money, percentages and Roman numerals. Each `say_*` takes digits (or a numeral)
 and returns words; data.text.rules decides which applies where."""
+
 from __future__ import annotations
 
 import functools
@@ -118,8 +119,21 @@ def roman_value(numeral: str) -> int:
 
 def to_roman(n: int) -> str:
     out = ""
-    for value, numeral in ((1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"),
-                           (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
+    for value, numeral in (
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ):
         count, n = divmod(n, value)
         out += numeral * count
     return out

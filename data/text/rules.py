@@ -5,32 +5,95 @@ numbers, money before decimals, times before plain numbers, Roman numerals and '
 still tells names). A class with rules of its own has its module (dates, times, money, measures,
 electronic, telephone, addresses, symbols); this one holds the order and the rest.
 """
+
 from __future__ import annotations
 
 import re
 
-import data.text.numbers as n
 import data.text.addresses as addresses
 import data.text.dates as dates
 import data.text.electronic as electronic
 import data.text.measures as measures
 import data.text.money as money
+import data.text.numbers as n
 import data.text.symbols as symbols
 import data.text.telephone as telephone
 import data.text.times as times
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # '1,250.5': thousands separators allowed
 _ORDINAL = re.compile(r"(\d+)((?i:st|nd|rd|th))")
-_YEAR_WORDS = ("in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
-               "spring|summer|autumn|fall|winter")  # a month before a year: data/text/dates.py
+_YEAR_WORDS = (
+    "in|since|of|by|from|until|till|to|before|after|during|year|around|circa|early|late|mid|"
+    "spring|summer|autumn|fall|winter"
+)  # a month before a year: data/text/dates.py
 #: Words after which a Roman numeral is a plain number: 'Chapter IV' 'chapter four'.
-_COUNTED = {"chapter", "part", "book", "volume", "vol", "act", "scene", "section", "article", "psalm", "appendix",
-            "canto", "episode", "phase", "stage", "type", "class", "level", "war", "round", "apollo", "bowl"}
+_COUNTED = {
+    "chapter",
+    "part",
+    "book",
+    "volume",
+    "vol",
+    "act",
+    "scene",
+    "section",
+    "article",
+    "psalm",
+    "appendix",
+    "canto",
+    "episode",
+    "phase",
+    "stage",
+    "type",
+    "class",
+    "level",
+    "war",
+    "round",
+    "apollo",
+    "bowl",
+}
 #: Names whose single-letter numeral is regnal ('George I', 'Henry V'); two letters and more need no list.
-_REGNAL = {"henry", "edward", "george", "charles", "james", "william", "richard", "louis", "elizabeth", "mary", "john",
-           "paul", "pius", "benedict", "gregory", "leo", "innocent", "clement", "alexander", "frederick", "philip",
-           "ferdinand", "peter", "catherine", "napoleon", "nicholas", "alfonso", "victor", "francis", "joseph", "anne",
-           "stephen", "david", "robert", "harold", "ivan", "otto", "urban", "boniface", "rudolf"}
+_REGNAL = {
+    "henry",
+    "edward",
+    "george",
+    "charles",
+    "james",
+    "william",
+    "richard",
+    "louis",
+    "elizabeth",
+    "mary",
+    "john",
+    "paul",
+    "pius",
+    "benedict",
+    "gregory",
+    "leo",
+    "innocent",
+    "clement",
+    "alexander",
+    "frederick",
+    "philip",
+    "ferdinand",
+    "peter",
+    "catherine",
+    "napoleon",
+    "nicholas",
+    "alfonso",
+    "victor",
+    "francis",
+    "joseph",
+    "anne",
+    "stephen",
+    "david",
+    "robert",
+    "harold",
+    "ivan",
+    "otto",
+    "urban",
+    "boniface",
+    "rudolf",
+}
 
 
 def _roman(match: re.Match) -> str:
@@ -165,17 +228,56 @@ RULES: list[tuple[re.Pattern, object, bool]] = [(re.compile(p), then, "\\d" in p
 
 #: Abbreviations read after lower-casing, wherever they stand (NVIDIA's list, and a few more).
 ABBREVIATIONS = {
-    "mrs": "missus", "mr": "mister", "drs": "doctors", "dr": "doctor", "co": "company", "jr": "junior",
-    "maj": "major", "gen": "general", "rev": "reverend", "lt": "lieutenant", "hon": "honorable", "sgt": "sergeant",
-    "capt": "captain", "esq": "esquire", "ltd": "limited", "col": "colonel", "ft": "fort", "st": "saint",
-    "vs": "versus", "etc": "et cetera", "approx": "approximately", "dept": "department", "inc": "incorporated",
-    "corp": "corporation", "prof": "professor", "ave": "avenue", "blvd": "boulevard", "vol": "volume", "fig": "figure",
-    "figs": "figures", "eq": "equation", "eqs": "equations",
+    "mrs": "missus",
+    "mr": "mister",
+    "drs": "doctors",
+    "dr": "doctor",
+    "co": "company",
+    "jr": "junior",
+    "maj": "major",
+    "gen": "general",
+    "rev": "reverend",
+    "lt": "lieutenant",
+    "hon": "honorable",
+    "sgt": "sergeant",
+    "capt": "captain",
+    "esq": "esquire",
+    "ltd": "limited",
+    "col": "colonel",
+    "ft": "fort",
+    "st": "saint",
+    "vs": "versus",
+    "etc": "et cetera",
+    "approx": "approximately",
+    "dept": "department",
+    "inc": "incorporated",
+    "corp": "corporation",
+    "prof": "professor",
+    "ave": "avenue",
+    "blvd": "boulevard",
+    "vol": "volume",
+    "fig": "figure",
+    "figs": "figures",
+    "eq": "equation",
+    "eqs": "equations",
 }
-_SPELLED = {"e.g.": "for example", "i.e.": "that is", "401(k)": "four oh one k", "403(b)": "four oh three b",
-            "Rd.": "road", "Mt.": "mount", "Ms.": "miz",
-            "Sr.": "senior", "Sen.": "senator", "km/h": "kilometers per hour", "9/11": "nine eleven",
-            "Gov.": "governor", "Rep.": "representative", "Sens.": "senators", "Reps.": "representatives"}
+_SPELLED = {
+    "e.g.": "for example",
+    "i.e.": "that is",
+    "401(k)": "four oh one k",
+    "403(b)": "four oh three b",
+    "Rd.": "road",
+    "Mt.": "mount",
+    "Ms.": "miz",
+    "Sr.": "senior",
+    "Sen.": "senator",
+    "km/h": "kilometers per hour",
+    "9/11": "nine eleven",
+    "Gov.": "governor",
+    "Rep.": "representative",
+    "Sens.": "senators",
+    "Reps.": "representatives",
+}
 #: Case-sensitive ones (capitalised: a lower-case 'rd.' or 'ms.' is left alone) and those with inner dots.
 SPELLED = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, _SPELLED)) + r")(?![\w])")
 ABBREVIATION = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.", re.IGNORECASE)

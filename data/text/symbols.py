@@ -2,6 +2,7 @@
 than', '±' 'plus or minus', '1-2=5' 'one minus two equals five', '5^2' 'five to the power of two', a lone '$'
 'dollar', a lone '/' 'slash'. What has no reading in prose ('^' alone, '_', '|', '{', '}', '\\', '~' alone)
 stays, for the symbol check to name."""
+
 from __future__ import annotations
 
 from data.text.money import CURRENCY_SIGNS

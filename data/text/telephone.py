@@ -2,6 +2,7 @@
 between groups, as a person reads them: '+1 (123) 123-5678' 'plus one, one two three, one two three,
 five six seven eight'; '1-800-555-1234' 'one, eight hundred, five five five, ...'; '555-0199' 'five five five,
 zero one nine nine'; '10.0.0.1' 'one zero dot zero...'."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,10 @@ from data.text.numbers import say_cardinal, say_digits
 
 _TOLL_FREE = {"800", "888", "877", "866", "855", "844", "833"}
 
-_PHONE = (r"(?<![\w.+-])(?:\+(\d{1,3})[\s-]?|\b(1)-)?(?:\((\d{3})\)[\s-]?|(\d{3})[\s.-])(\d{3})[.-](\d{4})"
-          r"(?:-(\d{1,4}))?(?![\w-])")
+_PHONE = (
+    r"(?<![\w.+-])(?:\+(\d{1,3})[\s-]?|\b(1)-)?(?:\((\d{3})\)[\s-]?|(\d{3})[\s.-])(\d{3})[.-](\d{4})"
+    r"(?:-(\d{1,4}))?(?![\w-])"
+)
 
 
 def _phone(match: re.Match) -> str:

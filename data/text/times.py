@@ -1,6 +1,7 @@
 """Times of day: '3:30' 'three thirty', '10:05 pm' 'ten oh five p m', '6 a.m.' 'six a m', '1:59 p.m. EST'
 'one fifty-nine p m e s t', '14:10:30' 'fourteen hours ten minutes and thirty seconds', '2pm-5pm'
 'two p m to five p m'."""
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,10 @@ def _with_seconds(match: re.Match) -> str:
     hours, minutes, seconds = (int(match.group(i)) for i in (1, 2, 3))
     if hours > 24 or minutes > 59 or seconds > 59:
         return match.group(0)
-    hours_, minutes_, seconds_ = (f"{n.say_cardinal(value)} {one if value == 1 else one + 's'}"
-                                  for value, one in ((hours, "hour"), (minutes, "minute"), (seconds, "second")))
+    hours_, minutes_, seconds_ = (
+        f"{n.say_cardinal(value)} {one if value == 1 else one + 's'}"
+        for value, one in ((hours, "hour"), (minutes, "minute"), (seconds, "second"))
+    )
     said = f"{hours_} {minutes_} and {seconds_}"
     return f"{said} {_meridiem(match, 4)}".rstrip() if match.group(4) else said
 
@@ -50,7 +53,7 @@ def _meridiem(match: re.Match, group: int) -> str:
     sentence (the text ends, or a capital follows)."""
     zone = match.group(group + 1)
     said = f"{match.group(group).lower()} m" + (" " + " ".join(zone.replace(".", "").lower()) if zone else "")
-    after = match.string[match.end():].lstrip()
+    after = match.string[match.end() :].lstrip()
     return said + ("." if match.group(0).endswith(".") and (not after or after[0].isupper()) else "")
 
 

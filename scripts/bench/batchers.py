@@ -8,8 +8,8 @@ the planning time of one epoch. Lhotse runs twice: over a CutSet reshuffled befo
 training loop over a shuffled manifest runs it) and over one kept in order (labelled in-order).
 (2) The frontier: each family's parameter swept (SSB with each ssb_key: lrf; stream with each
 stream_key: bucket_interval; BKT: bucket_size; ATS: n_bins), decoder steps against pair_repeat, one
-PNG per corpus with Lhotse as points, and a table saying for each Lhotse point whether a family beats it: the fewest decoder steps
-among its points at a pair_repeat no higher than Lhotse's, as a change against Lhotse's steps, and
+PNG per corpus with Lhotse as points, and a table saying for each Lhotse point whether a family beats it: the
+fewest decoder steps among its points at a pair_repeat no higher than Lhotse's, as a change against Lhotse's steps, and
 SSB with ssb_key=cost calibrated to Lhotse's pair_repeat exactly (batching.analysis.resolve_width).
 
 Corpora: `file` (the --lengths file, by default the LJSpeech training split), and N generated lengths
@@ -20,6 +20,7 @@ and a denser sweep (well over an hour there).
 Your own lengths (a filelist or a TSV with a 'frames' column), all of them, nothing generated:
     python -m scripts.bench.batchers --lengths my_lengths.tsv --split 1 --corpora file --out frontier/
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,18 +41,37 @@ from scripts.common import cpu_name, markdown_table
 
 B0 = 16
 FRAME_SECONDS = 0.01
-COLUMNS = ["batcher", "batches", "ZPR %", "padding %", "padded frames", "decoder steps", "over budget",
-           "largest / budget", "pair_repeat", "plan ms"]
+COLUMNS = [
+    "batcher",
+    "batches",
+    "ZPR %",
+    "padding %",
+    "padded frames",
+    "decoder steps",
+    "over budget",
+    "largest / budget",
+    "pair_repeat",
+    "plan ms",
+]
 #: The swept families: label -> (strategy, parameter, fixed options).
-FAMILIES = {"ssb key=cost": ("ssb", "lrf", {"ssb_key": "cost"}), "ssb key=length": ("ssb", "lrf", {}),
-            "stream key=length": ("stream", "bucket_interval", {}),
-            "stream key=cost": ("stream", "bucket_interval", {"stream_key": "cost"}),
-            "bkt": ("bkt", "bucket_size", {}), "ats": ("ats", "n_bins", {})}
+FAMILIES = {
+    "ssb key=cost": ("ssb", "lrf", {"ssb_key": "cost"}),
+    "ssb key=length": ("ssb", "lrf", {}),
+    "stream key=length": ("stream", "bucket_interval", {}),
+    "stream key=cost": ("stream", "bucket_interval", {"stream_key": "cost"}),
+    "bkt": ("bkt", "bucket_size", {}),
+    "ats": ("ats", "n_bins", {}),
+}
 CORPORA = ("file", "lognormal", "bimodal", "outliers")
 
 
-def measure(lengths: np.ndarray, epochs: list[list[np.ndarray]], seconds: float, budget: int,
-            block_rows: np.ndarray | None = None) -> dict:
+def measure(
+    lengths: np.ndarray,
+    epochs: list[list[np.ndarray]],
+    seconds: float,
+    budget: int,
+    block_rows: np.ndarray | None = None,
+) -> dict:
     """The table's figures for two epochs' batches (epoch 0 measured, epoch 1 for pair_repeat).
     block_rows: blocks per batch of a block plan (each block_length frames), else None."""
     first = epochs[0]
@@ -62,10 +82,18 @@ def measure(lengths: np.ndarray, epochs: list[list[np.ndarray]], seconds: float,
     if block_rows is not None:  # BLoad: a batch is rows x block_length frames, not B x L
         block_length = budget // B0
         padded, longest = block_rows * block_length, np.full(len(first), block_length)
-    return dict(batches=len(first), samples=int(sizes.sum()), zpr=stats["zpr"],
-                padding=100 * (1 - stats["real_frames"] / padded.sum()), padded_frames=int(padded.sum()),
-                decoder_steps=int(longest.sum()), over_budget=int((padded > budget).sum()),
-                largest=padded.max() / budget, pair_repeat=pair_repeat(first, epochs[1], lengths.size), plan_s=seconds)
+    return dict(
+        batches=len(first),
+        samples=int(sizes.sum()),
+        zpr=stats["zpr"],
+        padding=100 * (1 - stats["real_frames"] / padded.sum()),
+        padded_frames=int(padded.sum()),
+        decoder_steps=int(longest.sum()),
+        over_budget=int((padded > budget).sum()),
+        largest=padded.max() / budget,
+        pair_repeat=pair_repeat(first, epochs[1], lengths.size),
+        plan_s=seconds,
+    )
 
 
 def ours(lengths: np.ndarray, config: BatchingConfig, budget: int) -> dict:
@@ -95,8 +123,13 @@ def lhotse_bucketing(lengths: np.ndarray, num_buckets: int, budget: int, reshuff
         order = np.random.default_rng([1, epoch]).permutation(lengths.size) if reshuffle else np.arange(lengths.size)
         with warnings.catch_warnings():  # it warns that an eager CutSet gains nothing from it: the batches are the same
             warnings.simplefilter("ignore")
-            sampler = DynamicBucketingSampler(lhotse_cuts(lengths, order), max_duration=budget * FRAME_SECONDS,
-                                              num_buckets=num_buckets, shuffle=True, seed=0)
+            sampler = DynamicBucketingSampler(
+                lhotse_cuts(lengths, order),
+                max_duration=budget * FRAME_SECONDS,
+                num_buckets=num_buckets,
+                shuffle=True,
+                seed=0,
+            )
         sampler.set_epoch(epoch)
         start = time.perf_counter()
         epochs.append([np.array([int(cut.id) for cut in batch], np.int64) for batch in sampler])
@@ -116,8 +149,12 @@ def sweep_values(lengths: np.ndarray, points: int) -> dict[str, list]:
     bucket_size in [B0, N] (multiples of B0), n_bins in [1, N / B0]."""
     n_batches = max(1, -(-lengths.size // B0))
     lrf = np.round(np.geomspace(1e-3, 2, points), 5).tolist()
-    return {"lrf": lrf, "bucket_interval": geometric_ints(int(lengths.max()), points),
-            "bucket_size": [v * B0 for v in geometric_ints(n_batches, points)], "n_bins": geometric_ints(n_batches, points)}
+    return {
+        "lrf": lrf,
+        "bucket_interval": geometric_ints(int(lengths.max()), points),
+        "bucket_size": [v * B0 for v in geometric_ints(n_batches, points)],
+        "n_bins": geometric_ints(n_batches, points),
+    }
 
 
 def geometric_ints(top: int, points: int) -> list[int]:
@@ -129,8 +166,9 @@ def frontier(lengths: np.ndarray, points: int, budget: int) -> dict[str, list[di
     values = sweep_values(lengths, points)
     curves = {}
     for label, (strategy, param, fixed) in FAMILIES.items():
-        curves[label] = [dict(value=v, **ours(lengths, our_config(strategy, **{param: v}, **fixed), budget))
-                         for v in values[param]]
+        curves[label] = [
+            dict(value=v, **ours(lengths, our_config(strategy, **{param: v}, **fixed), budget)) for v in values[param]
+        ]
     return curves
 
 
@@ -156,8 +194,9 @@ def corpus(name: str, args: argparse.Namespace) -> tuple[str, np.ndarray]:
     if name == "bimodal":
         short = rng.lognormal(np.log(150), 0.25, args.n // 2)
         long = rng.lognormal(np.log(700), 0.15, args.n - args.n // 2)
-        return "bimodal: lognormal(ln 150, 0.25) and (ln 700, 0.15), 1:1", np.maximum(1, np.concatenate(
-            [short, long]).round()).astype(np.int64)[rng.permutation(args.n)]
+        return "bimodal: lognormal(ln 150, 0.25) and (ln 700, 0.15), 1:1", np.maximum(
+            1, np.concatenate([short, long]).round()
+        ).astype(np.int64)[rng.permutation(args.n)]
     few = max(1, args.n // 10_000)
     lognormal[rng.choice(args.n, few, replace=False)] = rng.integers(4, 9, few) * lognormal.max()
     return f"outliers: the lognormal with {few} lengths 4-8x its longest", lognormal
@@ -168,21 +207,29 @@ def bench(title: str, lengths: np.ndarray, args: argparse.Namespace, stem: str) 
     from batching.plots import plot_frontier
 
     budget = B0 * int(lengths.max())
-    rows = {f"{n}{'' if our_config(n).plans_blocks else '-dbs-br'}": ours(lengths, our_config(n), budget)
-            for n in STRATEGIES}
+    rows = {
+        f"{n}{'' if our_config(n).plans_blocks else '-dbs-br'}": ours(lengths, our_config(n), budget)
+        for n in STRATEGIES
+    }
     rows["ssb-dbs-br ssb_key=cost"] = ours(lengths, our_config("ssb", ssb_key="cost"), budget)
     rows["stream-dbs-br stream_key=cost"] = ours(lengths, our_config("stream", stream_key="cost"), budget)
-    theirs = {f"lhotse num_buckets={n} {'reshuffled' if again else 'in-order'}":
-              lhotse_bucketing(lengths, n, budget, again) for n in args.num_buckets for again in (True, False)}
+    theirs = {
+        f"lhotse num_buckets={n} {'reshuffled' if again else 'in-order'}": lhotse_bucketing(lengths, n, budget, again)
+        for n in args.num_buckets
+        for again in (True, False)
+    }
     curves = frontier(lengths, args.points, budget)
     png = args.out / f"frontier_{stem}.png"
     plot_frontier(curves, theirs, png, f"{title}: {lengths.size:,} lengths, budget B0 x L_max (DBS, BR)")
-    parts = [f"### {title}: {lengths.size:,} lengths, L_max {lengths.max()} frames, budget B0 x L_max = "
-             f"{budget:,} frames (B0 = {B0})", table(rows | theirs, lengths.size),
-             f"Frontier ({args.points} values per family; plot: {png.name}). Each family's fewest decoder steps at a "
-             "pair_repeat no higher than Lhotse's, against Lhotse's steps (negative: fewer; - : no value that random), "
-             "and ssb_key=cost with lrf calibrated to Lhotse's pair_repeat:",
-             frontier_table(lengths, curves, theirs, budget)]
+    parts = [
+        f"### {title}: {lengths.size:,} lengths, L_max {lengths.max()} frames, budget B0 x L_max = "
+        f"{budget:,} frames (B0 = {B0})",
+        table(rows | theirs, lengths.size),
+        f"Frontier ({args.points} values per family; plot: {png.name}). Each family's fewest decoder steps at a "
+        "pair_repeat no higher than Lhotse's, against Lhotse's steps (negative: fewer; - : no value that random), "
+        "and ssb_key=cost with lrf calibrated to Lhotse's pair_repeat:",
+        frontier_table(lengths, curves, theirs, budget),
+    ]
     return "\n\n".join(parts)
 
 
@@ -199,8 +246,11 @@ def calibrated_cost(lengths: np.ndarray, point: dict, budget: int) -> tuple[floa
 def frontier_table(lengths: np.ndarray, curves: dict[str, list[dict]], theirs: dict[str, dict], budget: int) -> str:
     """One row per Lhotse point: its steps, pair_repeat and budget overruns, ssb_key=cost calibrated to
     its pair_repeat, whether it is dominated (by that or by a swept point), and each family's change."""
-    lines = ["| Lhotse point | decoder steps | pair_repeat | over budget (largest) | cost key at its pair_repeat "
-             "| dominated | " + " | ".join(f"{c} (swept)" for c in curves) + " |", "|" + "---|" * (6 + len(curves))]
+    lines = [
+        "| Lhotse point | decoder steps | pair_repeat | over budget (largest) | cost key at its pair_repeat "
+        "| dominated | " + " | ".join(f"{c} (swept)" for c in curves) + " |",
+        "|" + "---|" * (6 + len(curves)),
+    ]
     for label, point in theirs.items():
         change = beaten(curves, point)
         calibrated = calibrated_cost(lengths, point, budget)
@@ -209,10 +259,17 @@ def frontier_table(lengths: np.ndarray, curves: dict[str, list[dict]], theirs: d
         known = {k: v for k, v in change.items() if v is not None}
         best = min(known, key=known.get) if known else None
         verdict = f"yes: {best} {known[best]:+.1f} %" if best and known[best] < 0 else "no"
-        cells = [label.removeprefix("lhotse "), f"{point['decoder_steps']:,}", f"{point['pair_repeat']:.4f}",
-                 f"{point['over_budget']} (x{point['largest']:.3f})",
-                 "-" if calibrated is None else f"lrf={calibrated[0]}: {calibrated[1]['decoder_steps']:,} steps, "
-                 f"pair_repeat {calibrated[1]['pair_repeat']:.4f}, {change['ssb key=cost, calibrated']:+.1f} %", verdict]
+        cells = [
+            label.removeprefix("lhotse "),
+            f"{point['decoder_steps']:,}",
+            f"{point['pair_repeat']:.4f}",
+            f"{point['over_budget']} (x{point['largest']:.3f})",
+            "-"
+            if calibrated is None
+            else f"lrf={calibrated[0]}: {calibrated[1]['decoder_steps']:,} steps, "
+            f"pair_repeat {calibrated[1]['pair_repeat']:.4f}, {change['ssb key=cost, calibrated']:+.1f} %",
+            verdict,
+        ]
         cells += ["-" if change[c] is None else f"{change[c]:+.1f} %" for c in curves]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -224,16 +281,31 @@ def table(rows: dict[str, dict], n_samples: int) -> str:
     for label, r in rows.items():
         if r["samples"] != n_samples:
             label += f" ({r['samples']:,} samples of {n_samples:,})"
-        cells.append([label, f"{r['batches']:,}", f"{r['zpr']:.2f}", f"{r['padding']:.2f}", f"{r['padded_frames']:,}",
-                      f"{r['decoder_steps']:,}", str(r["over_budget"]), f"{r['largest']:.4f}", f"{r['pair_repeat']:.4f}",
-                      f"{1000 * r['plan_s']:,.1f}"])
+        cells.append(
+            [
+                label,
+                f"{r['batches']:,}",
+                f"{r['zpr']:.2f}",
+                f"{r['padding']:.2f}",
+                f"{r['padded_frames']:,}",
+                f"{r['decoder_steps']:,}",
+                str(r["over_budget"]),
+                f"{r['largest']:.4f}",
+                f"{r['pair_repeat']:.4f}",
+                f"{1000 * r['plan_s']:,.1f}",
+            ]
+        )
     return "\n".join(markdown_table(COLUMNS, cells))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS,
-                        help="the `file` corpus: a filelist or TSV with a 'frames' column (default LJSpeech's)")
+    parser.add_argument(
+        "--lengths",
+        type=Path,
+        default=LJSPEECH_LENGTHS,
+        help="the `file` corpus: a filelist or TSV with a 'frames' column (default LJSpeech's)",
+    )
     parser.add_argument("--split", type=float, default=0.8, help="train fraction of the seeded split (default 0.8)")
     parser.add_argument("--corpora", default=",".join(CORPORA), help=f"some of {', '.join(CORPORA)} (default all)")
     parser.add_argument("-n", type=int, default=100_000, help="lengths per generated corpus (default 100,000)")
@@ -256,6 +328,7 @@ def main(argv: list[str] | None = None) -> None:
         title, lengths = corpus(name, args)
         print("\n" + bench(title, lengths, args, name), flush=True)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
+
 
 if __name__ == "__main__":
     main()

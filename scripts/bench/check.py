@@ -16,6 +16,7 @@ were just written, so the page cache is warm: the cold figure does not include d
 --numbers appends a sentence with five numbers to every text, the worst case for the inflect-based
 text cleaner (LJSpeech's normalised text has no digits).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,6 @@ from data.shared import LJSPEECH_LENGTHS
 from scripts.common import cpu_name
 
 
-
 def draw_clips(lengths: Path, n: int, rng: random.Random) -> list[tuple[int, str]]:
     """(n_samples, text) for n clips: LJSpeech's own when lengths.tsv is there, else uniform 1-10 s."""
     if not lengths.is_file():
@@ -43,15 +43,31 @@ def draw_clips(lengths: Path, n: int, rng: random.Random) -> list[tuple[int, str
 
 
 def with_numbers(text: str, rng: random.Random) -> str:
-    return (f"{text} On the {rng.randint(1, 31)}th of May {rng.randint(1800, 1999)}, he paid "
-            f"${rng.randint(1, 999)}.{rng.randint(0, 99):02d} for {rng.randint(1, 100000):,} copies.")
+    return (
+        f"{text} On the {rng.randint(1, 31)}th of May {rng.randint(1800, 1999)}, he paid "
+        f"${rng.randint(1, 999)}.{rng.randint(0, 99):02d} for {rng.randint(1, 100000):,} copies."
+    )
 
 
 def write_sparse_wav(path: Path, n_samples: int, sample_rate: int) -> None:
     """A canonical 44-byte PCM_16 mono header, then a hole for the samples (they read as silence)."""
     data_bytes = 2 * n_samples
-    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + data_bytes, b"WAVE", b"fmt ", 16, 1, 1,
-                         sample_rate, 2 * sample_rate, 2, 16, b"data", data_bytes)
+    header = struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + data_bytes,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        1,
+        sample_rate,
+        2 * sample_rate,
+        2,
+        16,
+        b"data",
+        data_bytes,
+    )
     with open(path, "wb") as out:
         out.write(header)
         out.truncate(len(header) + data_bytes)
@@ -96,8 +112,10 @@ def main() -> None:
     assert again.from_cache and again.problems == report.problems, "the cached report differs"
     print(f"machine: {cpu_name()}")
     sizes = ", ".join(f"{c.utterances} {Path(c.filelist).stem} / {c.hours:.2f} h" for c in report.counts)
-    print(f"corpus:  {args.n} clips ({sizes}){' with numbers in every text' if args.numbers else ''}, "
-          f"written in {made:.1f} s; {len(report.problems)} problem(s)")
+    print(
+        f"corpus:  {args.n} clips ({sizes}){' with numbers in every text' if args.numbers else ''}, "
+        f"written in {made:.1f} s; {len(report.problems)} problem(s)"
+    )
     print("check:   sequential, headers only, page cache warm; cache hit = one stat() per clip")
     print(f"cold:    {cold:6.2f} s  {args.n / cold:9.0f} clips/s")
     print(f"cached:  {cached:6.2f} s  {args.n / cached:9.0f} clips/s")

@@ -18,6 +18,7 @@ batches, and predicts every batch of the epoch from that fit; the output says so
 are timed in alternation (a rotating order every round) so that drift (thermals, other
 processes) hits them all alike; the ratios are the result, absolute times are the machine's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,15 @@ def subset_parameters(frames: np.ndarray, ssb: BatchingConfig) -> dict[str, int]
     return {k: v for found in best.values() for k, v in found.items() if k in ("bucket_size", "n_bins") and v}
 
 
-def make_plans(frames: np.ndarray, text_lengths: np.ndarray, names: list[str], common: dict, r: int,
-               max_batches: int, graph_bucket: int = 0) -> dict[str, dict]:
+def make_plans(
+    frames: np.ndarray,
+    text_lengths: np.ndarray,
+    names: list[str],
+    common: dict,
+    r: int,
+    max_batches: int,
+    graph_bucket: int = 0,
+) -> dict[str, dict]:
     """Each strategy's epoch-0 batches, their shapes and padding stats, which ones to time, and
     with graph_bucket its decoder loop shape table."""
     plans = {}
@@ -71,10 +79,17 @@ def make_plans(frames: np.ndarray, text_lengths: np.ndarray, names: list[str], c
         batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[name], **common}), epoch=0)
         steps = np.array([math.ceil(frames[b].max() / r) for b in batches])
         sizes = np.array([len(b) for b in batches])
-        plans[name] = dict(batches=batches, steps=steps, sizes=sizes, stats=batch_stats(frames, batches),
-                           features=np.stack([np.ones(len(batches)), steps, sizes * steps], 1),
-                           timed=pick_timed(sizes * steps, max_batches), seconds=[], graphs=None,
-                           table=shape_table(batches, frames, text_lengths, graph_bucket) if graph_bucket else None)
+        plans[name] = dict(
+            batches=batches,
+            steps=steps,
+            sizes=sizes,
+            stats=batch_stats(frames, batches),
+            features=np.stack([np.ones(len(batches)), steps, sizes * steps], 1),
+            timed=pick_timed(sizes * steps, max_batches),
+            seconds=[],
+            graphs=None,
+            table=shape_table(batches, frames, text_lengths, graph_bucket) if graph_bucket else None,
+        )
     return plans
 
 
@@ -84,15 +99,16 @@ def capture_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text
     r = bench.cfg.model.n_frames_per_step
     for p in plans.values():
         table = p["table"]
-        shapes = {table.shape_of(len(b), round_up(int(frames[b].max()), r), int(text_lengths[b].max()))
-                  for b in (p["batches"][i] for i in p["timed"])}
+        shapes = {
+            table.shape_of(len(b), round_up(int(frames[b].max()), r), int(text_lengths[b].max()))
+            for b in (p["batches"][i] for i in p["timed"])
+        }
         p["graphs"] = build_loop_graphs(bench.parts.core.decoder, sorted(shapes), bench.device, bench.parts.amp_dtype)
     bench.sync()
     return time.perf_counter() - tick
 
 
-def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_lengths: np.ndarray,
-               warmup: int) -> None:
+def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_lengths: np.ndarray, warmup: int) -> None:
     """Fill each plan's `seconds`: round k times every plan's k-th chosen batch, in a rotating order."""
     names = list(plans)
     biggest = max(((p, i) for p in plans.values() for i in p["timed"]), key=lambda pi: pi[0]["features"][pi[1], 2])
@@ -101,14 +117,17 @@ def time_plans(bench: Bench, plans: dict[str, dict], frames: np.ndarray, text_le
         bench.step(bench.batch(frames[b], text_lengths[b], seed=w), biggest[0]["table"], biggest[0]["graphs"])
     rounds = max(len(p["timed"]) for p in plans.values())
     for k in range(rounds):
-        for name in names[k % len(names):] + names[: k % len(names)]:
+        for name in names[k % len(names) :] + names[: k % len(names)]:
             p = plans[name]
             if k < len(p["timed"]):
                 b = p["batches"][p["timed"][k]]
                 batch = bench.batch(frames[b], text_lengths[b], seed=1000 + k)
                 p["seconds"].append(bench.step(batch, p["table"], p["graphs"]))
-                print(f"round {k + 1}/{rounds} {name}: batch of {len(b)} x {p['steps'][p['timed'][k]]} steps "
-                      f"{p['seconds'][-1]:.3f}s", file=sys.stderr)
+                print(
+                    f"round {k + 1}/{rounds} {name}: batch of {len(b)} x {p['steps'][p['timed'][k]]} steps "
+                    f"{p['seconds'][-1]:.3f}s",
+                    file=sys.stderr,
+                )
 
 
 def strategy_rows(plans: dict[str, dict], coef: np.ndarray | None) -> dict[str, dict]:
@@ -117,10 +136,16 @@ def strategy_rows(plans: dict[str, dict], coef: np.ndarray | None) -> dict[str, 
     rows = {}
     for name, p in plans.items():
         seconds = float(p["features"].sum(0) @ coef) if coef is not None else float(sum(p["seconds"]))
-        rows[name] = dict(n_batches=len(p["batches"]), timed_batches=len(p["timed"]), zpr=p["stats"]["zpr"],
-                          abl=p["stats"]["abl"], decoder_steps=int(p["steps"].sum()), seconds_per_epoch=seconds,
-                          frames_per_second=p["stats"]["real_frames"] / seconds,
-                          measured_seconds=float(sum(p["seconds"])))
+        rows[name] = dict(
+            n_batches=len(p["batches"]),
+            timed_batches=len(p["timed"]),
+            zpr=p["stats"]["zpr"],
+            abl=p["stats"]["abl"],
+            decoder_steps=int(p["steps"].sum()),
+            seconds_per_epoch=seconds,
+            frames_per_second=p["stats"]["real_frames"] / seconds,
+            measured_seconds=float(sum(p["seconds"])),
+        )
     base = rows.get("RAND", {}).get("seconds_per_epoch")
     for name, row in rows.items():
         row["reduction_pct"] = None if base is None else 100 * (base - row["seconds_per_epoch"]) / base
@@ -139,10 +164,17 @@ def training_utterances(count: int, split: float, seed: int, subset: int) -> np.
 def bench_config(args: argparse.Namespace, preset: str) -> RunConfig:
     """The LJSpeech recipe's config at the model preset, with --amp, --seed and --hparams; without
     --graph-bucket the plain decoder loop, the paper's (not the ljspeech preset's padded one)."""
-    graphed = (f"fast_decoder=true,graph_bucket={args.graph_bucket}," if args.graph_bucket
-               else "fast_decoder=false,graph_bucket=0,")
-    return resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
-                                       f"seed={args.seed},{graphed}{args.hparams}"))
+    graphed = (
+        f"fast_decoder=true,graph_bucket={args.graph_bucket},"
+        if args.graph_bucket
+        else "fast_decoder=false,graph_bucket=0,"
+    )
+    return resolve_config(
+        load_hparams(
+            f"dataset=ljspeech,loss_norm=padded,model_preset={preset},amp={args.amp},"
+            f"seed={args.seed},{graphed}{args.hparams}"
+        )
+    )
 
 
 def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) -> dict:
@@ -169,20 +201,41 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     time_plans(bench, plans, frames, text_lengths, args.warmup)
 
     extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
-    coef = fit_times(np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
-                     np.concatenate([p["seconds"] for p in plans.values()])) if extrapolated else None
+    coef = (
+        fit_times(
+            np.concatenate([p["features"][p["timed"]] for p in plans.values()]),
+            np.concatenate([p["seconds"] for p in plans.values()]),
+        )
+        if extrapolated
+        else None
+    )
     rows = strategy_rows(plans, coef)
-    return dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                device=device_name(device), device_type=device.type, torch=torch.__version__, lengths=str(args.lengths),
-                utterances=int(frames.size), split=args.split, subset=subset, preset=preset,
-                n_frames_per_step=r, batch_size=cfg.batching.batch_size, amp=cfg.train.amp, warmup=args.warmup,
-                max_batches=max_batches, extrapolated=extrapolated, graph_bucket=args.graph_bucket,
-                cuda_graphs=bool(args.cuda_graphs), capture_seconds=capture_seconds,
-                bucket_size=common.get("bucket_size", int(EXPERIMENTS["BKT-BR"]["bucket_size"])),
-                n_bins=common.get("n_bins", int(EXPERIMENTS["ATS-BR"]["n_bins"])),
-                fit=None if coef is None else dict(zip(("seconds_per_batch", "seconds_per_step",
-                                                        "seconds_per_sample_step"), map(float, coef))),
-                strategies=rows)
+    return dict(
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        device=device_name(device),
+        device_type=device.type,
+        torch=torch.__version__,
+        lengths=str(args.lengths),
+        utterances=int(frames.size),
+        split=args.split,
+        subset=subset,
+        preset=preset,
+        n_frames_per_step=r,
+        batch_size=cfg.batching.batch_size,
+        amp=cfg.train.amp,
+        warmup=args.warmup,
+        max_batches=max_batches,
+        extrapolated=extrapolated,
+        graph_bucket=args.graph_bucket,
+        cuda_graphs=bool(args.cuda_graphs),
+        capture_seconds=capture_seconds,
+        bucket_size=common.get("bucket_size", int(EXPERIMENTS["BKT-BR"]["bucket_size"])),
+        n_bins=common.get("n_bins", int(EXPERIMENTS["ATS-BR"]["n_bins"])),
+        fit=None
+        if coef is None
+        else dict(zip(("seconds_per_batch", "seconds_per_step", "seconds_per_sample_step"), map(float, coef))),
+        strategies=rows,
+    )
 
 
 def decoder_loop(result: dict) -> str:
@@ -192,53 +245,108 @@ def decoder_loop(result: dict) -> str:
     if not result.get("cuda_graphs"):
         return f"decoder loop padded to graph_bucket={result['graph_bucket']} shapes"
     how = "CUDA graphs" if result["device_type"] == "cuda" else "static buffers, eager"
-    return (f"decoder loop as {how} of graph_bucket={result['graph_bucket']} shapes "
-            f"(captured in {result['capture_seconds']:.1f} s)")
+    return (
+        f"decoder loop as {how} of graph_bucket={result['graph_bucket']} shapes "
+        f"(captured in {result['capture_seconds']:.1f} s)"
+    )
 
 
 def markdown(result: dict) -> str:
-    lines = [f"Shape-faithful epoch time, {result['date']}: {result['device']}, torch {result['torch']}",
-             f"({result['utterances']} utterances of {Path(result['lengths']).name}"
-             f"{', a random subset' if result['subset'] else ''}; model preset {result['preset']}, "
-             f"r = {result['n_frames_per_step']}, B0 = {result['batch_size']}, amp {result['amp']}; "
-             f"{decoder_loop(result)}; "
-             f"BKT bucket size {result['bucket_size']}, ATS {result['n_bins']} bins"
-             f"{', re-calibrated to SSB-BR ZPR on the subset' if result['subset'] else ''})", ""]
+    lines = [
+        f"Shape-faithful epoch time, {result['date']}: {result['device']}, torch {result['torch']}",
+        f"({result['utterances']} utterances of {Path(result['lengths']).name}"
+        f"{', a random subset' if result['subset'] else ''}; model preset {result['preset']}, "
+        f"r = {result['n_frames_per_step']}, B0 = {result['batch_size']}, amp {result['amp']}; "
+        f"{decoder_loop(result)}; "
+        f"BKT bucket size {result['bucket_size']}, ATS {result['n_bins']} bins"
+        f"{', re-calibrated to SSB-BR ZPR on the subset' if result['subset'] else ''})",
+        "",
+    ]
     if result["extrapolated"]:
         fit = result["fit"]
-        lines += [f"Extrapolated: {result['max_batches']} timed batch(es) per strategy, every batch of the epoch "
-                  f"predicted by time = {fit['seconds_per_batch']:.4g} s + {fit['seconds_per_step']:.4g} s x steps "
-                  f"+ {fit['seconds_per_sample_step']:.4g} s x batch size x steps (fit on all timed batches).", ""]
-    rows = [[name, str(row["n_batches"]), f"{row['zpr']:.2f}", f"{row['abl']:.1f}", str(row["decoder_steps"]),
-             f"{row['seconds_per_epoch']:.1f}", f"{row['frames_per_second']:.0f}",
-             "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
-             "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}"]
-            for name, row in result["strategies"].items()]
-    lines += markdown_table(["Batching", "batches", "ZPR %", "ABL", "decoder steps/epoch", "s/epoch", "mel frames/s",
-                             "time reduction vs RAND %", "paper (Table 3) %"], rows)
+        lines += [
+            f"Extrapolated: {result['max_batches']} timed batch(es) per strategy, every batch of the epoch "
+            f"predicted by time = {fit['seconds_per_batch']:.4g} s + {fit['seconds_per_step']:.4g} s x steps "
+            f"+ {fit['seconds_per_sample_step']:.4g} s x batch size x steps (fit on all timed batches).",
+            "",
+        ]
+    rows = [
+        [
+            name,
+            str(row["n_batches"]),
+            f"{row['zpr']:.2f}",
+            f"{row['abl']:.1f}",
+            str(row["decoder_steps"]),
+            f"{row['seconds_per_epoch']:.1f}",
+            f"{row['frames_per_second']:.0f}",
+            "" if row["reduction_pct"] is None else f"{row['reduction_pct']:.2f}",
+            "" if row["paper_reduction_pct"] is None else f"{row['paper_reduction_pct']:.2f}",
+        ]
+        for name, row in result["strategies"].items()
+    ]
+    lines += markdown_table(
+        [
+            "Batching",
+            "batches",
+            "ZPR %",
+            "ABL",
+            "decoder steps/epoch",
+            "s/epoch",
+            "mel frames/s",
+            "time reduction vs RAND %",
+            "paper (Table 3) %",
+        ],
+        rows,
+    )
     return "\n".join(lines) + "\n"
 
 
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS,
-                        help="TSV with frames and text columns, or a filelist (default: LJSpeech's lengths.tsv)")
+    parser.add_argument(
+        "--lengths",
+        type=Path,
+        default=LJSPEECH_LENGTHS,
+        help="TSV with frames and text columns, or a filelist (default: LJSpeech's lengths.tsv)",
+    )
     parser.add_argument("--split", type=float, default=0.8, help="the paper's seeded training split (default 0.8)")
-    parser.add_argument("--subset", type=int, help="time a random subset of N utterances (default: 1024 on CPU, all on GPU)")
-    parser.add_argument("--strategies", default=DEFAULT_STRATEGIES, help=f"experiment names (default {DEFAULT_STRATEGIES})")
+    parser.add_argument(
+        "--subset", type=int, help="time a random subset of N utterances (default: 1024 on CPU, all on GPU)"
+    )
+    parser.add_argument(
+        "--strategies", default=DEFAULT_STRATEGIES, help=f"experiment names (default {DEFAULT_STRATEGIES})"
+    )
     parser.add_argument("--preset", choices=("small", "full"), help="model preset (default: small on CPU, full on GPU)")
-    parser.add_argument("--hparams", default="", help="extra train.py hparams, e.g. n_frames_per_step=2,model.attention_dim=64")
+    parser.add_argument(
+        "--hparams", default="", help="extra train.py hparams, e.g. n_frames_per_step=2,model.attention_dim=64"
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--amp", choices=("off", "bf16", "fp16"), default="off", help="autocast (CUDA only; the paper: off)")
-    parser.add_argument("--graph-bucket", type=int, default=0, help="pad the fast decoder loop to shapes of this many "
-                        "frames (model/shapes.py; default 0: off)")
-    parser.add_argument("--cuda-graphs", action="store_true", help="with --graph-bucket: replay the decoder loop "
-                        "as CUDA graphs (on the CPU: the same static buffers, eager)")
-    parser.add_argument("--max-batches", type=int, help="timed batches per strategy, 0 = the whole epoch "
-                                                        "(default: 3 on CPU, 32 on GPU); fewer are extrapolated")
+    parser.add_argument(
+        "--amp", choices=("off", "bf16", "fp16"), default="off", help="autocast (CUDA only; the paper: off)"
+    )
+    parser.add_argument(
+        "--graph-bucket",
+        type=int,
+        default=0,
+        help="pad the fast decoder loop to shapes of this many frames (model/shapes.py; default 0: off)",
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="with --graph-bucket: replay the decoder loop as CUDA graphs (on the CPU: the same static buffers, eager)",
+    )
+    parser.add_argument(
+        "--max-batches",
+        type=int,
+        help="timed batches per strategy, 0 = the whole epoch (default: 3 on CPU, 32 on GPU); fewer are extrapolated",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps on the largest batch first (default 1)")
-    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's); 1 is often "
-                                                    "fastest on a shared machine, where threads wait on each other")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for torch (default: torch's); 1 is often "
+        "fastest on a shared machine, where threads wait on each other",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the split, the subset, the plans and the model")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     parser.add_argument("--out", type=Path, help="also write the Markdown table to this file")

@@ -13,7 +13,8 @@ a subprocess of its own so that its peak RSS is its own:
   of PlanCutSampler's bytes a cut;
 * plan (cold): PlanCutSampler with its defaults (the cost key calibrated to the paper's SSB's ZPR,
   once, when it is built) and an empty cache folder (decompresses and indexes the manifest), its
-  time to the first batch, planning an epoch (and the paper's SSB's, for comparison), a full pass over the batches (no audio loaded;
+  time to the first batch, planning an epoch (and the paper's SSB's, for comparison), a full pass over the batches
+  (no audio loaded;
   --pass-cuts K stops each sampler's pass after K cuts, for a 10M-cut run on a small machine);
 * plan (warm): the same with the cache filled by the cold run: time to the first batch and planning;
 * lhotse: DynamicBucketingSampler (shuffle=True, num_buckets=30): time to the first batch, a full pass;
@@ -23,6 +24,7 @@ Padding is the padded fraction (1 - real seconds / (cuts x longest) summed over 
 over budget when its cut count x its longest cut exceeds max_duration (Lhotse's own budget is the
 sum of durations, so its batches are over this padded budget by design: it is reported as such).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +46,11 @@ from scripts.common import cpu_name, markdown_table, median_seconds
 SAMPLE_RATE = 22050  # LJSpeech's
 FRAME_SHIFT = 0.01
 #: A MonoCut with one supervision exactly as Lhotse 1.33 writes it (json.dumps of to_dict).
-LINE = ('{{"id": "{id}", "start": 0, "duration": {d}, "channel": 0, "supervisions": [{{"id": "{id}", '
-        '"recording_id": "{id}", "start": 0, "duration": {d}, "channel": 0, "text": "printing in the only sense"}}], '
-        '"type": "MonoCut"}}\n')
+LINE = (
+    '{{"id": "{id}", "start": 0, "duration": {d}, "channel": 0, "supervisions": [{{"id": "{id}", '
+    '"recording_id": "{id}", "start": 0, "duration": {d}, "channel": 0, "text": "printing in the only sense"}}], '
+    '"type": "MonoCut"}}\n'
+)
 MEASURES = ("reader", "reader+planner", "plan", "lhotse", "argsort")
 
 
@@ -65,8 +69,12 @@ def write_manifest(path: Path, durations: np.ndarray) -> None:
     """A lazy-readable cuts.jsonl.gz of one MonoCut per duration (ids c0000000...)."""
     with gzip.open(path, "wt", compresslevel=1, encoding="utf-8") as out:
         for start in range(0, durations.size, 100_000):
-            out.write("".join(LINE.format(id=f"c{start + i:08d}", d=repr(float(d)))
-                              for i, d in enumerate(durations[start:start + 100_000])))
+            out.write(
+                "".join(
+                    LINE.format(id=f"c{start + i:08d}", d=repr(float(d)))
+                    for i, d in enumerate(durations[start : start + 100_000])
+                )
+            )
 
 
 def peak_rss() -> int:
@@ -85,8 +93,13 @@ def batch_figures(batches, max_duration: float, pass_cuts: int) -> dict:
         n_batches, n_cuts, real = n_batches + 1, n_cuts + len(durations), real + sum(durations)
         padded += len(durations) * max(durations)
         over += len(durations) * max(durations) > max_duration + 1e-9
-    return dict(pass_s=time.perf_counter() - start, batches=n_batches, cuts=n_cuts, over=over,
-                padded_fraction=1 - real / padded if padded else 0.0)
+    return dict(
+        pass_s=time.perf_counter() - start,
+        batches=n_batches,
+        cuts=n_cuts,
+        over=over,
+        padded_fraction=1 - real / padded if padded else 0.0,
+    )
 
 
 def warm_up_the_sampler() -> None:
@@ -97,9 +110,15 @@ def warm_up_the_sampler() -> None:
     from lhotse.testing.dummies import dummy_cut
 
     from batching.lhotse import PlanCutSampler
+
     durations = bench_durations(1000)
-    next(iter(PlanCutSampler(CutSet.from_cuts(dummy_cut(i, duration=float(d)) for i, d in enumerate(durations)),
-                             max_duration=200.0)))
+    next(
+        iter(
+            PlanCutSampler(
+                CutSet.from_cuts(dummy_cut(i, duration=float(d)) for i, d in enumerate(durations)), max_duration=200.0
+            )
+        )
+    )
 
 
 def plan_seconds(sampler, epochs=(1, 2, 3)) -> float:
@@ -113,10 +132,12 @@ def plan_seconds(sampler, epochs=(1, 2, 3)) -> float:
     return float(np.median(times))
 
 
-def measure(kind: str, manifest: Path, cache: Path, max_duration: float, n: int, reader_cuts: int,
-            pass_cuts: int) -> dict:
+def measure(
+    kind: str, manifest: Path, cache: Path, max_duration: float, n: int, reader_cuts: int, pass_cuts: int
+) -> dict:
     """One measurement (run in a subprocess of its own, see MEASURES); returns its figures."""
     from lhotse import CutSet
+
     start = time.perf_counter()
     if kind.startswith("reader"):
         if kind == "reader+planner":
@@ -128,14 +149,17 @@ def measure(kind: str, manifest: Path, cache: Path, max_duration: float, n: int,
         return dict(argsort_s=median_seconds(3, np.argsort, lengths.astype(np.int64)), rss=peak_rss())
     if kind == "plan":
         from batching.lhotse import PlanCutSampler
+
         sampler = PlanCutSampler(CutSet.from_file(manifest), max_duration=max_duration, manifest_cache=cache)
         next(iter(sampler))
         figures = dict(first_batch_s=time.perf_counter() - start)
         figures["plan_s"] = plan_seconds(sampler)
     else:
         from lhotse.dataset import DynamicBucketingSampler
-        sampler = DynamicBucketingSampler(CutSet.from_file(manifest), max_duration=max_duration, shuffle=True,
-                                          num_buckets=30, seed=0)
+
+        sampler = DynamicBucketingSampler(
+            CutSet.from_file(manifest), max_duration=max_duration, shuffle=True, num_buckets=30, seed=0
+        )
         next(iter(sampler))
         figures = dict(first_batch_s=time.perf_counter() - start)
         sampler.set_epoch(1)
@@ -144,9 +168,14 @@ def measure(kind: str, manifest: Path, cache: Path, max_duration: float, n: int,
     figures["rss"] = peak_rss()
     if kind == "plan":  # the same epochs with the paper's SSB (the length key, lrf 0.1), after the RSS is taken
         from batching import BatchingConfig
+
         del sampler
-        paper = PlanCutSampler(CutSet.from_file(manifest), BatchingConfig("ssb", dbs=True, br=True),
-                               max_duration=max_duration, manifest_cache=cache)
+        paper = PlanCutSampler(
+            CutSet.from_file(manifest),
+            BatchingConfig("ssb", dbs=True, br=True),
+            max_duration=max_duration,
+            manifest_cache=cache,
+        )
         paper.plan  # epoch 0, not timed
         figures["plan_paper_s"] = plan_seconds(paper)
     return figures
@@ -154,9 +183,25 @@ def measure(kind: str, manifest: Path, cache: Path, max_duration: float, n: int,
 
 def run_measure(kind: str, args, full_pass: bool = True) -> dict:
     """measure() in a fresh Python process: its peak RSS is its own."""
-    command = [sys.executable, "-m", "scripts.bench.lhotse", "--measure", kind, "--manifest", str(args.manifest),
-               "--cache", str(args.cache), "--max-duration", str(args.max_duration), "--reader-cuts",
-               str(args.reader_cuts), "--cuts", str(args.cuts), "--pass-cuts", str(args.pass_cuts if full_pass else 0)]
+    command = [
+        sys.executable,
+        "-m",
+        "scripts.bench.lhotse",
+        "--measure",
+        kind,
+        "--manifest",
+        str(args.manifest),
+        "--cache",
+        str(args.cache),
+        "--max-duration",
+        str(args.max_duration),
+        "--reader-cuts",
+        str(args.reader_cuts),
+        "--cuts",
+        str(args.cuts),
+        "--pass-cuts",
+        str(args.pass_cuts if full_pass else 0),
+    ]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -164,10 +209,16 @@ def run_measure(kind: str, args, full_pass: bool = True) -> dict:
 def table_row(name: str, figures: dict, reader_rss: int, n: int) -> list[str]:
     """One sampler's row (bytes a cut: over reader_rss, its reader baseline); '-': not measured for it."""
     passed = "pass_s" in figures
-    return [name, f"{figures['first_batch_s']:.2f}", f"{figures['plan_s']:.3f}" if "plan_s" in figures else "-",
-            f"{figures['pass_s']:.0f} ({figures['cuts']:,} cuts, {figures['batches']:,} batches)" if passed else "-",
-            f"{figures['rss'] / 2**20:.0f}", f"{(figures['rss'] - reader_rss) / n:.1f}",
-            f"{figures['padded_fraction']:.1%}" if passed else "-", f"{figures['over']:,}" if passed else "-"]
+    return [
+        name,
+        f"{figures['first_batch_s']:.2f}",
+        f"{figures['plan_s']:.3f}" if "plan_s" in figures else "-",
+        f"{figures['pass_s']:.0f} ({figures['cuts']:,} cuts, {figures['batches']:,} batches)" if passed else "-",
+        f"{figures['rss'] / 2**20:.0f}",
+        f"{(figures['rss'] - reader_rss) / n:.1f}",
+        f"{figures['padded_fraction']:.1%}" if passed else "-",
+        f"{figures['over']:,}" if passed else "-",
+    ]
 
 
 def report(n: int, args, results: dict) -> None:
@@ -175,17 +226,38 @@ def report(n: int, args, results: dict) -> None:
     reader, cold, warm, lhotse = (results[k] for k in ("reader+planner", "plan cold", "plan warm", "lhotse"))
     argsort = results["argsort"]["argsort_s"]
     print(f"{n:,} cuts, max_duration={args.max_duration:g} s; {cpu_name()}; one run, side by side")
-    rows = [table_row("PlanCutSampler, cold cache (decompress + index)", cold, reader["rss"], n),
-            table_row("PlanCutSampler, warm cache", warm, reader["rss"], n),
-            table_row("DynamicBucketingSampler (plans while streaming)", lhotse, results["reader"]["rss"], n)]
-    print("\n".join(markdown_table(["sampler", "first batch s", "plan an epoch s", "pass s", "peak RSS MiB",
-                                    "bytes a cut over the reader", "padded fraction", "batches over budget"], rows)))
-    print(f"numpy.argsort of the {n:,} lengths: {argsort:.3f} s; planning / argsort = {warm['plan_s'] / argsort:.2f}x, "
-          f"the paper's SSB (ssb_key=length) {warm['plan_paper_s']:.3f} s = {warm['plan_paper_s'] / argsort:.2f}x "
-          "(goal <= 1.5x)")
-    print(f"Lhotse's reader ({reader['cuts_read']:,} cuts read): peak RSS {results['reader']['rss'] / 2**20:.0f} MiB, "
-          f"{reader['rss'] / 2**20:.0f} MiB with the planner's modules and code loaded; "
-          f"PlanCutSampler holds {(cold['rss'] - reader['rss']) / n:.1f} bytes a cut more (goal < 64)")
+    rows = [
+        table_row("PlanCutSampler, cold cache (decompress + index)", cold, reader["rss"], n),
+        table_row("PlanCutSampler, warm cache", warm, reader["rss"], n),
+        table_row("DynamicBucketingSampler (plans while streaming)", lhotse, results["reader"]["rss"], n),
+    ]
+    print(
+        "\n".join(
+            markdown_table(
+                [
+                    "sampler",
+                    "first batch s",
+                    "plan an epoch s",
+                    "pass s",
+                    "peak RSS MiB",
+                    "bytes a cut over the reader",
+                    "padded fraction",
+                    "batches over budget",
+                ],
+                rows,
+            )
+        )
+    )
+    print(
+        f"numpy.argsort of the {n:,} lengths: {argsort:.3f} s; planning / argsort = {warm['plan_s'] / argsort:.2f}x, "
+        f"the paper's SSB (ssb_key=length) {warm['plan_paper_s']:.3f} s = {warm['plan_paper_s'] / argsort:.2f}x "
+        "(goal <= 1.5x)"
+    )
+    print(
+        f"Lhotse's reader ({reader['cuts_read']:,} cuts read): peak RSS {results['reader']['rss'] / 2**20:.0f} MiB, "
+        f"{reader['rss'] / 2**20:.0f} MiB with the planner's modules and code loaded; "
+        f"PlanCutSampler holds {(cold['rss'] - reader['rss']) / n:.1f} bytes a cut more (goal < 64)"
+    )
 
 
 def main() -> None:
@@ -194,27 +266,48 @@ def main() -> None:
     parser.add_argument("--max-duration", type=float, default=200.0, help="the batch budget in seconds")
     parser.add_argument("--folder", type=Path, help="where the manifest and the cache go (default: a temp folder)")
     parser.add_argument("--reader-cuts", type=int, default=200_000, help="cuts the reader baseline reads")
-    parser.add_argument("--pass-cuts", type=int, help="stop each sampler's pass over the batches once it has "
-                        "yielded this many cuts (default: a full pass over the epoch)")
+    parser.add_argument(
+        "--pass-cuts",
+        type=int,
+        help="stop each sampler's pass over the batches once it has "
+        "yielded this many cuts (default: a full pass over the epoch)",
+    )
     parser.add_argument("--measure", choices=MEASURES, help=argparse.SUPPRESS)
     parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.pass_cuts = args.cuts if args.pass_cuts is None else args.pass_cuts
     if args.measure:
-        print(json.dumps(measure(args.measure, args.manifest, args.cache, args.max_duration, args.cuts,
-                                 args.reader_cuts, args.pass_cuts)))
+        print(
+            json.dumps(
+                measure(
+                    args.measure,
+                    args.manifest,
+                    args.cache,
+                    args.max_duration,
+                    args.cuts,
+                    args.reader_cuts,
+                    args.pass_cuts,
+                )
+            )
+        )
         return
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         args.manifest, args.cache = Path(folder) / "cuts.jsonl.gz", Path(folder) / "cache"
         start = time.perf_counter()
         write_manifest(args.manifest, bench_durations(args.cuts))
-        print(f"wrote {args.manifest.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
-              file=sys.stderr)
-        results = {"reader": run_measure("reader", args), "reader+planner": run_measure("reader+planner", args),
-                   "plan cold": run_measure("plan", args),
-                   "plan warm": run_measure("plan", args, full_pass=False), "lhotse": run_measure("lhotse", args),
-                   "argsort": run_measure("argsort", args)}
+        print(
+            f"wrote {args.manifest.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+        )
+        results = {
+            "reader": run_measure("reader", args),
+            "reader+planner": run_measure("reader+planner", args),
+            "plan cold": run_measure("plan", args),
+            "plan warm": run_measure("plan", args, full_pass=False),
+            "lhotse": run_measure("lhotse", args),
+            "argsort": run_measure("argsort", args),
+        }
         report(args.cuts, args, results)
 
 

@@ -74,10 +74,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cfg = preset_config(args.preset)
-    print(f"{args.preset} model, {args.rows} rows x {args.text} symbols, r={cfg.n_frames_per_step}, "
-          f"{args.steps[0]} and {args.steps[1]} decoder steps, float32, {cpu_name()}, torch {torch.__version__}")
-    header = ["decoder", "recompute_attention", f"MiB held at {args.steps[0]} steps",
-              "bytes per further utterance-frame", "cut"]
+    print(
+        f"{args.preset} model, {args.rows} rows x {args.text} symbols, r={cfg.n_frames_per_step}, "
+        f"{args.steps[0]} and {args.steps[1]} decoder steps, float32, {cpu_name()}, torch {torch.__version__}"
+    )
+    header = [
+        "decoder",
+        "recompute_attention",
+        f"MiB held at {args.steps[0]} steps",
+        "bytes per further utterance-frame",
+        "cut",
+    ]
     print("\n".join(markdown_table(header, measure(cfg, args.rows, args.text, tuple(args.steps)))))
 
 

@@ -5,6 +5,7 @@ Targets: at most 3x argsort of the same array (issue 2), 1.5x with ssb_key=cost 
 is one histogram and one pass); the 10,480 LJSpeech lengths well under 10 ms.
 The numba JIT warm-up (compilation, or loading its cache) is done first and not timed.
 """
+
 from __future__ import annotations
 
 import argparse

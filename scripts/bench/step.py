@@ -32,6 +32,7 @@ operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
     python -m scripts.bench.step --device cuda --batches 16
     python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,8 @@ from batching import BatchingConfig, plan_epoch, train_split
 from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.shapes import shape_table
-from scripts.common import OPS_HEADING, markdown_table
 from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
+from scripts.common import OPS_HEADING, markdown_table
 from scripts.reproduction.paper import EXPERIMENTS
 from training.config import RunConfig, resolve_config
 from training.hparams import load_hparams
@@ -57,16 +58,24 @@ from training.step import forward_loss, loop_shape, train_step, with_graphs
 
 GRAPH_BUCKET = 64
 GRAPHED = f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=true"
-VARIANTS = {"eager": "fast_decoder=false,graph_bucket=0", "fast": "fast_decoder=true,graph_bucket=0",
-            "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=false", "graphed": GRAPHED,
-            "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16", "graphed+bf16": f"{GRAPHED},amp=bf16",
-            "graphed+recompute": f"{GRAPHED},model.recompute_attention=true"}
+VARIANTS = {
+    "eager": "fast_decoder=false,graph_bucket=0",
+    "fast": "fast_decoder=true,graph_bucket=0",
+    "bucketed": f"fast_decoder=true,graph_bucket={GRAPH_BUCKET},cuda_graphs=false",
+    "graphed": GRAPHED,
+    "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16",
+    "graphed+bf16": f"{GRAPHED},amp=bf16",
+    "graphed+recompute": f"{GRAPHED},model.recompute_attention=true",
+}
 CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute")
 
 
 def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
-    return resolve_config(load_hparams(f"dataset=ljspeech,loss_norm=padded,model_preset={args.preset},seed=0,"
-                                       f"{VARIANTS[variant]},{args.hparams}"))
+    return resolve_config(
+        load_hparams(
+            f"dataset=ljspeech,loss_norm=padded,model_preset={args.preset},seed=0,{VARIANTS[variant]},{args.hparams}"
+        )
+    )
 
 
 def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], dict]:
@@ -77,8 +86,12 @@ def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.nda
     frames, text_lengths = frames[keep], text_lengths[keep]
     batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[args.strategy], "seed": 0}))
     costs = np.array([len(b) * -(-int(frames[b].max()) // r) for b in batches])
-    return (frames, text_lengths, [batches[i] for i in pick_timed(costs, args.batches)],
-            shape_table(batches, frames, text_lengths, GRAPH_BUCKET))
+    return (
+        frames,
+        text_lengths,
+        [batches[i] for i in pick_timed(costs, args.batches)],
+        shape_table(batches, frames, text_lengths, GRAPH_BUCKET),
+    )
 
 
 def gradient(bench: Bench, batch, shape) -> dict:
@@ -90,8 +103,12 @@ def gradient(bench: Bench, batch, shape) -> dict:
     _, backward = count_ops(terms.loss.backward)
     grads = [p.grad.flatten() for p in bench.parts.core.parameters() if p.grad is not None]
     steps = batch.mel.size(2) // bench.cfg.model.n_frames_per_step
-    return {"loss": terms.loss.item(), "grad": torch.cat(grads).double(),
-            "ops_forward": forward.compute / steps, "ops_backward": backward.compute / steps}
+    return {
+        "loss": terms.loss.item(),
+        "grad": torch.cat(grads).double(),
+        "ops_forward": forward.compute / steps,
+        "ops_backward": backward.compute / steps,
+    }
 
 
 def timed_step(bench: Bench, batch, shape) -> tuple[float, float]:
@@ -112,13 +129,20 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
     frames, text_lengths, batches, table = chosen_batches(args, r)
     for v, bench in benches.items():  # the graphed variants capture every shape of the epoch's table
         tick = time.perf_counter()
-        bench.parts = with_graphs(bench.parts, bench.cfg.train.cuda_graphs, table if bench.cfg.train.graph_bucket else None, device)
+        bench.parts = with_graphs(
+            bench.parts, bench.cfg.train.cuda_graphs, table if bench.cfg.train.graph_bucket else None, device
+        )
         if bench.parts.graphs is not None:
-            print(f"{v}: {len(table.shapes())} shapes {'captured' if bench.parts.graphs.captured else 'built'} "
-                  f"in {time.perf_counter() - tick:.1f} s", file=sys.stderr)
+            print(
+                f"{v}: {len(table.shapes())} shapes {'captured' if bench.parts.graphs.captured else 'built'} "
+                f"in {time.perf_counter() - tick:.1f} s",
+                file=sys.stderr,
+            )
     inputs = [benches[variants[0]].batch(frames[b], text_lengths[b], seed=k) for k, b in enumerate(batches)]
-    shapes = {v: [loop_shape(table if benches[v].cfg.train.graph_bucket else None, batch) for batch in inputs]
-              for v in variants}
+    shapes = {
+        v: [loop_shape(table if benches[v].cfg.train.graph_bucket else None, batch) for batch in inputs]
+        for v in variants
+    }
     rows = {v: {"seconds": [], "steps": 0, "frames": 0} for v in variants}
     reference = None
     for v in variants:
@@ -127,14 +151,17 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
         rows[v].update(grad_diff=float((first.pop("grad") - reference).norm() / reference.norm()), **first)
     train_step(benches[variants[0]].parts, inputs[0])  # warm-up of the allocator and kernels
     for k, batch in enumerate(inputs):
-        for v in variants[k % len(variants):] + variants[: k % len(variants)]:
+        for v in variants[k % len(variants) :] + variants[: k % len(variants)]:
             seconds, peak = timed_step(benches[v], batch, shapes[v][k])
             rows[v]["seconds"].append(seconds)
             rows[v]["peak_gb"] = max(rows[v].get("peak_gb", 0.0), peak)
             rows[v]["steps"] += batch.mel.size(2) // r
             rows[v]["frames"] += int(batch.mel_lengths.sum())
-            print(f"batch {k + 1}/{len(inputs)} {v}: {len(batch.mel_lengths)} x {batch.mel.size(2)} frames "
-                  f"{rows[v]['seconds'][-1]:.3f} s", file=sys.stderr)
+            print(
+                f"batch {k + 1}/{len(inputs)} {v}: {len(batch.mel_lengths)} x {batch.mel.size(2)} frames "
+                f"{rows[v]['seconds'][-1]:.3f} s",
+                file=sys.stderr,
+            )
     return rows
 
 
@@ -145,21 +172,54 @@ def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.devi
     for v, row in rows.items():
         seconds = sum(row["seconds"])
         peak = f"{row['peak_gb']:.1f} GB" if device.type == "cuda" else "n/a (CPU)"
-        timing.append([v, f"{1e6 * seconds / row['steps']:.0f}", f"{row['frames'] / seconds:.0f}", peak,
-                       f"{row['loss']:.6f}", f"{row['grad_diff']:.1e}", f"{eager / seconds:.2f}x"])
-    ops = [[v, f"{row['ops_forward']:.1f}", f"{row['ops_backward']:.1f}", f"{row['ops_forward'] + row['ops_backward']:.1f}"]
-           for v, row in rows.items()]
+        timing.append(
+            [
+                v,
+                f"{1e6 * seconds / row['steps']:.0f}",
+                f"{row['frames'] / seconds:.0f}",
+                peak,
+                f"{row['loss']:.6f}",
+                f"{row['grad_diff']:.1e}",
+                f"{eager / seconds:.2f}x",
+            ]
+        )
+    ops = [
+        [
+            v,
+            f"{row['ops_forward']:.1f}",
+            f"{row['ops_backward']:.1f}",
+            f"{row['ops_forward'] + row['ops_backward']:.1f}",
+        ]
+        for v, row in rows.items()
+    ]
     spread = [e / f for e, f in zip(rows["eager"]["seconds"], rows["fast"]["seconds"])]
-    return "\n".join([
-        f"Training step, {args.strategy} batches of the LJSpeech training split, model preset {args.preset}, "
-        f"{device_name(device)}, torch {torch.__version__}", "",
-        *markdown_table(["variant", "us / decoder step", "real mel frames/s", "peak memory", "first loss",
-                         "grad diff vs eager", "speed vs eager"], timing),
-        "", f"{OPS_HEADING}: ATen compute operations, the first batch (about one kernel launch each on a GPU)", "",
-        *markdown_table(["variant", "forward", "backward", "total"], ops),
-        "", f"per-batch fast/eager ratios: min {min(spread):.2f}, median {statistics.median(spread):.2f}, "
+    return "\n".join(
+        [
+            f"Training step, {args.strategy} batches of the LJSpeech training split, model preset {args.preset}, "
+            f"{device_name(device)}, torch {torch.__version__}",
+            "",
+            *markdown_table(
+                [
+                    "variant",
+                    "us / decoder step",
+                    "real mel frames/s",
+                    "peak memory",
+                    "first loss",
+                    "grad diff vs eager",
+                    "speed vs eager",
+                ],
+                timing,
+            ),
+            "",
+            f"{OPS_HEADING}: ATen compute operations, the first batch (about one kernel launch each on a GPU)",
+            "",
+            *markdown_table(["variant", "forward", "backward", "total"], ops),
+            "",
+            f"per-batch fast/eager ratios: min {min(spread):.2f}, median {statistics.median(spread):.2f}, "
             f"max {max(spread):.2f}",
-        f"fast/eager speed ratio: {eager / sum(rows['fast']['seconds']):.2f}"])
+            f"fast/eager speed ratio: {eager / sum(rows['fast']['seconds']):.2f}",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,17 +231,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1)")
     parser.add_argument("--hparams", default="", help="extra train.py hparams for every variant")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help="comma-separated variants to run (default all; eager and fast always run, the "
-                             "reference and the ratio; the CUDA-only ones are left out on the CPU)")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated variants to run (default all; eager and fast always run, the "
+        "reference and the ratio; the CUDA-only ones are left out on the CPU)",
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     asked = {"eager", "fast", *args.variants.split(",")}
     if asked - VARIANTS.keys():
-        print(f"error: --variants {args.variants}: unknown {sorted(asked - VARIANTS.keys())}; choose from "
-              f"{', '.join(VARIANTS)}", file=sys.stderr)
+        print(
+            f"error: --variants {args.variants}: unknown {sorted(asked - VARIANTS.keys())}; choose from "
+            f"{', '.join(VARIANTS)}",
+            file=sys.stderr,
+        )
         return 2
     variants = [v for v in VARIANTS if v in asked and (device.type == "cuda" or v not in CUDA_ONLY)]
     try:

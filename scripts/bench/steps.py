@@ -1,5 +1,6 @@
 """Shape-faithful training steps, what bench.epoch and bench.step both time: the real lengths of a
 corpus, random text ids and mels of exactly those lengths, the one training step of train.py."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,8 +57,10 @@ class Bench:
         """Random text ids and mels of exactly these lengths, padded as the training collate pads."""
         gen = torch.Generator().manual_seed(seed)
         n_mels = self.cfg.mel.n_mels
-        pairs = [(torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(n_mels, int(f), generator=gen))
-                 for f, t in zip(frames, text_lengths)]
+        pairs = [
+            (torch.randint(1, N_SYMBOLS, (int(t),), generator=gen), torch.randn(n_mels, int(f), generator=gen))
+            for f, t in zip(frames, text_lengths)
+        ]
         return self.collate(pairs).to(self.device)
 
     def sync(self) -> None:

@@ -21,6 +21,7 @@ Each check runs as its own process with a time limit, its output kept in OUT/log
 OUT/report.md and OUT/report.json, is rewritten after every check (a part cut short by a time
 limit keeps what it measured), and a short summary is printed last. Exit 0 when no check failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,9 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from data.shared import LJSPEECH_LENGTHS  # torch-free
 from scripts.common import OPS_HEADING, markdown_table, markdown_tables
@@ -77,11 +78,16 @@ class Setup:
 
     def demo(self, name: str, extra: str = "") -> str:
         """train.py hparams for a demo run named `name` in OUT, sharing one corpus and mel cache."""
-        size = (f"demo_utterances=24,batch_size=4,val_batch_size=4,epochs=1,learning_rate=0.003,warmup_steps=0,"
-                f"{TINY_MODEL}" if self.tiny else "epochs=4")
-        return (f"dataset=demo,{size},device={self.device},progress=false,num_workers=0,overwrite=true,"
-                f"demo_dir={self.out / 'demo'},mel_cache_dir={self.out / 'mels'},output_dir={self.out / name}"
-                + ("," + extra if extra else ""))
+        size = (
+            f"demo_utterances=24,batch_size=4,val_batch_size=4,epochs=1,learning_rate=0.003,warmup_steps=0,{TINY_MODEL}"
+            if self.tiny
+            else "epochs=4"
+        )
+        return (
+            f"dataset=demo,{size},device={self.device},progress=false,num_workers=0,overwrite=true,"
+            f"demo_dir={self.out / 'demo'},mel_cache_dir={self.out / 'mels'},output_dir={self.out / name}"
+            + ("," + extra if extra else "")
+        )
 
 
 def run_logged(setup: Setup, name: str, cmd: list[str], timeout: int | None = None) -> tuple[int, str, float]:
@@ -92,12 +98,11 @@ def run_logged(setup: Setup, name: str, cmd: list[str], timeout: int | None = No
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     tick = time.perf_counter()
     try:
-        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=timeout or setup.timeout)
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout or setup.timeout)
         code, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as err:
         code = 124
-        output = ((err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else err.stdout or "")
+        output = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else err.stdout or ""
         output += f"\n[stopped after {timeout or setup.timeout} s]"
     (logs / f"{name}.log").write_text(" ".join(cmd) + "\n\n" + output)
     return code, output, time.perf_counter() - tick
@@ -120,8 +125,11 @@ def learns(records: list[dict], tiny: bool) -> tuple[bool, str, dict]:
     losses = [r.get("train_loss") for r in records]
     finite = bool(losses) and all(isinstance(v, float) and v == v and abs(v) != float("inf") for v in losses)
     falls = len(losses) > 1 and losses[-1] < losses[0]
-    return finite and (falls or tiny), f"train loss {' -> '.join(f'{v:.4f}' for v in losses) or 'none'}", \
-        {"train_loss": losses}
+    return (
+        finite and (falls or tiny),
+        f"train loss {' -> '.join(f'{v:.4f}' for v in losses) or 'none'}",
+        {"train_loss": losses},
+    )
 
 
 def training_check(setup: Setup, part: str, name: str, extra: str = "") -> Check:
@@ -140,18 +148,26 @@ def tail(text: str, chars: int = 1500) -> str:
 def env_part(setup: Setup) -> list[Check]:
     """Versions and the measured ceilings, in this process."""
     import torch
+
     from scripts.bench.steps import device_name
 
     tick = time.perf_counter()
     device = torch.device(setup.device)
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "device": device_name(device)}
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "device": device_name(device),
+    }
     if setup.cuda:
         info["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
     size = 256 if setup.tiny else 8192
     info["copy_gb_per_s"] = copy_bandwidth(device, 2**22 if setup.tiny else 2**30)
-    for label, dtype, precision in (("bf16", torch.bfloat16, "highest"), ("tf32", torch.float32, "high"),
-                                    ("fp32", torch.float32, "highest")):
+    for label, dtype, precision in (
+        ("bf16", torch.bfloat16, "highest"),
+        ("tf32", torch.float32, "high"),
+        ("fp32", torch.float32, "highest"),
+    ):
         info[f"matmul_{label}_tflops"] = matmul_tflops(device, size, dtype, precision)
     detail = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
     return [Check("env", "env", True, time.perf_counter() - tick, detail, info)]
@@ -160,6 +176,7 @@ def env_part(setup: Setup) -> list[Check]:
 def copy_bandwidth(device, nbytes: int, repeats: int = 10) -> float:
     """GB/s of a device-to-device copy of nbytes, counting the read and the write."""
     import torch
+
     from training.loop import synchronize
 
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
@@ -176,6 +193,7 @@ def copy_bandwidth(device, nbytes: int, repeats: int = 10) -> float:
 def matmul_tflops(device, n: int, dtype, precision: str, repeats: int = 10) -> float:
     """TFLOP/s of an n x n by n x n product at a float32 matmul precision (high: TF32 on CUDA)."""
     import torch
+
     from training.loop import synchronize
 
     before = torch.get_float32_matmul_precision()
@@ -189,7 +207,7 @@ def matmul_tflops(device, n: int, dtype, precision: str, repeats: int = 10) -> f
         for _ in range(repeats):
             a @ b
         synchronize(device)
-        return 2 * n ** 3 * repeats / (time.perf_counter() - tick) / 1e12
+        return 2 * n**3 * repeats / (time.perf_counter() - tick) / 1e12
     finally:
         torch.set_float32_matmul_precision(before)
 
@@ -197,14 +215,26 @@ def matmul_tflops(device, n: int, dtype, precision: str, repeats: int = 10) -> f
 def tests_part(setup: Setup) -> list[Check]:
     # --noconftest: the suite's guards (hashing ../shared, recording the checkout) guard the suite,
     # not this one file, which writes only under its tmp folders
-    code, output, seconds = run_logged(setup, "cuda-tests", [sys.executable, "-m", "pytest", "-q", "-rs", "--noconftest",
-                                                             "-p", "no:cacheprovider", "tests/test_cuda.py"])
+    code, output, seconds = run_logged(
+        setup,
+        "cuda-tests",
+        [sys.executable, "-m", "pytest", "-q", "-rs", "--noconftest", "-p", "no:cacheprovider", "tests/test_cuda.py"],
+    )
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", output)}
     if not setup.cuda:
         ok = None if code == 0 and not counts.get("failed") else False
         return [Check("tests", "cuda-tests", ok, seconds, f"no CUDA here: {counts}", counts, tail(output))]
-    return [Check("tests", "cuda-tests", code == 0 and counts.get("passed", 0) > 0, seconds, f"exit {code}: {counts}",
-                  counts, tail(output))]
+    return [
+        Check(
+            "tests",
+            "cuda-tests",
+            code == 0 and counts.get("passed", 0) > 0,
+            seconds,
+            f"exit {code}: {counts}",
+            counts,
+            tail(output),
+        )
+    ]
 
 
 def train_part(setup: Setup) -> list[Check]:
@@ -226,9 +256,15 @@ def resume_check(setup: Setup) -> Check:
     records = read_records(setup.out / name)
     ok, detail, figures = learns(records, setup.tiny)
     resumed = "resumed" in out2
-    return Check("train", name, code1 == 0 and code2 == 0 and resumed and ok, s1 + s2,
-                 f"exit {code1} then {code2}; {'resumed' if resumed else 'did not resume'}; {detail}", figures,
-                 tail(out2))
+    return Check(
+        "train",
+        name,
+        code1 == 0 and code2 == 0 and resumed and ok,
+        s1 + s2,
+        f"exit {code1} then {code2}; {'resumed' if resumed else 'did not resume'}; {detail}",
+        figures,
+        tail(out2),
+    )
 
 
 def synthesis_check(setup: Setup) -> Check:
@@ -236,11 +272,25 @@ def synthesis_check(setup: Setup) -> Check:
     if not checkpoint.is_file():
         return Check("train", "synthesis", False, 0.0, f"{checkpoint} is missing (train-fp32 failed)")
     out = setup.out / "synth"
-    code, output, seconds = run_logged(setup, "synthesis", [
-        sys.executable, "-m", "scripts.tools.synthesize", "--checkpoint", str(checkpoint),
-        "--text", "a short test sentence", "--out", str(out)])
+    code, output, seconds = run_logged(
+        setup,
+        "synthesis",
+        [
+            sys.executable,
+            "-m",
+            "scripts.tools.synthesize",
+            "--checkpoint",
+            str(checkpoint),
+            "--text",
+            "a short test sentence",
+            "--out",
+            str(out),
+        ],
+    )
     wavs = sorted(p.name for p in out.glob("*.wav")) if out.is_dir() else []
-    return Check("train", "synthesis", code == 0 and bool(wavs), seconds, f"exit {code}; wrote {wavs}", {}, tail(output))
+    return Check(
+        "train", "synthesis", code == 0 and bool(wavs), seconds, f"exit {code}; wrote {wavs}", {}, tail(output)
+    )
 
 
 def ddp_one_check(setup: Setup) -> Check:
@@ -258,31 +308,79 @@ def ddp_two_check(setup: Setup) -> Check:
     the graphed backward's gradients, or the ranks' parameters part at the first step."""
     name = "ddp-two-ranks-graphed"
     device = "cuda:0" if setup.cuda else "cpu"
-    hp = setup.demo(name, f"epochs=1,dist_backend=gloo,{GRAPHED_DEMO}").replace(f"device={setup.device}",
-                                                                               f"device={device}")
-    code, output, seconds = run_logged(setup, name, [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                                     "--nproc_per_node=2", "train.py", "--hparams", hp])
+    hp = setup.demo(name, f"epochs=1,dist_backend=gloo,{GRAPHED_DEMO}").replace(
+        f"device={setup.device}", f"device={device}"
+    )
+    code, output, seconds = run_logged(
+        setup,
+        name,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "train.py",
+            "--hparams",
+            hp,
+        ],
+    )
     ok = code == 0 and "parameters identical on all 2 ranks" in output
-    return Check("train", name, ok, seconds, f"exit {code}; 2 ranks on {device} over gloo, graphed loop", {},
-                 tail(output))
+    return Check(
+        "train", name, ok, seconds, f"exit {code}; 2 ranks on {device} over gloo, graphed loop", {}, tail(output)
+    )
 
 
 def bench_part(setup: Setup) -> list[Check]:
     if not LJSPEECH_LENGTHS.is_file():
-        return [Check("bench", "bench", None, 0.0, f"{LJSPEECH_LENGTHS} is absent (it ships in ../shared; SHARED_DIR names another folder)")]
-    size = (["--preset", "small", "--batches", "1", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny
-            else ["--preset", "full", "--batches", "4"])
-    code, output, seconds = run_logged(setup, "bench-step", [sys.executable, "-m", "scripts.bench.step", "--device",
-                                                             setup.device, "--variants", BENCH_STEP_VARIANTS, *size])
+        return [
+            Check(
+                "bench",
+                "bench",
+                None,
+                0.0,
+                f"{LJSPEECH_LENGTHS} is absent (it ships in ../shared; SHARED_DIR names another folder)",
+            )
+        ]
+    size = (
+        ["--preset", "small", "--batches", "1", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"]
+        if setup.tiny
+        else ["--preset", "full", "--batches", "4"]
+    )
+    code, output, seconds = run_logged(
+        setup,
+        "bench-step",
+        [
+            sys.executable,
+            "-m",
+            "scripts.bench.step",
+            "--device",
+            setup.device,
+            "--variants",
+            BENCH_STEP_VARIANTS,
+            *size,
+        ],
+    )
     tables = dict(zip(("bench-step", OPS_HEADING), markdown_tables(output)))
     ratio = re.search(r"fast/eager speed ratio: ([\d.]+)", output)
-    checks = [Check("bench", "bench-step", code == 0 and ratio is not None, seconds,
-                    f"exit {code}; fast/eager {ratio[1] if ratio else 'n/a'}", {"tables": tables}, tail(output))]
+    checks = [
+        Check(
+            "bench",
+            "bench-step",
+            code == 0 and ratio is not None,
+            seconds,
+            f"exit {code}; fast/eager {ratio[1] if ratio else 'n/a'}",
+            {"tables": tables},
+            tail(output),
+        )
+    ]
     # sized on an H100 and an H200 (docs/results.md#on-a-gpu) so that the part fits one 10-minute call:
     # bench-step about 3 min (half of it capturing 2 x 11 shapes), eager epochs about 1.5 min, graphed
     # about 2 min (1.5 min of it capturing the timed batches' shapes, hence fewer timed batches)
-    for label, timed, extra in (("eager", 8, []),
-                                ("graphed", 5, ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"])):
+    for label, timed, extra in (
+        ("eager", 8, []),
+        ("graphed", 5, ["--graph-bucket", "32" if setup.tiny else "64", "--cuda-graphs"]),
+    ):
         checks.append(epoch_bench_check(setup, label, timed, extra))
     return checks
 
@@ -293,20 +391,40 @@ def epoch_bench_check(setup: Setup, label: str, timed: int, extra: list[str]) ->
     name = f"bench-epoch-{label}"
     tiny_epoch = ["--subset", "96", "--warmup", "0", "--hparams", f"n_frames_per_step=4,{TINY_MODEL}"]
     size = [*tiny_epoch, "--max-batches", "1"] if setup.tiny else ["--max-batches", str(timed)]
-    code, output, seconds = run_logged(setup, name, [
-        sys.executable, "-m", "scripts.bench.epoch", "--device", setup.device, "--strategies", TABLE3, "--json",
-        *size, *extra])
+    code, output, seconds = run_logged(
+        setup,
+        name,
+        [
+            sys.executable,
+            "-m",
+            "scripts.bench.epoch",
+            "--device",
+            setup.device,
+            "--strategies",
+            TABLE3,
+            "--json",
+            *size,
+            *extra,
+        ],
+    )
     try:  # the JSON comes first (stdout), the per-batch timings after it (stderr)
-        result = json.JSONDecoder().raw_decode(output[output.index("{"):])[0]
+        result = json.JSONDecoder().raw_decode(output[output.index("{") :])[0]
     except ValueError:
         result = {}
-    rows = {k: {f: v.get(f) for f in ("seconds_per_epoch", "reduction_pct", "paper_reduction_pct",
-                                      "frames_per_second")} for k, v in result.get("strategies", {}).items()}
-    reductions = ", ".join(f"{k} {v['reduction_pct']:.1f} %" for k, v in rows.items()
-                           if v["reduction_pct"] is not None)
-    return Check("bench", name, code == 0 and bool(rows), seconds,
-                 f"exit {code}; time reduction vs RAND: {reductions or 'n/a'}",
-                 {"strategies": rows, "capture_seconds": result.get("capture_seconds")}, tail(output))
+    rows = {
+        k: {f: v.get(f) for f in ("seconds_per_epoch", "reduction_pct", "paper_reduction_pct", "frames_per_second")}
+        for k, v in result.get("strategies", {}).items()
+    }
+    reductions = ", ".join(f"{k} {v['reduction_pct']:.1f} %" for k, v in rows.items() if v["reduction_pct"] is not None)
+    return Check(
+        "bench",
+        name,
+        code == 0 and bool(rows),
+        seconds,
+        f"exit {code}; time reduction vs RAND: {reductions or 'n/a'}",
+        {"strategies": rows, "capture_seconds": result.get("capture_seconds")},
+        tail(output),
+    )
 
 
 def graphed_part(setup: Setup) -> list[Check]:
@@ -322,14 +440,26 @@ def graphed_part(setup: Setup) -> list[Check]:
     pairs = list(zip(runs["eager"], runs["graphed"]))
     worst = max((abs(a - b) / abs(a) for a, b in pairs if a and b), default=float("inf"))
     ok = bool(pairs) and len(runs["eager"]) == len(runs["graphed"]) and worst < 1e-3
-    checks.append(Check("graphed", "graphed-tracks-eager", ok, 0.0,
-                        f"largest relative difference of the per-epoch training losses {worst:.2e}",
-                        {"eager": runs["eager"], "graphed": runs["graphed"]}))
+    checks.append(
+        Check(
+            "graphed",
+            "graphed-tracks-eager",
+            ok,
+            0.0,
+            f"largest relative difference of the per-epoch training losses {worst:.2e}",
+            {"eager": runs["eager"], "graphed": runs["graphed"]},
+        )
+    )
     return checks
 
 
 PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
-    "env": env_part, "tests": tests_part, "train": train_part, "bench": bench_part, "graphed": graphed_part}
+    "env": env_part,
+    "tests": tests_part,
+    "train": train_part,
+    "bench": bench_part,
+    "graphed": graphed_part,
+}
 
 
 def verdict(check: Check) -> str:
@@ -340,9 +470,12 @@ def write_report(setup: Setup, checks: list[Check]) -> None:
     setup.out.mkdir(parents=True, exist_ok=True)
     (setup.out / "report.json").write_text(json.dumps([asdict(c) for c in checks], indent=1))
     rows = [[c.part, c.name, verdict(c), f"{c.seconds:.1f}", c.detail] for c in checks]
-    lines = [f"# GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
-             f"{' (tiny sizes)' if setup.tiny else ''}", "",
-             *markdown_table(["part", "check", "result", "seconds", "detail"], rows)]
+    lines = [
+        f"# GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
+        f"{' (tiny sizes)' if setup.tiny else ''}",
+        "",
+        *markdown_table(["part", "check", "result", "seconds", "detail"], rows),
+    ]
     for c in checks:
         for heading, table in c.figures.get("tables", {}).items():
             lines += ["", f"## {heading}", "", *table]
@@ -353,8 +486,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
     parser.add_argument("--tiny", action="store_true", help="toy sizes: every part in about a minute on a CPU")
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)")
-    parser.add_argument("--out", type=Path, default=REPO / "runs" / "gpu-check", help="report folder (default runs/gpu-check)")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "runs" / "gpu-check", help="report folder (default runs/gpu-check)"
+    )
     parser.add_argument("--timeout", type=int, default=540, help="seconds one check may run (default 540)")
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -363,8 +500,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}", file=sys.stderr)
         return 2
     if args.device.startswith("cuda") and not cuda_available():
-        print(f"error: --device {args.device}: this PyTorch sees no CUDA GPU; use --device cpu --tiny to try the "
-              "script on the CPU", file=sys.stderr)
+        print(
+            f"error: --device {args.device}: this PyTorch sees no CUDA GPU; use --device cpu --tiny to try the "
+            "script on the CPU",
+            file=sys.stderr,
+        )
         return 2
     setup = Setup(args.device, args.tiny, args.out.resolve(), args.timeout)
     checks: list[Check] = []
@@ -374,8 +514,10 @@ def main(argv: list[str] | None = None) -> int:
             write_report(setup, checks)
             print(f"{part:8s} {check.name:22s} {verdict(check):8s} {check.seconds:7.1f}s  {check.detail}", flush=True)
     failed = [c.name for c in checks if c.ok is False]
-    print(f"gpu-check: {sum(c.ok is True for c in checks)} ok, {len(failed)} failed, "
-          f"{sum(c.ok is None for c in checks)} skipped; report in {setup.out / 'report.md'}")
+    print(
+        f"gpu-check: {sum(c.ok is True for c in checks)} ok, {len(failed)} failed, "
+        f"{sum(c.ok is None for c in checks)} skipped; report in {setup.out / 'report.md'}"
+    )
     return 1 if failed else 0
 
 

@@ -21,6 +21,7 @@ dependencies, just the wheels of distributions the target lacks and keeps its ow
 (then `pip check` must find nothing wrong with what it installed).
 Only the standard library: the target may have nothing else.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,10 @@ def target_options(python_version: str | None, platform: str | None) -> list[str
 def freeze_names(path: Path) -> set[str]:
     """The distribution names in a `pip list --format=freeze` / `pip freeze` listing."""
     if not path.is_file():
-        raise UsageError(f"--target-has {path}: no such file (write it on the target with "
-                         "`python -m pip list --format=freeze > FILE`)")
+        raise UsageError(
+            f"--target-has {path}: no such file (write it on the target with "
+            "`python -m pip list --format=freeze > FILE`)"
+        )
     names = set()
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -96,14 +99,17 @@ def freeze_names(path: Path) -> set[str]:
             continue
         match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
         if not match:
-            raise UsageError(f"{path}:{number}: {line!r} is not `name==version`; write the file with "
-                             "`python -m pip list --format=freeze`")
+            raise UsageError(
+                f"{path}:{number}: {line!r} is not `name==version`; write the file with "
+                "`python -m pip list --format=freeze`"
+            )
         names.add(canonical(match.group(0)))
     return names
 
 
-def download(requirements: Path, dest: Path, python_version: str | None, platform: str | None,
-             target_has: Path | None) -> None:
+def download(
+    requirements: Path, dest: Path, python_version: str | None, platform: str | None, target_has: Path | None
+) -> None:
     """Fill dest with the binary wheels of the requirements and all their dependencies. pip fills a
     folder beside it first: a download that fails half-way leaves no half wheelhouse behind."""
     options = target_options(python_version, platform)
@@ -112,8 +118,21 @@ def download(requirements: Path, dest: Path, python_version: str | None, platfor
         raise UsageError(f"{dest} already holds wheels: remove it, or choose another folder (WHEELHOUSE=...)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", tmp,
-                        "-r", str(requirements), *options], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--only-binary=:all:",
+                "--dest",
+                tmp,
+                "-r",
+                str(requirements),
+                *options,
+            ],
+            check=True,
+        )
         wheels = sorted(Path(tmp).glob("*.whl"))
         torch = [w.name for w in wheels if wheel_name(w) == "torch"]
         if torch:
@@ -124,18 +143,24 @@ def download(requirements: Path, dest: Path, python_version: str | None, platfor
             wheel.rename(dest / wheel.name)
     left_out = sorted({wheel_name(w) for w in wheels} - {wheel_name(w) for w in kept})
     size = sum((dest / w.name).stat().st_size for w in kept) / 2**20
-    print(f"{dest}: {len(kept)} wheels, {size:.1f} MiB"
-          + (f"; left out {len(left_out)} the target has ({target_has}): {', '.join(left_out)}" if left_out else ""))
+    print(
+        f"{dest}: {len(kept)} wheels, {size:.1f} MiB"
+        + (f"; left out {len(left_out)} the target has ({target_has}): {', '.join(left_out)}" if left_out else "")
+    )
 
 
 def torch_install() -> tuple[str, str]:
     """(version, location) of the target's torch, read afresh in a new process (pip just ran)."""
-    probe = ("import importlib.metadata as m, importlib.util as u; "
-             "print(m.version('torch')); print(u.find_spec('torch').origin)")
+    probe = (
+        "import importlib.metadata as m, importlib.util as u; "
+        "print(m.version('torch')); print(u.find_spec('torch').origin)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     if done.returncode != 0:
-        raise UsageError(f"{sys.executable} has no torch: install the torch build for this machine first "
-                         "(the wheelhouse leaves torch out on purpose)")
+        raise UsageError(
+            f"{sys.executable} has no torch: install the torch build for this machine first "
+            "(the wheelhouse leaves torch out on purpose)"
+        )
     version, location = done.stdout.split()
     return version, location
 
@@ -181,14 +206,20 @@ def pip_install_args(requirements: Path, wheelhouse: Path, chosen: list[Path], o
     return ["--find-links", str(wheelhouse), "-r", str(requirements)]
 
 
-def pip_install(requirements: Path, wheelhouse: Path, chosen: list[Path], only_missing: bool,
-                torch_version: str) -> str:
+def pip_install(
+    requirements: Path, wheelhouse: Path, chosen: list[Path], only_missing: bool, torch_version: str
+) -> str:
     """pip install, offline, with torch pinned at the version it has; pip's output if it failed."""
     with tempfile.TemporaryDirectory() as tmp:
         constraint = Path(tmp) / "torch-pin.txt"
         constraint.write_text(f"torch=={torch_version}\n")
-        done = offline_pip("install", "--no-index", "-c", str(constraint),
-                           *pip_install_args(requirements, wheelhouse, chosen, only_missing))
+        done = offline_pip(
+            "install",
+            "--no-index",
+            "-c",
+            str(constraint),
+            *pip_install_args(requirements, wheelhouse, chosen, only_missing),
+        )
     return done.stdout + done.stderr if done.returncode != 0 else ""
 
 
@@ -222,9 +253,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     get.add_argument("--requirements", type=Path, default=REQUIREMENTS, help="default: %(default)s")
     get.add_argument("--dest", type=Path, default=REPO / "wheelhouse")
     get.add_argument("--python-version", help="the target's Python, e.g. 3.12 (default: this one)")
-    get.add_argument("--platform", help="the target's newest platform tag, e.g. manylinux_2_28_x86_64 "
-                                        "(default: this machine's; for another --python-version on Linux, "
-                                        f"manylinux_{OTHER_PYTHON_GLIBC}_ARCH)")
+    get.add_argument(
+        "--platform",
+        help="the target's newest platform tag, e.g. manylinux_2_28_x86_64 "
+        "(default: this machine's; for another --python-version on Linux, "
+        f"manylinux_{OTHER_PYTHON_GLIBC}_ARCH)",
+    )
     get.add_argument("--target-has", type=Path, help="`pip list --format=freeze` of the target: leave its packages out")
     put = commands.add_parser("install", help="install a downloaded folder into this Python, offline")
     put.add_argument("--requirements", type=Path, default=REQUIREMENTS, help="default: %(default)s")

@@ -5,6 +5,7 @@ has the last epoch), resume (a checkpoint exists) or new; one run directory per 
 seed, ROOT/NAME/seedS. The shell script stays a thin loop; the decisions live here, next to the
 experiment table, where they can be tested.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,9 @@ def run_dir_of(root: Path, name: str, seed: int) -> Path:
     return root / name / f"seed{seed}"
 
 
-def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: int,
-         extra: str) -> list[tuple[str, int, str, Path, str]]:
+def plan(
+    names: list[str], seeds: list[int], root: Path, dataset: str, epochs: int, extra: str
+) -> list[tuple[str, int, str, Path, str]]:
     """(name, seed, action, run dir, hparams) per experiment and seed, seeds outermost (a stopped
     sweep then has whole seeds done); extras override the fixed settings but never the
     experiment's own batching keys or the seed, so a typo cannot turn SB-BR into something else,
@@ -40,16 +42,23 @@ def plan(names: list[str], seeds: list[int], root: Path, dataset: str, epochs: i
         else:
             action = "new"
             extras = parse_overrides(extra)
-            hp = {"dataset": dataset, **FIXED_HPARAMS, "epochs": str(epochs),
-                  **{k: v for k, v in extras.items() if k not in SSB_VARIANT_KEYS},
-                  **experiment_hparams(name, extras), "seed": str(seed), "output_dir": str(run_dir)}
+            hp = {
+                "dataset": dataset,
+                **FIXED_HPARAMS,
+                "epochs": str(epochs),
+                **{k: v for k, v in extras.items() if k not in SSB_VARIANT_KEYS},
+                **experiment_hparams(name, extras),
+                "seed": str(seed),
+                "output_dir": str(run_dir),
+            }
         rows.append((name, seed, action, run_dir, ",".join(f"{k}={v}" for k, v in hp.items())))
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.reproduction", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.reproduction", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("names", help="the experiment names, in Table 2's order")
     p = sub.add_parser("plan", help="one line per experiment: NAME, ACTION, RUN_DIR, HPARAMS")
@@ -66,10 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     names = list(EXPERIMENTS) if args.only == "all" else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in EXPERIMENTS]
     seeds = parse_seeds(args.seeds)
-    problem = (f"unknown experiment(s) {', '.join(unknown)}; known: {', '.join(EXPERIMENTS)}" if unknown
-               else f"--epochs {args.epochs} must be >= 1" if args.epochs < 1
-               else f"--seeds {args.seeds!r} must be comma-separated integers >= 0, e.g. 0,1,2" if seeds is None
-               else None)
+    problem = (
+        f"unknown experiment(s) {', '.join(unknown)}; known: {', '.join(EXPERIMENTS)}"
+        if unknown
+        else f"--epochs {args.epochs} must be >= 1"
+        if args.epochs < 1
+        else f"--seeds {args.seeds!r} must be comma-separated integers >= 0, e.g. 0,1,2"
+        if seeds is None
+        else None
+    )
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ one old run and check its losses match the saved curve before trusting the compa
   needed for that epoch (make_tables's rule); empty when a seed stopped before that many steps.
 The epochs default to the base's stage epochs that every sweep reached.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ def trailing_loss(curve: list[dict], epoch: int) -> float | None:
     if epoch not in epochs:
         return None
     i = epochs.index(epoch)
-    return mean([p["loss"] for p in curve[max(i - 1, 0): i + 1]])
+    return mean([p["loss"] for p in curve[max(i - 1, 0) : i + 1]])
 
 
 def within_steps(seed_row: dict, budget: float | None) -> float | None:
@@ -58,25 +59,38 @@ def compare(sweeps: dict[str, dict], epochs: list[int], only: list[str] | None) 
             seeds = list(row["per_seed"].values())
             steps = [s["curve"][-1]["steps"] / s["epochs"] for s in seeds if s["curve"] and s["curve"][-1]["steps"]]
             rows[f"{name} ({label})"] = {
-                "seeds": len(seeds), "zpr": row["zpr"], "steps_per_epoch": mean(steps),
+                "seeds": len(seeds),
+                "zpr": row["zpr"],
+                "steps_per_epoch": mean(steps),
                 "at_epoch": [spread([trailing_loss(s["curve"], e) for s in seeds]) for e in epochs],
-                "within_steps": [spread([within_steps(s, b) for s in seeds]) for b in budgets]}
+                "within_steps": [spread([within_steps(s, b) for s in seeds]) for b in budgets],
+            }
     return {"epochs": epochs, "step_budgets": budgets, "val_loss": base["val_loss"], "rows": rows}
 
 
 def markdown(result: dict) -> str:
     epochs, budgets = result["epochs"], result["step_budgets"]
     steps = any(b is not None for b in budgets)  # the base has a RAND to take budgets from
-    head = (["Batching", "seeds", "ZPR %", "steps/epoch"] + [f"epoch {e}" for e in epochs]
-            + ([f"within {cell(b, 0)} steps" for b in budgets] if steps else []))
-    body = [[name, str(r["seeds"]), cell(r["zpr"], 2), cell(r["steps_per_epoch"], 1)]
-            + [cell_sd(m, sd, 3) for m, sd in r["at_epoch"]]
-            + ([cell_sd(m, sd, 3) for m, sd in r["within_steps"]] if steps else [])
-            for name, r in result["rows"].items()]
-    within = ("within steps: the last validation within the steps the first sweep's RAND needed for that epoch"
-              if steps else "no equal-steps columns: the first sweep has no RAND to take the step budgets from")
-    return (f"Validation loss `{result['val_loss']}`, mean ± sample sd over seeds; at an epoch: the mean of that "
-            f"validation and the one before; {within}.\n\n" + "\n".join(markdown_table(head, body)))
+    head = (
+        ["Batching", "seeds", "ZPR %", "steps/epoch"]
+        + [f"epoch {e}" for e in epochs]
+        + ([f"within {cell(b, 0)} steps" for b in budgets] if steps else [])
+    )
+    body = [
+        [name, str(r["seeds"]), cell(r["zpr"], 2), cell(r["steps_per_epoch"], 1)]
+        + [cell_sd(m, sd, 3) for m, sd in r["at_epoch"]]
+        + ([cell_sd(m, sd, 3) for m, sd in r["within_steps"]] if steps else [])
+        for name, r in result["rows"].items()
+    ]
+    within = (
+        "within steps: the last validation within the steps the first sweep's RAND needed for that epoch"
+        if steps
+        else "no equal-steps columns: the first sweep has no RAND to take the step budgets from"
+    )
+    return (
+        f"Validation loss `{result['val_loss']}`, mean ± sample sd over seeds; at an epoch: the mean of that "
+        f"validation and the one before; {within}.\n\n" + "\n".join(markdown_table(head, body))
+    )
 
 
 def parse_sweep(spec: str) -> tuple[str, Path]:
@@ -86,9 +100,15 @@ def parse_sweep(spec: str) -> tuple[str, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sweeps", nargs="+", metavar="[LABEL=]TABLES_JSON",
-                        help="make_tables's tables.json of each sweep; the first is the base (its RAND sets the step budgets)")
-    parser.add_argument("--epochs", help="comma-separated epochs (default: the base's stage epochs every sweep reached)")
+    parser.add_argument(
+        "sweeps",
+        nargs="+",
+        metavar="[LABEL=]TABLES_JSON",
+        help="make_tables's tables.json of each sweep; the first is the base (its RAND sets the step budgets)",
+    )
+    parser.add_argument(
+        "--epochs", help="comma-separated epochs (default: the base's stage epochs every sweep reached)"
+    )
     parser.add_argument("--only", help="comma-separated experiments to show (default: all)")
     args = parser.parse_args(argv)
     sweeps = {}
@@ -98,17 +118,25 @@ def main(argv: list[str] | None = None) -> int:
             sweeps[label] = json.loads(path.read_text())
             sweeps[label]["table2"]
         except (OSError, ValueError, KeyError, TypeError) as err:
-            print(f"error: {path} is not a tables.json that make_tables wrote ({err}); run "
-                  "python -m scripts.reproduction.make_tables RUNS_ROOT --out DIR first", file=sys.stderr)
+            print(
+                f"error: {path} is not a tables.json that make_tables wrote ({err}); run "
+                "python -m scripts.reproduction.make_tables RUNS_ROOT --out DIR first",
+                file=sys.stderr,
+            )
             return 2
     if len(sweeps) < 2:
-        print("error: give two or more sweeps with distinct labels, e.g. base=a/tables.json cost=b/tables.json",
-              file=sys.stderr)
+        print(
+            "error: give two or more sweeps with distinct labels, e.g. base=a/tables.json cost=b/tables.json",
+            file=sys.stderr,
+        )
         return 2
     reached = min(s["total_epochs"] for s in sweeps.values())
     try:
-        epochs = ([int(e) for e in args.epochs.split(",")] if args.epochs
-                  else [e for e in next(iter(sweeps.values()))["stage_epochs"] if e <= reached])
+        epochs = (
+            [int(e) for e in args.epochs.split(",")]
+            if args.epochs
+            else [e for e in next(iter(sweeps.values()))["stage_epochs"] if e <= reached]
+        )
     except ValueError:
         print(f"error: --epochs {args.epochs!r} must be comma-separated integers, e.g. 8,16,24", file=sys.stderr)
         return 2

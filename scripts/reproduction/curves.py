@@ -1,5 +1,6 @@
 """What the reproduction's reports share: means and spreads over seeds, the loss a run reached
 within a budget of minutes or steps, and table cells (make_tables.py and compare_sweeps.py)."""
+
 from __future__ import annotations
 
 import math

@@ -23,6 +23,7 @@ deviation (mean ± sd), the noise any difference between strategies has to beat.
   as rows `NAME (LABEL)` of Table 2, of the equal-time and equal-steps tables and of Fig. 4,
   beside the main ones.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,15 @@ from pathlib import Path
 from scripts.common import markdown_table
 from scripts.reproduction import parse_seeds
 from scripts.reproduction.curves import cell, cell_sd, loss_within, mean, spread
-from scripts.reproduction.paper import (EXPERIMENTS, PAPER_EPOCHS, PAPER_RAND_MIN_PER_EPOCH, PAPER_TABLE2,
-                                        PAPER_TABLE3, PAPER_TABLE4, PAPER_TOTAL_EPOCHS)
+from scripts.reproduction.paper import (
+    EXPERIMENTS,
+    PAPER_EPOCHS,
+    PAPER_RAND_MIN_PER_EPOCH,
+    PAPER_TABLE2,
+    PAPER_TABLE3,
+    PAPER_TABLE4,
+    PAPER_TOTAL_EPOCHS,
+)
 from training.rundir import read_hparams, read_metrics
 
 DEFAULT_VALIDATE_EVERY = 2  # the paper's, used when a run has no hparams.json
@@ -67,8 +75,6 @@ def stage_epochs(total: int, every: int) -> list[int]:
     return [min(validated, key=lambda v: (abs(v - e * total / PAPER_TOTAL_EPOCHS), -v)) for e in PAPER_EPOCHS]
 
 
-
-
 def run_row(records: list[dict], stages: list[int], key: str) -> dict:
     """One seed's Table 2 row; a VL cell is None when the run has no validation at that epoch.
     `curve` has one point per validation: epoch, loss, and the training minutes and steps up to
@@ -81,17 +87,26 @@ def run_row(records: list[dict], stages: list[int], key: str) -> dict:
     smoothed = []
     for stage in stages:
         i = epochs.index(stage) if stage in epochs else None
-        smoothed.append(None if i is None else mean(losses[max(i - 1, 0): i + 2]))
+        smoothed.append(None if i is None else mean(losses[max(i - 1, 0) : i + 2]))
     in_range = [v for e, v in vals if stages[0] <= e <= stages[2]]
     return {
         "epochs": records[-1]["epoch"] + 1,
         "zpr": mean([r["zpr"] for r in records]),
         "abl": mean([r["abl"] for r in records]),
         "min_per_epoch": mean(list(minutes.values())),
-        "vl1": smoothed[0], "vl2": smoothed[1], "vl3": smoothed[2],
+        "vl1": smoothed[0],
+        "vl2": smoothed[1],
+        "vl3": smoothed[2],
         "vl_avg": mean(in_range) if smoothed[2] is not None else None,
-        "curve": [{"epoch": e, "loss": v, "minutes": sum(m for k, m in minutes.items() if k <= e),
-                   "steps": cumulative(steps, e)} for e, v in vals],
+        "curve": [
+            {
+                "epoch": e,
+                "loss": v,
+                "minutes": sum(m for k, m in minutes.items() if k <= e),
+                "steps": cumulative(steps, e),
+            }
+            for e, v in vals
+        ],
     }
 
 
@@ -116,11 +131,17 @@ def over_seeds(rows: dict[int, dict]) -> dict:
     out["curve"] = []
     for e in common:
         losses, steps = [p[e]["loss"] for p in points], [p[e]["steps"] for p in points]
-        out["curve"].append({"epoch": e, "loss": mean(losses), "low": min(losses), "high": max(losses),
-                             "minutes": mean([p[e]["minutes"] for p in points]),
-                             "steps": None if None in steps else mean(steps)})
+        out["curve"].append(
+            {
+                "epoch": e,
+                "loss": mean(losses),
+                "low": min(losses),
+                "high": max(losses),
+                "minutes": mean([p[e]["minutes"] for p in points]),
+                "steps": None if None in steps else mean(steps),
+            }
+        )
     return out
-
 
 
 def equal_budget(table2: dict, stages: list[int], total: int, measure: str) -> dict:
@@ -134,8 +155,10 @@ def equal_budget(table2: dict, stages: list[int], total: int, measure: str) -> d
     for name, row in table2.items():
         cells = []
         for budget in budgets:
-            hits = [None if budget is None else loss_within(seed, budget, total, measure)
-                    for seed in row["per_seed"].values()]
+            hits = [
+                None if budget is None else loss_within(seed, budget, total, measure)
+                for seed in row["per_seed"].values()
+            ]
             loss, sd = spread([None if h is None else h[1] for h in hits])
             cells.append({"loss": loss, "sd": sd, "epoch": spread([None if h is None else h[0] for h in hits])[0]})
         out["rows"][name] = cells
@@ -151,8 +174,9 @@ def variant_name(name: str, label: str) -> str:
     return f"{name} ({label})"
 
 
-def read_experiments(root: Path, variants: dict[str, Path], seeds: set[int] | None
-                     ) -> tuple[dict[str, dict], list[str], list[str]]:
+def read_experiments(
+    root: Path, variants: dict[str, Path], seeds: set[int] | None
+) -> tuple[dict[str, dict], list[str], list[str]]:
     """(name -> read_seeds() for every experiment with a run, the main experiments without any,
     the variants without any), the variants' experiments named `NAME (LABEL)`."""
     runs = {name: read_seeds(root / name, seeds) for name in EXPERIMENTS}
@@ -176,38 +200,55 @@ def table3_of(table2: dict) -> dict:
             continue
         minutes = table2[name]["min_per_epoch"] if name in table2 else None
         paper = PAPER_TABLE3.get(name, (None, None))
-        table3[name] = {"min_saved": None if rand_min is None or minutes is None else rand_min - minutes,
-                        "reduction_pct": reduction(rand_min, minutes),
-                        "paper_min_saved": paper[0], "paper_reduction_pct": paper[1]}
+        table3[name] = {
+            "min_saved": None if rand_min is None or minutes is None else rand_min - minutes,
+            "reduction_pct": reduction(rand_min, minutes),
+            "paper_min_saved": paper[0],
+            "paper_reduction_pct": paper[1],
+        }
     return table3
 
 
 def table4_of(table2: dict) -> list[dict]:
     """Table 4: the VL3 reduction of each of the paper's pairs of experiments, and the paper's."""
     vl3 = {name: row["vl3"] for name, row in table2.items()}
-    return [{"part": part, "from": a, "to": b, "from_vl3": vl3.get(a), "to_vl3": vl3.get(b),
-             "reduction_pct": reduction(vl3.get(a), vl3.get(b)), "paper_reduction_pct": paper}
-            for part, pairs in PAPER_TABLE4 for a, b, paper in pairs]
+    return [
+        {
+            "part": part,
+            "from": a,
+            "to": b,
+            "from_vl3": vl3.get(a),
+            "to_vl3": vl3.get(b),
+            "reduction_pct": reduction(vl3.get(a), vl3.get(b)),
+            "paper_reduction_pct": paper,
+        }
+        for part, pairs in PAPER_TABLE4
+        for a, b, paper in pairs
+    ]
 
 
 def sweep_notes(val_loss: str, table2: dict, total: int, stages: list[int]) -> list[str]:
     """The notes that qualify every table: which validation loss, how many seeds, and the epochs of
     VL1-3 when the runs are shorter or longer than the paper's."""
-    kind = "the mean over the padded tensor, as in the paper" if val_loss == "padded" else \
-        "the mean over real frames only"
+    kind = (
+        "the mean over the padded tensor, as in the paper" if val_loss == "padded" else "the mean over real frames only"
+    )
     seed_counts = sorted({len(row["seeds"]) for row in table2.values()})
-    notes = [f"validation loss: val_loss_{val_loss} ({kind})",
-             f"seeds per experiment: {', '.join(map(str, seed_counts)) or 'none'}; a cell is the mean over the seeds, "
-             "± their sample standard deviation when there are two or more"]
+    notes = [
+        f"validation loss: val_loss_{val_loss} ({kind})",
+        f"seeds per experiment: {', '.join(map(str, seed_counts)) or 'none'}; a cell is the mean over the seeds, "
+        "± their sample standard deviation when there are two or more",
+    ]
     if total != PAPER_TOTAL_EPOCHS:
-        notes.append(f"runs of {total} epochs, not {PAPER_TOTAL_EPOCHS}: VL1-3 are at epochs {stages} "
-                     f"(the paper's {list(PAPER_EPOCHS)} scaled by {total}/{PAPER_TOTAL_EPOCHS}, "
-                     f"moved to the nearest validated epoch)")
+        notes.append(
+            f"runs of {total} epochs, not {PAPER_TOTAL_EPOCHS}: VL1-3 are at epochs {stages} "
+            f"(the paper's {list(PAPER_EPOCHS)} scaled by {total}/{PAPER_TOTAL_EPOCHS}, "
+            f"moved to the nearest validated epoch)"
+        )
     return notes
 
 
-def build(root: Path, val_loss: str, seeds: set[int] | None = None,
-          variants: dict[str, Path] | None = None) -> dict:
+def build(root: Path, val_loss: str, seeds: set[int] | None = None, variants: dict[str, Path] | None = None) -> dict:
     """Every number of Tables 2-4 (means over seeds), the equal-time table, the notes that
     qualify them, and the Fig. 4 curves; only the given seeds when `seeds` is set. Each variant
     (label -> another sweep's root) adds its experiments as rows `NAME (LABEL)`."""
@@ -218,48 +259,95 @@ def build(root: Path, val_loss: str, seeds: set[int] | None = None,
     everies = sorted({every for seeds in present.values() for _, every in seeds.values()}) or [DEFAULT_VALIDATE_EVERY]
     stages = stage_epochs(total, everies[0])
     key = f"val_loss_{val_loss}"
-    table2 = {name: over_seeds({seed: run_row(records, stages, key) for seed, (records, _) in seeds.items()})
-              for name, seeds in present.items()}
+    table2 = {
+        name: over_seeds({seed: run_row(records, stages, key) for seed, (records, _) in seeds.items()})
+        for name, seeds in present.items()
+    }
 
     table3, table4 = table3_of(table2), table4_of(table2)
     notes = sweep_notes(val_loss, table2, total, stages)
     if missing:
-        notes.append(f"missing runs (no metrics.jsonl under {root}/NAME/seedS): {', '.join(missing)}; their cells are empty")
+        notes.append(
+            f"missing runs (no metrics.jsonl under {root}/NAME/seedS): {', '.join(missing)}; their cells are empty"
+        )
     if empty_variants:
         notes.append(f"variants without any run: {', '.join(empty_variants)}")
-    unfinished = {f"{name}/seed{seed}": row["epochs"] for name, t in table2.items()
-                  for seed, row in t["per_seed"].items() if row["epochs"] < total}
+    unfinished = {
+        f"{name}/seed{seed}": row["epochs"]
+        for name, t in table2.items()
+        for seed, row in t["per_seed"].items()
+        if row["epochs"] < total
+    }
     if unfinished:
         notes.append("unfinished runs (epochs done): " + ", ".join(f"{n} ({e})" for n, e in unfinished.items()))
     if len(everies) > 1:
         notes.append(f"runs disagree on validate_every ({everies}); the stage epochs use {everies[0]}")
-    return {"runs_root": str(root), "variants": {k: str(v) for k, v in variants.items()}, "val_loss": val_loss,
-            "total_epochs": total, "stage_epochs": stages, "validate_every": everies[0], "missing": missing,
-            "unfinished": unfinished, "notes": notes, "table2": table2, "table3": table3, "table4": table4,
-            "equal_time": equal_budget(table2, stages, total, "minutes"),
-            "equal_steps": equal_budget(table2, stages, total, "steps"),
-            "paper": {"table2": PAPER_TABLE2, "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
-                      "table3": PAPER_TABLE3, "table4": PAPER_TABLE4}}
-
-
+    return {
+        "runs_root": str(root),
+        "variants": {k: str(v) for k, v in variants.items()},
+        "val_loss": val_loss,
+        "total_epochs": total,
+        "stage_epochs": stages,
+        "validate_every": everies[0],
+        "missing": missing,
+        "unfinished": unfinished,
+        "notes": notes,
+        "table2": table2,
+        "table3": table3,
+        "table4": table4,
+        "equal_time": equal_budget(table2, stages, total, "minutes"),
+        "equal_steps": equal_budget(table2, stages, total, "steps"),
+        "paper": {
+            "table2": PAPER_TABLE2,
+            "rand_min_per_epoch": PAPER_RAND_MIN_PER_EPOCH,
+            "table3": PAPER_TABLE3,
+            "table4": PAPER_TABLE4,
+        },
+    }
 
 
 def markdown(result: dict) -> str:
     out = ["# Tables 2-4 (measured) and the paper's", ""] + [f"- {note}" for note in result["notes"]] + [""]
     out += table2_markdown(result)
     out += ["", "## Table 2 as published (GTX 1080, 220 epochs; epochs 100/160/220)", ""]
-    out += markdown_table(["Batching", "ZPR %", "ABL", "VL1", "VL2", "VL3", "VLavg"],
-                          [[name, cell(r["zpr"], 2), cell(r["abl"], 2)] + [cell(r[k], 3) for k in ("vl1", "vl2", "vl3", "vl_avg")]
-                           for name, r in PAPER_TABLE2.items()])
-    out += ["", f"## Table 3: time reduction against RAND (measured; paper beside, RAND {PAPER_RAND_MIN_PER_EPOCH} min./ep.)", ""]
-    out += markdown_table(["Batching", "min./ep. saved", "reduction %", "paper min./ep. saved", "paper reduction %"],
-                          [[name, cell(r["min_saved"], 4, "g"), cell(r["reduction_pct"], 2), cell(r["paper_min_saved"], 2),
-                            cell(r["paper_reduction_pct"], 2)] for name, r in result["table3"].items()])
+    out += markdown_table(
+        ["Batching", "ZPR %", "ABL", "VL1", "VL2", "VL3", "VLavg"],
+        [
+            [name, cell(r["zpr"], 2), cell(r["abl"], 2)] + [cell(r[k], 3) for k in ("vl1", "vl2", "vl3", "vl_avg")]
+            for name, r in PAPER_TABLE2.items()
+        ],
+    )
+    out += [
+        "",
+        f"## Table 3: time reduction against RAND (measured; paper beside, RAND {PAPER_RAND_MIN_PER_EPOCH} min./ep.)",
+        "",
+    ]
+    out += markdown_table(
+        ["Batching", "min./ep. saved", "reduction %", "paper min./ep. saved", "paper reduction %"],
+        [
+            [
+                name,
+                cell(r["min_saved"], 4, "g"),
+                cell(r["reduction_pct"], 2),
+                cell(r["paper_min_saved"], 2),
+                cell(r["paper_reduction_pct"], 2),
+            ]
+            for name, r in result["table3"].items()
+        ],
+    )
     out += table4_markdown(result)
-    out += equal_budget_markdown(result, "equal_time", "Equal training time: validation loss within RAND's "
-                                 "training minutes at its VL1-3 epochs", "{:.3g} min")
-    out += equal_budget_markdown(result, "equal_steps", "Equal optimiser steps: validation loss within RAND's "
-                                 "steps at its VL1-3 epochs", "{:.0f} steps")
+    out += equal_budget_markdown(
+        result,
+        "equal_time",
+        "Equal training time: validation loss within RAND's training minutes at its VL1-3 epochs",
+        "{:.3g} min",
+    )
+    out += equal_budget_markdown(
+        result,
+        "equal_steps",
+        "Equal optimiser steps: validation loss within RAND's steps at its VL1-3 epochs",
+        "{:.0f} steps",
+    )
     return "\n".join(out) + "\n"
 
 
@@ -270,12 +358,38 @@ def table2_markdown(result: dict) -> list[str]:
     extra = [name for name in result["table2"] if name not in EXPERIMENTS]
     for name in list(EXPERIMENTS) + extra:
         row = result["table2"].get(name)
-        rows.append([name] + ([""] * 8 if row is None else [
-            str(row["epochs"]), cell(row["zpr"], 2), cell(row["abl"], 2), cell(row["min_per_epoch"], 4, "g"),
-            *(cell_sd(row[k], row[k + "_sd"], 4) for k in ("vl1", "vl2", "vl3", "vl_avg"))]))
-    return ["## Table 2: efficiency and validation loss (measured)", "", *markdown_table(
-        ["Batching", "epochs", "ZPR %", "ABL", "min./ep.", f"VL1 (ep. {e1})", f"VL2 (ep. {e2})", f"VL3 (ep. {e3})",
-         f"VLavg (ep. {e1}-{e3})"], rows)]
+        rows.append(
+            [name]
+            + (
+                [""] * 8
+                if row is None
+                else [
+                    str(row["epochs"]),
+                    cell(row["zpr"], 2),
+                    cell(row["abl"], 2),
+                    cell(row["min_per_epoch"], 4, "g"),
+                    *(cell_sd(row[k], row[k + "_sd"], 4) for k in ("vl1", "vl2", "vl3", "vl_avg")),
+                ]
+            )
+        )
+    return [
+        "## Table 2: efficiency and validation loss (measured)",
+        "",
+        *markdown_table(
+            [
+                "Batching",
+                "epochs",
+                "ZPR %",
+                "ABL",
+                "min./ep.",
+                f"VL1 (ep. {e1})",
+                f"VL2 (ep. {e2})",
+                f"VL3 (ep. {e3})",
+                f"VLavg (ep. {e1}-{e3})",
+            ],
+            rows,
+        ),
+    ]
 
 
 def table4_markdown(result: dict) -> list[str]:
@@ -283,10 +397,24 @@ def table4_markdown(result: dict) -> list[str]:
     rows = []
     for part, _ in PAPER_TABLE4:
         rows.append([f"**{part}**", "", "", "", "", ""])
-        rows += [[r["from"], cell(r["from_vl3"], 4), r["to"], cell(r["to_vl3"], 4), cell(r["reduction_pct"], 2),
-                  cell(r["paper_reduction_pct"], 2)] for r in result["table4"] if r["part"] == part]
-    return ["", f"## Table 4: A/B comparisons of VL3 (ep. {result['stage_epochs'][2]}; measured, paper's reduction "
-                "beside)", "", *markdown_table(["From", "VL3", "To", "VL3", "reduction %", "paper reduction %"], rows)]
+        rows += [
+            [
+                r["from"],
+                cell(r["from_vl3"], 4),
+                r["to"],
+                cell(r["to_vl3"], 4),
+                cell(r["reduction_pct"], 2),
+                cell(r["paper_reduction_pct"], 2),
+            ]
+            for r in result["table4"]
+            if r["part"] == part
+        ]
+    return [
+        "",
+        f"## Table 4: A/B comparisons of VL3 (ep. {result['stage_epochs'][2]}; measured, paper's reduction beside)",
+        "",
+        *markdown_table(["From", "VL3", "To", "VL3", "reduction %", "paper reduction %"], rows),
+    ]
 
 
 def equal_budget_markdown(result: dict, key: str, title: str, budget_format: str) -> list[str]:
@@ -296,16 +424,22 @@ def equal_budget_markdown(result: dict, key: str, title: str, budget_format: str
     out = ["", f"## {title}", ""]
     if None in budgets:
         return out + [f"(needs RAND's validations at the VL1-3 epochs and its {same['measure']})"]
-    header = ["Batching"] + [f"within {budget_format.format(b)} (RAND ep. {e})"
-                             for b, e in zip(budgets, result["stage_epochs"])]
-    rows = [[name] + [cell_sd(c["loss"], c["sd"], 4) + ("" if c["epoch"] is None else f" (ep. {c['epoch']:.3g})")
-                      for c in cells] for name, cells in same["rows"].items()]
+    header = ["Batching"] + [
+        f"within {budget_format.format(b)} (RAND ep. {e})" for b, e in zip(budgets, result["stage_epochs"])
+    ]
+    rows = [
+        [name]
+        + [cell_sd(c["loss"], c["sd"], 4) + ("" if c["epoch"] is None else f" (ep. {c['epoch']:.3g})") for c in cells]
+        for name, cells in same["rows"].items()
+    ]
     return out + markdown_table(header, rows)
 
 
-PANELS = (("epoch", "epoch", "Fig. 4: validation loss against epochs"),
-          ("minutes", "training minutes (validation excluded)", "... against training time"),
-          ("steps", "optimiser steps", "... and against optimiser steps"))
+PANELS = (
+    ("epoch", "epoch", "Fig. 4: validation loss against epochs"),
+    ("minutes", "training minutes (validation excluded)", "... against training time"),
+    ("steps", "optimiser steps", "... and against optimiser steps"),
+)
 
 
 def plot_curves(result: dict, png: Path) -> None:
@@ -319,17 +453,26 @@ def plot_curves(result: dict, png: Path) -> None:
     from matplotlib.ticker import ScalarFormatter
 
     curves = {name: row for name, row in result["table2"].items() if row["curve"]}
-    panels = [panel for panel in PANELS
-              if all(point[panel[0]] is not None for row in curves.values() for point in row["curve"])]
+    panels = [
+        panel
+        for panel in PANELS
+        if all(point[panel[0]] is not None for row in curves.values() for point in row["curve"])
+    ]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), sharey=True, squeeze=False)
     for ax, (measure, xlabel, title) in zip(axes[0], panels):
         for name, row in curves.items():
             x = [point[measure] for point in row["curve"]]
             style = {"marker": "." if len(x) < 30 else None, "linestyle": "-" if name in EXPERIMENTS else "--"}
-            line, = ax.plot(x, [point["loss"] for point in row["curve"]], label=name, **style)
+            (line,) = ax.plot(x, [point["loss"] for point in row["curve"]], label=name, **style)
             if len(row["seeds"]) > 1:
-                ax.fill_between(x, [point["low"] for point in row["curve"]], [point["high"] for point in row["curve"]],
-                                color=line.get_color(), alpha=0.15, linewidth=0)
+                ax.fill_between(
+                    x,
+                    [point["low"] for point in row["curve"]],
+                    [point["high"] for point in row["curve"]],
+                    color=line.get_color(),
+                    alpha=0.15,
+                    linewidth=0,
+                )
         ax.set(xlabel=xlabel, title=title)
     for stage in result["stage_epochs"]:
         axes[0][0].axvline(stage, color="grey", linestyle=":", linewidth=1)
@@ -350,8 +493,10 @@ def variants_of(specs: list[str]) -> dict[str, Path]:
     for spec in specs:
         label, _, where = spec.partition("=")
         if not label or not where or "(" in label or label in variants:
-            raise ValueError(f"--variant {spec!r} must be LABEL=DIR with a new label without parentheses, "
-                             "e.g. --variant 'lr sqrt=runs/quality/demo-lr-sqrt'")
+            raise ValueError(
+                f"--variant {spec!r} must be LABEL=DIR with a new label without parentheses, "
+                "e.g. --variant 'lr sqrt=runs/quality/demo-lr-sqrt'"
+            )
         if not Path(where).is_dir():
             raise ValueError(f"--variant {spec!r}: {where} is not a directory")
         variants[label] = Path(where)
@@ -360,25 +505,42 @@ def variants_of(specs: list[str]) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs_root", type=Path,
-                        help="the --out of scripts/reproduction/table2.sh (RUNS_ROOT/EXPERIMENT/seedS per run)")
-    parser.add_argument("--out", type=Path, help="where tables.md, tables.json and fig4_val_loss.png go "
-                                                 "(default: RUNS_ROOT)")
-    parser.add_argument("--val-loss", choices=("padded", "valid"), default="padded",
-                        help="which validation loss (default padded, the paper's)")
-    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=DIR",
-                        help="another sweep's root whose experiments join Table 2, the equal-time and "
-                             "equal-steps tables and Fig. 4 as 'NAME (LABEL)' (repeatable)")
-    parser.add_argument("--seeds", help="only these seeds, comma-separated (default: every seedS folder), e.g. "
-                                        "to leave out a seed that not every experiment has finished")
+    parser.add_argument(
+        "runs_root", type=Path, help="the --out of scripts/reproduction/table2.sh (RUNS_ROOT/EXPERIMENT/seedS per run)"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="where tables.md, tables.json and fig4_val_loss.png go (default: RUNS_ROOT)"
+    )
+    parser.add_argument(
+        "--val-loss",
+        choices=("padded", "valid"),
+        default="padded",
+        help="which validation loss (default padded, the paper's)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="another sweep's root whose experiments join Table 2, the equal-time and "
+        "equal-steps tables and Fig. 4 as 'NAME (LABEL)' (repeatable)",
+    )
+    parser.add_argument(
+        "--seeds",
+        help="only these seeds, comma-separated (default: every seedS folder), e.g. "
+        "to leave out a seed that not every experiment has finished",
+    )
     args = parser.parse_args(argv)
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
     if args.seeds is not None and seeds is None:
         print(f"error: --seeds {args.seeds!r} must be comma-separated integers >= 0, e.g. 0,1", file=sys.stderr)
         return 2
     if not args.runs_root.is_dir():
-        print(f"error: {args.runs_root} is not a directory (run scripts/reproduction/table2.sh --out {args.runs_root} first)",
-              file=sys.stderr)
+        print(
+            f"error: {args.runs_root} is not a directory "
+            f"(run scripts/reproduction/table2.sh --out {args.runs_root} first)",
+            file=sys.stderr,
+        )
         return 2
     try:
         variants = variants_of(args.variant)

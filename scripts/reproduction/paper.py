@@ -3,6 +3,7 @@
 Ge et al., "Speed up training with variable length inputs by efficient batching strategies",
 Interspeech 2021. Numbers are copied from the paper so reports can print them beside ours.
 """
+
 from __future__ import annotations
 
 from batching.options import NONE_WORDS
@@ -63,7 +64,8 @@ PAPER_TOTAL_EPOCHS = 220
 
 #: Table 2: ZPR %, ABL, VL1, VL2, VL3, VLavg as printed.
 PAPER_TABLE2: dict[str, dict[str, float]] = {
-    name: dict(zip(("zpr", "abl", "vl1", "vl2", "vl3", "vl_avg"), row)) for name, row in {
+    name: dict(zip(("zpr", "abl", "vl1", "vl2", "vl3", "vl_avg"), row))
+    for name, row in {
         "RAND": (32.02, 773.82, 0.340, 0.323, 0.312, 0.325),
         "SB-BR": (0.16, 526.43, 0.342, 0.327, 0.325, 0.329),
         "SSB-BR": (6.22, 556.22, 0.356, 0.329, 0.318, 0.332),
@@ -88,8 +90,9 @@ PAPER_TABLE3: dict[str, tuple[float, float]] = {
 #: Table 4: (part title, [(from, to, paper's VL3 reduction %)]).
 PAPER_TABLE4: list[tuple[str, list[tuple[str, str, float]]]] = [
     ("Part 1: SB vs. SSB", [("SB", "SSB", 6.75), ("SB-BR", "SSB-BR", 2.15), ("SB-DBS", "SSB-DBS", 1.21)]),
-    ("Part 2: with or without BR", [("SB", "SB-BR", 15.58), ("SSB", "SSB-BR", 11.42),
-                                    ("SSB-DBS", "SSB-DBS-BR", 5.21)]),
-    ("Part 3: with or without DBS", [("SB", "SB-DBS", 14.29), ("SSB", "SSB-DBS", 9.19),
-                                     ("SSB-BR", "SSB-DBS-BR", 2.83)]),
+    ("Part 2: with or without BR", [("SB", "SB-BR", 15.58), ("SSB", "SSB-BR", 11.42), ("SSB-DBS", "SSB-DBS-BR", 5.21)]),
+    (
+        "Part 3: with or without DBS",
+        [("SB", "SB-DBS", 14.29), ("SSB", "SSB-DBS", 9.19), ("SSB-BR", "SSB-DBS-BR", 2.83)],
+    ),
 ]

@@ -6,6 +6,7 @@ letters to be spelled in capitals ('PM EST', 'WWW'), this front end as single le
 and both say the same; and the British 'and' inside a number ('one hundred and seventy', which NeMo's cases
 write in some classes and not in others) is dropped. Other conventions ('missus') count as misses.
 """
+
 from __future__ import annotations
 
 import re

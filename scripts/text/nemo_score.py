@@ -1,5 +1,6 @@
 """Score the text front end on NeMo's English normalisation test cases: a table per class and the
 share of all cases read as NeMo reads them (scripts/text/nemo_cases.py says how readings compare)."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,12 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cases = load_cases(args.cases)
     if not cases:
-        print(f"error: no test_cases_*.txt with written~said lines in {args.cases}; give --cases a folder of them",
-              file=sys.stderr)
+        print(
+            f"error: no test_cases_*.txt with written~said lines in {args.cases}; give --cases a folder of them",
+            file=sys.stderr,
+        )
         return 2
     scored = score(cases)
-    rows = [[kind, f"{same} / {total}", f"{100 * same / total:.0f}%"]
-            for kind, (same, total) in by_kind(scored).items()]
+    rows = [
+        [kind, f"{same} / {total}", f"{100 * same / total:.0f}%"] for kind, (same, total) in by_kind(scored).items()
+    ]
     same = sum(s.same for s in scored)
     rows.append(["**all**", f"{same} / {len(scored)}", f"{100 * same / len(scored):.1f}%"])
     print("\n".join(markdown_table(["NeMo class", "read as NeMo reads it", "share"], rows)))
@@ -42,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  stops: {s.case.written!r} -> {s.ours!r}")
     if args.time:
         seconds = median_seconds(5, read_cold, [case.written for case in cases])
-        print(f"\n{1000 * seconds / len(cases):.3f} ms a case (median of 5 passes over {len(cases)} cases, one core, "
-              f"the numbers' cache emptied before each)")
+        print(
+            f"\n{1000 * seconds / len(cases):.3f} ms a case (median of 5 passes over {len(cases)} cases, one core, "
+            f"the numbers' cache emptied before each)"
+        )
     if args.misses:
         for s in scored:
             if not s.same:

@@ -9,6 +9,7 @@ after each module's imports (so ZipSampler, RoundRobinSampler, BucketingSampler.
 runs pytest there against the installed lhotse. `--own` skips the rebinding: the same files with
 Lhotse's own samplers, for comparison. Nothing is downloaded; the checkout is only read.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 SUITE = Path("test/dataset/sampling")
 #: What the sampler tests need besides their folder: the package markers and the one fixture they read.
 EXTRAS = (Path("test/__init__.py"), Path("test/dataset/__init__.py"), Path("test/fixtures/libri/cuts.json"))
-REBINDING = ("from batching.lhotse import PlanCutSampler\n"
-             "SimpleCutSampler = DynamicCutSampler = DynamicBucketingSampler = PlanCutSampler")
+REBINDING = (
+    "from batching.lhotse import PlanCutSampler\n"
+    "SimpleCutSampler = DynamicCutSampler = DynamicBucketingSampler = PlanCutSampler"
+)
 
 
 def rebind(source: str) -> str:

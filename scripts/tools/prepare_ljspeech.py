@@ -1,4 +1,5 @@
 """Write filelists/ljspeech_{train,val}.txt from a local LJSpeech-1.1 folder (see data/corpora/ljspeech.py)."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,12 @@ from data.corpora.ljspeech import prepare_ljspeech
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ljspeech", required=True, type=Path, help="folder holding metadata.csv and wavs/")
-    parser.add_argument("--out", default=Path(__file__).resolve().parents[2] / "filelists", type=Path,
-                        help="where the filelists go (default: the repo's filelists/, where train.py looks)")
+    parser.add_argument(
+        "--out",
+        default=Path(__file__).resolve().parents[2] / "filelists",
+        type=Path,
+        help="where the filelists go (default: the repo's filelists/, where train.py looks)",
+    )
     parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split")
     parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation")
     args = parser.parse_args(argv)

@@ -4,6 +4,7 @@
 
 Griffin-Lim is a vocoder-free preview of what the model learned, not production audio quality.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,13 +47,20 @@ def synthesize(checkpoint: Path, text: str, out_dir: Path, griffin_lim_iters: in
     np.save(out_dir / "mel.npy", mel)
     wav = griffin_lim(mel, cfg.mel, n_iter=griffin_lim_iters)
     if mel.shape[1] < 2:
-        print(f"warning: the gate stopped the decoder after {mel.shape[1]} frame(s): the model has not learned "
-              f"when to stop yet (train longer); audio.wav is {len(wav)} samples of silence", file=sys.stderr)
+        print(
+            f"warning: the gate stopped the decoder after {mel.shape[1]} frame(s): the model has not learned "
+            f"when to stop yet (train longer); audio.wav is {len(wav)} samples of silence",
+            file=sys.stderr,
+        )
     save_wav(out_dir / "audio.wav", wav, cfg.mel.sample_rate)
     fig = plot_alignment(alignment[0].cpu().numpy(), f"{checkpoint.name}: {text[:60]}")
     fig.savefig(out_dir / "alignment.png", dpi=100, bbox_inches="tight")
-    return {"frames": mel.shape[1], "seconds": len(wav) / cfg.mel.sample_rate, "out_dir": str(out_dir),
-            "stopped_by_gate": not caught}
+    return {
+        "frames": mel.shape[1],
+        "seconds": len(wav) / cfg.mel.sample_rate,
+        "out_dir": str(out_dir),
+        "stopped_by_gate": not caught,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:  # a user's mistake: one line (programming errors keep their tracebacks)
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"{result['frames']} frames ({result['seconds']:.2f} s) -> {result['out_dir']}/"
-          f"{{mel.npy,audio.wav,alignment.png}}" + ("" if result["stopped_by_gate"] else " (hit max_decoder_steps)"))
+    print(
+        f"{result['frames']} frames ({result['seconds']:.2f} s) -> {result['out_dir']}/"
+        f"{{mel.npy,audio.wav,alignment.png}}" + ("" if result["stopped_by_gate"] else " (hit max_decoder_steps)")
+    )
     return 0
 
 
