@@ -583,7 +583,8 @@ def test_bench_epoch_runs_end_to_end(tmp_path):
     result = json.loads(out)
     assert result["torch"] and result["device"] and result["extrapolated"] and result["utterances"] == 40
     rows = result["strategies"]
-    assert list(rows) == ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SSB-DBS-BR"]
+    assert list(rows) == ["RAND", "SB-BR", "SSB-BR", "BKT-BR", "ATS-BR", "SSB-DBS-BR", "SSB-DBS-BR-cost"]
+    assert rows["SSB-DBS-BR-cost"]["paper_reduction_pct"] is None  # the recipe's default SSB: no paper figure
     for row in rows.values():
         assert row["seconds_per_epoch"] > 0 and row["frames_per_second"] > 0 and row["decoder_steps"] > 0
         assert row["timed_batches"] == 1

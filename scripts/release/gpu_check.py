@@ -42,7 +42,7 @@ from scripts.common import OPS_HEADING, markdown_table, markdown_tables
 REPO = Path(__file__).resolve().parents[2]
 PARTS = ("env", "tests", "train", "bench", "graphed")
 TINY_MODEL = "model_preset=micro"  # hparams.yaml's model_presets
-TABLE3 = "RAND,SB-BR,SSB-BR,SSB-DBS-BR"
+TABLE3 = "RAND,SB-BR,SSB-BR,SSB-DBS-BR,SSB-DBS-BR-cost"  # and the recipe's default SSB (scripts/bench/epoch.py)
 #: The demo's decoder loop at padded shapes replayed as CUDA graphs (the demo's r = 2 divides 16)
 GRAPHED_DEMO = "graph_bucket=16,cuda_graphs=true"
 #: bench.step's variants that the bench part times (graphed+recompute is left to a run of its own: one more
