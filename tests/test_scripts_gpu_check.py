@@ -49,7 +49,7 @@ def stub_part(part: str, setup) -> list:
 
 
 def test_every_part_runs_by_default_into_one_report(tmp_path, monkeypatch, capsys):
-    """Without --parts, gpu_check runs env, tests, train, bench and graphed in that order, and one
+    """Without --parts, gpu_check runs env, tests, train, bench, graphed and fill in that order, and one
     report (report.json, report.md) and the summary line name every check."""
     from scripts.release import gpu_check
 
@@ -57,10 +57,10 @@ def test_every_part_runs_by_default_into_one_report(tmp_path, monkeypatch, capsy
         monkeypatch.setitem(gpu_check.PART_RUNNERS, part, functools.partial(stub_part, part))
     assert gpu_check.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
     checks = json.loads((tmp_path / "report.json").read_text())
-    assert [c["part"] for c in checks] == list(gpu_check.PARTS) == ["env", "tests", "train", "bench", "graphed"]
+    assert [c["part"] for c in checks] == list(gpu_check.PARTS) == ["env", "tests", "train", "bench", "graphed", "fill"]
     report = (tmp_path / "report.md").read_text()
     assert all(f"| {part} | {part}-stub | ok |" in report for part in gpu_check.PARTS)
-    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("gpu-check: 5 ok, 0 failed, 0 skipped")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("gpu-check: 6 ok, 0 failed, 0 skipped")
 
 
 def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
@@ -123,3 +123,15 @@ def test_gpu_check_measures_tests_benches_and_graphs_on_the_cpu(tmp_path, capsys
     )
     if "bench-step" in checks:  # the bench part ran (it needs ../shared's LJSpeech lengths)
         assert report.index("## bench-step") < report.index("## ops per decoder step")
+
+
+@pytest.mark.slow
+def test_the_fill_part_measures_a_cell_and_skips_what_needs_cuda(tmp_path, ljspeech_lengths_tsv):
+    """--tiny on the CPU: B0 4 in fp32 through scripts.bench.step on the recipe's default SSB (its
+    two tables under their headings, the graphed variant's figures in the detail), TF32 skipped."""
+    from scripts.release.gpu_check import Setup, fill_part
+
+    fp32, tf32 = fill_part(Setup("cpu", True, tmp_path, 300))
+    assert (fp32.name, fp32.ok, tf32.name, tf32.ok) == ("fill-b0-4-fp32", True, "fill-b0-4-tf32", None)
+    assert "graphed" in fp32.detail and "us/step" in fp32.detail and tf32.detail == "tf32 needs CUDA"
+    assert list(fp32.figures["tables"]) == ["fill: B0 4, fp32", "fill: B0 4, fp32, ops per decoder step"]

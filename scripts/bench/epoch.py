@@ -42,17 +42,12 @@ from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.graphs import build_loop_graphs
 from model.shapes import round_up, shape_table
-from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
+from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_shapes
 from scripts.common import markdown_table
 from scripts.reproduction.paper import EXPERIMENTS, PAPER_TABLE3
 from training.config import RunConfig, resolve_config
 from training.hparams import load_hparams
 
-#: Rows beside the paper's experiments: the recipe's own default batching (hparams.yaml: SSB on the
-#: cost key, its width calibrated to the paper's SSB's ZPR, with DBS and BR), which the paper's SSB
-#: rows (ssb_key=length, lrf 0.1) do not time.
-RECIPE_ROWS = {"SSB-DBS-BR-cost": {**EXPERIMENTS["SSB-DBS-BR"], "ssb_key": "cost", "target_zpr": "paper"}}
-STRATEGIES = {**EXPERIMENTS, **RECIPE_ROWS}
 DEFAULT_STRATEGIES = "RAND,SB-BR,SSB-BR,BKT-BR,ATS-BR,SSB-DBS-BR,SSB-DBS-BR-cost"
 
 
@@ -84,7 +79,7 @@ def make_plans(
     with graph_bucket its decoder loop shape table."""
     plans = {}
     for name in names:
-        config, _ = resolve_width(frames, BatchingConfig.from_dict({**STRATEGIES[name], **common}))
+        config, _ = resolve_width(frames, BatchingConfig.from_dict({**BENCH_STRATEGIES[name], **common}))
         batches = plan_epoch(frames, config, epoch=0)
         steps = np.array([math.ceil(frames[b].max() / r) for b in batches])
         sizes = np.array([len(b) for b in batches])
@@ -365,9 +360,9 @@ def argument_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = argument_parser()
     args = parser.parse_args(argv)
-    unknown = [n for n in args.strategies.split(",") if n.strip() and n.strip() not in STRATEGIES]
+    unknown = [n for n in args.strategies.split(",") if n.strip() and n.strip() not in BENCH_STRATEGIES]
     if unknown:
-        parser.error(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+        parser.error(f"unknown strategies {unknown}; known: {', '.join(BENCH_STRATEGIES)}")
     try:
         frames, text_lengths = read_shapes(args.lengths)
         result = run(args, frames, text_lengths)

@@ -31,6 +31,7 @@ operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
     python -m scripts.bench.step                        # CPU, full model, 1 thread, 4 batches
     python -m scripts.bench.step --device cuda --batches 16
     python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute
+    python -m scripts.bench.step --device cuda --batch-size 64 --capture timed --hparams matmul_precision=high
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ import numpy as np
 import torch
 
 from batching import BatchingConfig, plan_epoch, train_split
+from batching.analysis import resolve_width
 from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
-from model.shapes import shape_table
-from scripts.bench.steps import Bench, device_name, pick_timed, read_shapes
+from model.shapes import ShapeTable, round_up, shape_table
+from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_shapes
 from scripts.common import OPS_HEADING, markdown_table
-from scripts.reproduction.paper import EXPERIMENTS
 from training.config import RunConfig, resolve_config
 from training.hparams import load_hparams
 from training.op_count import count_ops
@@ -79,19 +80,20 @@ def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
 
 
 def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], dict]:
-    """(frames, text lengths, K batches of the strategy's epoch-0 plan spread over their cost, and
-    the plan's shape table)."""
+    """(frames, text lengths, K batches of the strategy's epoch-0 plan at B0 = --batch-size spread over
+    their cost, and the plan's shape table, or with --capture timed the part of it the K batches use)."""
     frames, text_lengths = read_shapes(args.lengths)
     keep = train_split(frames.size, 0.8, 0)
     frames, text_lengths = frames[keep], text_lengths[keep]
-    batches = plan_epoch(frames, BatchingConfig.from_dict({**EXPERIMENTS[args.strategy], "seed": 0}))
+    config = BatchingConfig.from_dict({**BENCH_STRATEGIES[args.strategy], "seed": 0, "batch_size": args.batch_size})
+    batches = plan_epoch(frames, resolve_width(frames, config)[0])
     costs = np.array([len(b) * -(-int(frames[b].max()) // r) for b in batches])
-    return (
-        frames,
-        text_lengths,
-        [batches[i] for i in pick_timed(costs, args.batches)],
-        shape_table(batches, frames, text_lengths, GRAPH_BUCKET),
-    )
+    timed = [batches[i] for i in pick_timed(costs, args.batches)]
+    table = shape_table(batches, frames, text_lengths, GRAPH_BUCKET)
+    if args.capture == "timed":  # only the timed batches' shapes (the same shapes: their buckets' rows and text)
+        buckets = {round_up(int(frames[b].max()), GRAPH_BUCKET) for b in timed}
+        table = ShapeTable(GRAPH_BUCKET, {f: table.rows[f] for f in buckets}, {f: table.text[f] for f in buckets})
+    return frames, text_lengths, timed, table
 
 
 def gradient(bench: Bench, batch, shape) -> dict:
@@ -222,10 +224,20 @@ def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.devi
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=Path, default=LJSPEECH_LENGTHS, help="TSV with frames and text columns")
-    parser.add_argument("--strategy", default="SSB-DBS-BR", choices=list(EXPERIMENTS), help="whose plan to draw from")
+    parser.add_argument(
+        "--strategy", default="SSB-DBS-BR", choices=list(BENCH_STRATEGIES), help="whose plan to draw from"
+    )
+    parser.add_argument("--batch-size", type=int, default=16, help="B0 of the plan (default 16, the paper's)")
+    parser.add_argument(
+        "--capture",
+        choices=("all", "timed"),
+        default="all",
+        help="the graphed variants capture every shape of the epoch's table (all, as a run does) or only the "
+        "timed batches' (timed: a shorter start)",
+    )
     parser.add_argument("--batches", type=int, default=4, help="batches timed per variant (default 4)")
     parser.add_argument("--preset", choices=("small", "full"), default="full", help="model preset (default full)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
@@ -237,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated variants to run (default all; eager and fast always run, the "
         "reference and the ratio; the CUDA-only ones are left out on the CPU)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)

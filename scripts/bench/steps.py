@@ -17,8 +17,17 @@ from data.text import N_SYMBOLS, text_to_sequence
 from model.graphs import LoopGraphs
 from model.shapes import ShapeTable
 from scripts.common import cpu_name
+from scripts.reproduction.paper import EXPERIMENTS
 from training.config import RunConfig
 from training.step import build_step_parts, loop_shape, train_step
+
+#: Rows beside the paper's experiments: the recipe's own default batching (hparams.yaml: SSB on the
+#: cost key, its width calibrated to the paper's SSB's ZPR, with DBS and BR), which the paper's SSB
+#: rows (ssb_key=length, lrf 0.1) do not time.
+RECIPE_ROWS = {"SSB-DBS-BR-cost": {**EXPERIMENTS["SSB-DBS-BR"], "ssb_key": "cost", "target_zpr": "paper"}}
+#: What the benches can plan: the paper's experiments and the recipe's rows (resolve a row's
+#: calibration target with batching.analysis.resolve_width before planning).
+BENCH_STRATEGIES = {**EXPERIMENTS, **RECIPE_ROWS}
 
 
 def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
