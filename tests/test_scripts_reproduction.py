@@ -551,13 +551,17 @@ def test_table1_on_ljspeech_lengths(ljspeech_lengths_tsv, tmp_path):
         assert (tmp_path / f"{png}.png").stat().st_size > 0
 
 
+def synthetic_lengths(folder: Path, count: int) -> Path:
+    """A lengths TSV of `count` utterances of 20-119 frames and one to four phrases of text."""
+    lengths = folder / "lengths.tsv"
+    lines = (f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(count))
+    lengths.write_text("id\tframes\ttext\n" + "".join(lines))
+    return lengths
+
+
 @pytest.mark.slow
 def test_bench_epoch_runs_end_to_end(tmp_path):
-    lengths = tmp_path / "lengths.tsv"
-    lengths.write_text(
-        "id\tframes\ttext\n"
-        + "".join(f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40))
-    )
+    lengths = synthetic_lengths(tmp_path, 40)
     out = run(
         sys.executable,
         "-m",
@@ -597,11 +601,7 @@ def test_bench_epoch_runs_end_to_end(tmp_path):
 def test_bench_epoch_times_the_decoder_loop_on_its_static_shapes(tmp_path):
     """--graph-bucket with --cuda-graphs: each strategy's shapes built before timing (on the CPU
     the static buffers run eagerly), the capture time reported."""
-    lengths = tmp_path / "lengths.tsv"
-    lengths.write_text(
-        "id\tframes\ttext\n"
-        + "".join(f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(40))
-    )
+    lengths = synthetic_lengths(tmp_path, 40)
     out = run(
         sys.executable,
         "-m",
@@ -679,11 +679,7 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     (static buffers, eager on the CPU); the first losses agree (same weights, same dropout masks),
     every variant's operations per decoder step are printed and positive, and the last line is the
     ratio."""
-    lengths = tmp_path / "lengths.tsv"
-    lengths.write_text(
-        "id\tframes\ttext\n"
-        + "".join(f"u{i}\t{20 + (i * 37) % 100}\t{'some words here ' * (1 + i % 4)}\n" for i in range(60))
-    )
+    lengths = synthetic_lengths(tmp_path, 60)
     out = run(
         sys.executable,
         "-m",
