@@ -20,15 +20,20 @@ from torch.profiler import ProfilerActivity, profile
 
 def held_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
     """(work(), bytes that work allocated on the CPU and had not freed when it returned)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = work()
-    return result, sum(event.self_cpu_memory_usage for event in prof.events())
+    result, records = memory_records(work)
+    return result, sum(records)
 
 
 def peak_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
-    """(work(), the most tensor bytes it held on the CPU at once): the running sum of the profiler's
-    raw allocation records (each allocation and free, in time order; read raw, as building the
-    profiler's event tree would take longer than a small training step)."""
+    """(work(), the most tensor bytes it held on the CPU at once): the running sum of its allocations
+    and frees in time order."""
+    result, records = memory_records(work)
+    return result, max(itertools.accumulate(records, initial=0))
+
+
+def memory_records(work: Callable[[], Any]) -> tuple[Any, list[int]]:
+    """(work(), each allocation's bytes and each free's negative bytes, in time order): the profiler's
+    raw records, read raw, as building its event tree would take longer than a small training step."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = work()
     records = sorted(
@@ -36,4 +41,4 @@ def peak_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
         for event in prof.profiler.kineto_results.events()
         if event.name() == "[memory]"
     )
-    return result, max(itertools.accumulate((nbytes for _, nbytes in records), initial=0))
+    return result, [nbytes for _, nbytes in records]
