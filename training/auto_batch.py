@@ -36,6 +36,7 @@ import torch
 
 from batching import BatchingConfig, plan_global
 from batching.analysis import resolve_width
+from data.collate import TextMelCollate
 from model import Batch, Tacotron2, Tacotron2Config
 from model.graphs import loop_memory
 from model.shapes import LoopShape, ShapeTable, shape_table_of
@@ -170,21 +171,13 @@ def probe_step(setup: ProbeSetup, shape: LoopShape) -> None:
 
 
 def random_batch(shape: LoopShape, model: Tacotron2Config, device: torch.device) -> Batch:
-    """A padded batch of shape.rows utterances of shape.text symbols and shape.frames mel frames."""
-    rows, frames, text = shape.rows, shape.frames, shape.text
-    text_lengths = torch.full((rows,), text, dtype=torch.long)
-    gate = torch.zeros(rows, frames)
-    gate[:, -1] = 1.0
-    batch = Batch(
-        text=torch.randint(1, model.n_symbols, (rows, text)),
-        text_lengths=text_lengths,
-        mel=torch.randn(rows, model.n_mel_channels, frames),
-        gate=gate,
-        mel_lengths=torch.full((rows,), frames, dtype=torch.long),
-        text_lengths_host=text_lengths,
-        frames=rows * frames,
-    )
-    return batch.to(device)
+    """shape.rows utterances of shape.text random symbols and shape.frames random mel frames, padded by
+    the training collate."""
+    pairs = [
+        (torch.randint(1, model.n_symbols, (shape.text,)), torch.randn(model.n_mel_channels, shape.frames))
+        for _ in range(shape.rows)
+    ]
+    return TextMelCollate(model.n_frames_per_step)(pairs).to(device)
 
 
 def static_bytes(setup: ProbeSetup, shape: LoopShape) -> int:
