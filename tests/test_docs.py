@@ -122,12 +122,20 @@ def broken_links(page: Path) -> list[str]:
             continue
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
-        where = f"{page.relative_to(REPO)}:{number}: {target}"
-        if not resolved.exists():
-            broken.append(f"{where} (no such file)")
-        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
-            broken.append(f"{where} (no heading #{anchor} in {resolved.name})")
+        why = unresolved(resolved, anchor)
+        if why:
+            broken.append(f"{page.relative_to(REPO)}:{number}: {target} {why}")
     return broken
+
+
+def unresolved(page: Path, anchor: str) -> str | None:
+    """Why a link or pointer to `page` (a file or folder), at `anchor` if given, does not resolve: the
+    page is missing or, for Markdown, has no such heading; None when it resolves."""
+    if not page.exists():
+        return "(no such file)"
+    if anchor and page.suffix == ".md" and anchor not in anchors(page):
+        return f"(no heading #{anchor} in {page.name})"
+    return None
 
 
 def all_blocks() -> list[Block]:
@@ -270,12 +278,11 @@ def stale_pointers(path: Path) -> list[str]:
         where = (
             f"{path.relative_to(REPO)}: {target}{'#' + anchor if anchor else ''}{f' {section!r}' if section else ''}"
         )
-        if not page.exists():
-            stale.append(f"{where} (no such file)")
-        elif page.suffix == ".md" and anchor and anchor not in anchors(page):
-            stale.append(f"{where} (no heading #{anchor} in {page.name})")
-        elif page.suffix == ".md" and section and not names_a_heading(page, section):
-            stale.append(f"{where} (no heading {section!r} in {page.name})")
+        why = unresolved(page, anchor)
+        if why is None and page.suffix == ".md" and section and not names_a_heading(page, section):
+            why = f"(no heading {section!r} in {page.name})"
+        if why:
+            stale.append(f"{where} {why}")
     return stale
 
 
