@@ -69,6 +69,12 @@ class Tacotron2Config:
     # lengths, for one more energy chain per step; the same outputs and gradients. Memory, not speed:
     # off until a GPU has measured what it costs and how much larger a batch it lets fit.
     recompute_attention: bool = False
+    # Each decoder step's attention (location features to context, and the cumulative weights) as one
+    # Triton kernel forward and one backward that recomputes the chain (model/fused_attention.py):
+    # about 20 fewer launches a step, recompute_attention's memory. Needs fast_decoder and a CUDA GPU
+    # (on the CPU only Triton's interpreter, TRITON_INTERPRET=1, runs it: tests). Off until a GPU
+    # has measured it faster.
+    fused_attention: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -94,6 +100,12 @@ class Tacotron2Config:
             "must be even (the BiLSTM gives half to each direction)",
         )
         _require(self, "gate_threshold", 0.0 < self.gate_threshold < 1.0, "must be in (0, 1)")
+        _require(
+            self,
+            "fused_attention",
+            self.fast_decoder or not self.fused_attention,
+            "needs fast_decoder=true (the fused step is the fast loop's)",
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Tacotron2Config":

@@ -50,7 +50,10 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
+from .config import Tacotron2Config
 from .decoder import Decoder, DecoderState, TeacherForcing
+from .fused_attention import attend as attend_fused
+from .fused_attention import scoring_matrix
 from .packing import StepLayout
 from .shapes import LoopShape
 
@@ -228,6 +231,10 @@ class FastDecoder(Decoder):
 
     runner_for: RunnerFor | None = None  # the loop hook (loop_hook); None: every shape runs eagerly
 
+    def __init__(self, cfg: Tacotron2Config):
+        super().__init__(cfg)
+        self.fused_attention = cfg.fused_attention
+
     @contextmanager
     def loop_hook(self, runner_for: RunnerFor) -> Iterator[None]:
         """Inside it, a padded shape's loop runs through runner_for(shape) when that gives a runner:
@@ -260,22 +267,30 @@ class FastDecoder(Decoder):
         p: StepProjections,
         memory: torch.Tensor,
         tf: TeacherForcing,
+        scoring: torch.Tensor | None,
     ) -> DecoderState:
-        """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)."""
+        """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre);
+        with `scoring` (model/fused_attention.scoring_matrix), the attention runs as the fused kernels."""
         gates = _StepLinear.apply(p.attention.pre[i], p.attention, i, s.context, s.attention_hidden)
         ah, ac = lstm_update(gates, s.attention_cell, p.attention.zeros)
         if tf.attention_keep[i] is not None:
             ah = ah * tf.attention_keep[i]
         query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
-        weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
-        context, weights = self.attention.attend(
-            query, memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
-        )
+        if scoring is None:
+            weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
+            context, weights = self.attention.attend(
+                query, memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
+            )
+            cumulative = s.cumulative_weights + weights
+        else:
+            context, weights, cumulative = attend_fused(
+                query, memory, tf.processed_memory, s.weights, s.cumulative_weights, scoring, mask_bias
+            )
         gates = _StepLinear.apply(p.decoder.pre[i], p.decoder, i, ah, context, s.decoder_hidden)
         dh, dc = lstm_update(gates, s.decoder_cell, p.decoder.zeros)
         if tf.decoder_keep[i] is not None:
             dh = dh * tf.decoder_keep[i]
-        return DecoderState(ah, ac, dh, dc, weights, s.cumulative_weights + weights, context)
+        return DecoderState(ah, ac, dh, dc, weights, cumulative, context)
 
     def forward(
         self,
@@ -303,7 +318,11 @@ class FastDecoder(Decoder):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher-forced loop over every step of tf and the projections of all steps: mel
         [B, n_mels, T], gate [B, T], alignments [B, steps, T_text]. Its shapes are its inputs'."""
-        advance = partial(self.fast_step, p=self.step_projections(tf.prenet_out), memory=memory, tf=tf)
+        scoring = None
+        if self.fused_attention:
+            scoring = scoring_matrix(tf.location_matrix, self.attention.v.weight)
+        p = self.step_projections(tf.prenet_out)
+        advance = partial(self.fast_step, p=p, memory=memory, tf=tf, scoring=scoring)
         return self.run_steps(memory, mask_bias, layout, tf.prenet_out.size(0), advance)
 
     def loop_parameters(self) -> list[torch.nn.Parameter]:

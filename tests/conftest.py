@@ -2,12 +2,18 @@
 when it is absent, and guards that fail the run if a test writes into it or into the checkout
 (runs/, corpora/, .cache/, files). Helpers that are not fixtures live in tests/kit.py."""
 
+import os
 import shutil
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+
+# Without a GPU, Triton's kernels (model/fused_attention.py) run in its interpreter, on the CPU. It is
+# read when a kernel is defined, and they are defined on first use, after this.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from data.shared import LJSPEECH_LENGTHS, LJSPEECH_MINI, SHARED_DIR
 from tests.kit import REPO, dealt_order, demo_corpus  # noqa: F401  (the session fixture, defined in the kit)

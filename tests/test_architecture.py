@@ -2,7 +2,7 @@
 (not even one that only type annotations need), no strategy name compared outside batching/ (the strategy
 table decides), one way to switch a config's strategy, and one home for a rule: whether a plan is a block
 plan, the decoder's frames per step; the batch crosses into the model and the loss whole, build_loaders'
-record is read by name, a Run is built by keyword."""
+record is read by name, a Run is built by keyword; Triton is imported in one module, on first use."""
 
 import ast
 import inspect
@@ -304,3 +304,22 @@ def test_scripts_are_packages_that_share_modules_not_scripts():
         assert (path.parent / "__init__.py").is_file(), f"{path.parent.relative_to(REPO)} is not a package"
         imported = imports_of(path.read_text(), package_of(path)) & commands
         assert not imported, f"{path.relative_to(REPO)} imports the script(s) {sorted(imported)}"
+
+
+def test_triton_lives_in_one_module_imported_on_first_use():
+    """Only model/attention_kernels.py imports Triton, and only model/fused_attention.py imports it, inside
+    a function: the recipe runs where Triton is absent, and the interpreter switch is read at first use."""
+    importers = {}
+    for path in project_files(include_tests=True):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            rel = str(path.relative_to(REPO))
+            if any(n == "triton" or n.startswith("triton.") for n in names):
+                assert rel == "model/attention_kernels.py", f"{rel} imports Triton"
+            if any(n.endswith("attention_kernels") for n in names):
+                importers[rel] = node.col_offset
+    assert importers and set(importers) == {"model/fused_attention.py"}, importers
+    assert all(indent > 0 for indent in importers.values()), "import attention_kernels inside the function using it"

@@ -8,7 +8,10 @@ without one). Written and run on the CPU-only machine as skips only, until the G
 * the steady-state training step makes no host sync (torch.cuda.set_sync_debug_mode("error")),
   eager, padded and graphed;
 * the graphed decoder loop (model/graphs.py) equals the eager one within 1e-5 relative in fp32
-  with TF32 off, outputs and every gradient, over 3 shapes replayed in random order;
+  with TF32 off, outputs and every gradient, over 3 shapes replayed in random order, also with the
+  attention's fused Triton kernels (model.fused_attention) in the graphs;
+* those kernels, compiled for the GPU, against the plain chain: fp32 within 1e-5 of float64, bf16
+  inputs within 1 %;
 * DDP over NCCL in one process (force_ddp=true), a short training run;
 * the loader pins every tensor of a Batch (model/batch.py), the packing table's too;
 * batch_size=auto's probe (training/auto_batch.py) on the graphed step: under a capped free memory
@@ -16,6 +19,7 @@ without one). Written and run on the CPU-only machine as skips only, until the G
 """
 
 import contextlib
+import copy
 import dataclasses
 import random
 import sys
@@ -165,7 +169,15 @@ def test_mixed_precision_steps_are_finite_and_near_fp32(amp):
         assert total < 0.05
 
 
-@pytest.mark.parametrize("variant", ["graph_bucket=0", "graph_bucket=16", "graph_bucket=16,cuda_graphs=true"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "graph_bucket=0",
+        "graph_bucket=16",
+        "graph_bucket=16,cuda_graphs=true",
+        "graph_bucket=16,cuda_graphs=true,model.fused_attention=true",
+    ],
+)
 def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus):
     """Two warm-up steps, then three under set_sync_debug_mode('error'): any synchronising call
     (a host read, a nonzero, an item) raises."""
@@ -191,12 +203,14 @@ def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus
     torch.cuda.synchronize()
 
 
-def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order():
+@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
+def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order(fused):
     """fp32, TF32 off: outputs and every parameter gradient within 1e-5 relative, 3 shapes, each
-    replayed twice in a random order; the graphs really were captured."""
+    replayed twice in a random order; the graphs really were captured. Fused: the graphed loop runs
+    the attention's Triton kernels (model.fused_attention), the eager one the plain chain."""
     cfg = tiny_config(n_frames_per_step=2, fast_decoder=True)
     eager = Tacotron2(cfg).to(CUDA).train()
-    graphed = Tacotron2(cfg).to(CUDA).train()
+    graphed = Tacotron2(dataclasses.replace(cfg, fused_attention=fused)).to(CUDA).train()
     graphed.load_state_dict(eager.state_dict())
     graphs = build_loop_graphs(graphed.decoder, SHAPES, CUDA)
     assert graphs.captured
@@ -289,3 +303,24 @@ def test_train_probes_caches_and_then_reads_its_batch_size(tmp_path, capsys, dem
         out = capsys.readouterr().out
         assert "batch_size=auto: B0 = " in out and found in out, out
     assert (tmp_path / "mels" / CACHE_NAME).is_file()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-inputs"])
+def test_the_fused_attention_kernels_on_cuda(dtype):
+    """model/fused_attention.py compiled for the GPU (no interpreter): outputs and every gradient
+    against the plain chain in float64 on the same device, over one chunk and several."""
+    from tests.test_model_fused_attention import SIZES, fused, inputs, outputs_and_grads, plain
+
+    for *size, chunk in SIZES:
+        layer, tensors = inputs(*size)
+        layer = layer.to(CUDA)
+        tensors = [t.detach().to(CUDA).requires_grad_(t.requires_grad) for t in tensors]
+        want, want_grads = outputs_and_grads(plain, layer, tensors)
+        low = copy.deepcopy(layer).float()
+        # autocast's dtypes: a bf16 query and processed memory (positions 0 and 2), float32 state
+        kinds = [dtype if k in (0, 2) else torch.float32 for k in range(len(tensors))]
+        cast = [t.detach().to(kind).requires_grad_(t.requires_grad) for t, kind in zip(tensors, kinds)]
+        got, got_grads = outputs_and_grads(fused, low, cast, chunk)
+        bound = 1e-5 if dtype == torch.float32 else 1e-2
+        for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
+            assert relative(a, b) < bound, (size, dtype)

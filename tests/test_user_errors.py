@@ -363,3 +363,25 @@ def test_check_shows_what_normalisation_rewrote_and_what_drop_drops(tmp_path, ca
         "five dollars, fifty cents on january second, twenty twenty for three percent and second-rate goods ^_^'" in out
     )
     assert f"'^' in 1 line(s): {train_list}:2" in out and f"'_' in 1 line(s): {train_list}:2" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_fused_attention_on_the_cpu(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # tests/conftest.py's interpreter would run it
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "fast_decoder=true,model.fused_attention=true,device=cpu")],
+        capsys,
+        "'model.fused_attention': its Triton kernels run on a CUDA GPU, not on cpu",
+        tmp_path / "run",
+    )
+
+
+def test_fused_attention_without_the_fast_decoder(tmp_path, capsys):
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "fast_decoder=false,model.fused_attention=true")],
+        capsys,
+        "fused_attention=True needs fast_decoder=true",
+        tmp_path / "run",
+    )

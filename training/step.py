@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from model import Batch, Tacotron2, Tacotron2Config, Tacotron2Loss
+from model.fused_attention import unavailable as kernels_unavailable
 from model.graphs import LoopGraphs, build_loop_graphs
 from model.loss import LossTerms
 from model.shapes import LoopShape, ShapeTable
@@ -62,6 +63,9 @@ def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: tor
     amp_dtype = AMP_DTYPES[train.amp]
     if amp_dtype is not None and device.type != "cuda":
         raise HParamsError(f"hparam 'amp': {train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
+    kernels_missing = model_cfg.fused_attention and kernels_unavailable(device)
+    if kernels_missing:
+        raise HParamsError(f"hparam 'model.fused_attention': {kernels_missing} (or use model.fused_attention=false)")
     set_matmul_precision(train.matmul_precision)
     torch.manual_seed(train.seed)
     model = Tacotron2(model_cfg).to(device)

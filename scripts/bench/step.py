@@ -13,7 +13,9 @@ random text ids and mels of exactly those lengths. Variants:
   on the CPU the same buffers run eagerly: a check of the path, not a speed);
 * bf16, graphed+bf16: fast and graphed under bf16 autocast (CUDA only);
 * graphed+recompute: graphed, recomputing the attention's energy chain in the backward
-  (model.recompute_attention: less activation memory, one more chain per step; CUDA only).
+  (model.recompute_attention: less activation memory, one more chain per step; CUDA only);
+* graphed+fused: graphed, each step's attention as one Triton kernel forward and one backward
+  (model.fused_attention; CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
 gradient on the first batch against eager's, and the ATen operations that batch's forward and
@@ -30,7 +32,7 @@ operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
 
     python -m scripts.bench.step                        # CPU, full model, 1 thread, 4 batches
     python -m scripts.bench.step --device cuda --batches 16
-    python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute
+    python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute,graphed+fused
     python -m scripts.bench.step --device cuda --batch-size 64 --capture timed --hparams matmul_precision=high
 """
 
@@ -67,8 +69,9 @@ VARIANTS = {
     "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16",
     "graphed+bf16": f"{GRAPHED},amp=bf16",
     "graphed+recompute": f"{GRAPHED},model.recompute_attention=true",
+    "graphed+fused": f"{GRAPHED},model.fused_attention=true",
 }
-CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute")
+CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused")
 
 
 def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:

@@ -18,7 +18,7 @@ Parts, in order:
            per-epoch losses must track each other
   fill     scripts/bench/step.py at B0 16 (fp32), 32 and 64 (TF32), 64 (bf16) and 128 (TF32) on the
            recipe's default SSB: us per decoder step, real mel frames/s, peak memory and operations per
-           step, graphed and graphed with the attention recomputed (FILL_CELLS; about 5 minutes)
+           step, graphed, and graphed with the attention recomputed or fused (FILL_CELLS; about 6 minutes)
 
 Each check runs as its own process with a time limit, its output kept in OUT/logs/. The report,
 OUT/report.md and OUT/report.json, is rewritten after every check (a part cut short by a time
@@ -468,7 +468,7 @@ def fill_part(setup: Setup) -> list[Check]:
 
 
 def fill_check(setup: Setup, b0: int, precision: str) -> Check:
-    """One cell: eager, fast, graphed and graphed with the attention recomputed (CUDA only) at B0 = b0 in
+    """One cell: graphed, and graphed with the attention recomputed or fused (CUDA only), at B0 = b0 in
     `precision`, two timed batches of the recipe's default SSB, only their shapes captured. A cell that
     runs out of memory fails with the bench's own words in its log."""
     name = f"fill-b0-{b0}-{precision}"
@@ -504,7 +504,7 @@ def fill_check(setup: Setup, b0: int, precision: str) -> Check:
             "--capture",
             "timed",
             "--variants",
-            "graphed,graphed+recompute",
+            "graphed,graphed+recompute,graphed+fused",
             *size,
         ],
     )

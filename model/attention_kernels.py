@@ -1,0 +1,275 @@
+"""Triton kernels of one decoder step's location-sensitive attention (model/fused_attention.py).
+
+Why. On a GPU the attention of one decoder step is about ten small kernels forward (stack the
+weights, unfold them, the location matmul, two adds, tanh, the energies, the mask, softmax, the
+context, the cumulative sum) and about fifteen backward, each a launch whose fixed cost does not
+depend on the batch. Here each direction is one kernel, one program per utterance (row):
+
+* forward: location features (the unfolded previous and cumulative weights times the folded
+  location matrix, one `tl.dot`), tanh, energies, the mask, softmax, the context and the new
+  cumulative weights;
+* backward: the same chain recomputed from its inputs (nothing of [B, T_text, dim] is kept between
+  the passes, as with Tacotron2Config.recompute_attention), then every input's gradient. The
+  location matrix's and v's gradients are per-row partial sums [B, 2K + 1, dim], which the caller
+  adds over rows (one reduction), so no atomics: the result is deterministic.
+
+Each row's text is walked in chunks of `chunk` symbols, so long texts do not need all of a row's
+[T_text, dim] tiles in registers at once; energies, the weights' gradient and the location
+features' gradient pass between the walks through small per-row scratch buffers, with a barrier
+between a walk that writes them and one that reads them.
+
+Precision: the arithmetic is float64 for float64 inputs, else float32 whatever the inputs' dtype
+(bf16 under autocast is read and upcast); `tl.dot` runs with input_precision="ieee" (no TF32).
+Under TRITON_INTERPRET=1 the kernels run on the CPU (numpy): that is how the suite tests them.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.constexpr):
+    """[chunk, BJ]: column j = c * K + k holds weights_c[t + k - (K - 1) / 2] (c 0: previous, 1:
+    cumulative), zero outside the text: the unfolded input of the location filter."""
+    j = tl.arange(0, BJ)
+    c = j // K
+    src = t[:, None] + (j % K)[None, :] - (K - 1) // 2
+    ok = (src >= 0) & (src < T) & (j < 2 * K)[None, :] & (t < T)[:, None]
+    prev = tl.load(prev_b + src, mask=ok & (c == 0)[None, :], other=0.0).to(ACC)
+    cum = tl.load(cum_b + src, mask=ok & (c == 1)[None, :], other=0.0).to(ACC)
+    return prev + cum
+
+
+@triton.jit
+def _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC):
+    """The unfolded windows and tanh(query + location features + processed memory) of the rows t."""
+    d = tl.arange(0, BD)
+    windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
+    location = tl.dot(windows, loc_matrix, input_precision="ieee", out_dtype=ACC)
+    memory = tl.load(pm_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
+    x = q[None, :] + location + memory.to(ACC)
+    return windows, 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def _scoring(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr):
+    """The folded location matrix [BJ, BD] (rows 0..2K-1 of vl) and v [BD] (row 2K)."""
+    j = tl.arange(0, BJ)
+    d = tl.arange(0, BD)
+    loc_matrix = tl.load(vl_ptr + j[:, None] * D + d[None, :], mask=(j < 2 * K)[:, None] & (d < D)[None, :], other=0.0)
+    v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0)
+    return loc_matrix.to(ACC), v.to(ACC)
+
+
+@triton.jit
+def _forward_kernel(
+    q_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
+    ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # outputs, then scratch [B, T] (ACC)
+    T, M, D,
+    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
+    BM: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    b = tl.program_id(0).to(tl.int64)
+    d = tl.arange(0, BD)
+    loc_matrix, v = _scoring(vl_ptr, D, K, BJ, BD, ACC)
+    q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
+    pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
+    energy_b = energy_ptr + b * T
+    t0 = -BTC
+    while t0 + BTC < T:  # for t0 in range(0, T, BTC)
+        t0 += BTC
+        t = t0 + tl.arange(0, BTC)
+        _, hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
+        bias = tl.load(mask_ptr + b * T + t, mask=t < T, other=0.0).to(ACC)
+        tl.store(energy_b + t, tl.sum(hidden * v[None, :], 1) + bias, mask=t < T)
+    tl.debug_barrier()
+    tt = tl.arange(0, BT)
+    energies = tl.load(energy_b + tt, mask=tt < T, other=float("-inf"))
+    p = tl.exp(energies - tl.max(energies, 0))
+    weights = p / tl.sum(p, 0)
+    tl.store(w_ptr + b * T + tt, weights, mask=tt < T)
+    cum = tl.load(cum_b + tt, mask=tt < T, other=0.0).to(ACC)
+    tl.store(newcum_ptr + b * T + tt, cum + weights, mask=tt < T)
+    tl.store(energy_b + tt, weights, mask=tt < T)  # the weights in ACC, for the context's walk
+    tl.debug_barrier()
+    m0 = -BM
+    while m0 + BM < M:  # for m0 in range(0, M, BM)
+        m0 += BM
+        m = m0 + tl.arange(0, BM)
+        context = tl.zeros((BM,), dtype=ACC)
+        t0 = -BTC
+        while t0 + BTC < T:  # for t0 in range(0, T, BTC)
+            t0 += BTC
+            t = t0 + tl.arange(0, BTC)
+            w = tl.load(energy_b + t, mask=t < T, other=0.0)
+            mem = tl.load(
+                mem_ptr + b * T * M + t[:, None] * M + m[None, :], mask=(t < T)[:, None] & (m < M)[None, :], other=0.0
+            )
+            context += tl.sum(w[:, None] * mem.to(ACC), 0)
+        tl.store(ctx_ptr + b * M + m, context, mask=m < M)
+
+
+@triton.jit
+def _weights_grad(w_b, dw_b, dnewcum_b, dctx_b, mem_b, dmem_b, dws_b, T, M, BTC: tl.constexpr, BM: tl.constexpr, ACC):
+    """Walk 1: the weights' whole gradient (their own, the new cumulative's, the context's) into the
+    scratch dws_b, and memory's gradient w[t] * d_context."""
+    t0 = -BTC
+    while t0 + BTC < T:  # for t0 in range(0, T, BTC)
+        t0 += BTC
+        t = t0 + tl.arange(0, BTC)
+        w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
+        dw = tl.load(dw_b + t, mask=t < T, other=0.0).to(ACC)
+        dw += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
+        m0 = -BM
+        while m0 + BM < M:  # for m0 in range(0, M, BM)
+            m0 += BM
+            m = m0 + tl.arange(0, BM)
+            tile = (t < T)[:, None] & (m < M)[None, :]
+            dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
+            mem = tl.load(mem_b + t[:, None] * M + m[None, :], mask=tile, other=0.0)
+            dw += tl.sum(mem.to(ACC) * dc[None, :], 1)
+            tl.store(dmem_b + t[:, None] * M + m[None, :], w[:, None] * dc[None, :], mask=tile)
+        tl.store(dws_b + t, dw, mask=t < T)
+
+
+@triton.jit
+def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl.constexpr, BTC: tl.constexpr, ACC):
+    """Walk 3: d weights_c[s] = sum_k d_windows[s - k + (K - 1) / 2, c * K + k] (g_b: d_windows), the
+    cumulative weights' own gradient added."""
+    j = tl.arange(0, BJ)
+    c = j // K
+    s0 = -BTC
+    while s0 + BTC < T:  # for s0 in range(0, T, BTC)
+        s0 += BTC
+        t = s0 + tl.arange(0, BTC)
+        row = t[:, None] - (j % K)[None, :] + (K - 1) // 2
+        ok = (row >= 0) & (row < T) & (j < 2 * K)[None, :] & (t < T)[:, None]
+        g = tl.load(g_b + row * BJ + j[None, :], mask=ok, other=0.0)
+        d_cum = tl.sum(tl.where((c == 1)[None, :], g, 0.0), 1)
+        d_cum += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
+        tl.store(dprev_b + t, tl.sum(tl.where((c == 0)[None, :], g, 0.0), 1), mask=t < T)
+        tl.store(dcum_b + t, d_cum, mask=t < T)
+
+
+@triton.jit
+def _backward_kernel(
+    q_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (w: the forward's weights)
+    dctx_ptr, dw_ptr, dnewcum_ptr,  # the outputs' gradients
+    dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
+    dws_ptr, g_ptr,  # scratch: d weights [B, T], location features' gradient [B, T, BJ] (ACC)
+    T, M, D,
+    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
+    BM: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    b = tl.program_id(0).to(tl.int64)
+    d = tl.arange(0, BD)
+    j = tl.arange(0, BJ)
+    w_b, dws_b, g_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ
+    _weights_grad(
+        w_b, dw_ptr + b * T, dnewcum_ptr + b * T, dctx_ptr + b * M, mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b,
+        T, M, BTC, BM, ACC,
+    )  # fmt: skip
+    tl.debug_barrier()
+    tt = tl.arange(0, BT)
+    s = tl.sum(tl.load(w_b + tt, mask=tt < T, other=0.0).to(ACC) * tl.load(dws_b + tt, mask=tt < T, other=0.0), 0)
+    # Walk 2: the chain recomputed; softmax, tanh and location backward.
+    loc_matrix, v = _scoring(vl_ptr, D, K, BJ, BD, ACC)
+    q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
+    pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
+    dq = tl.zeros((BD,), dtype=ACC)
+    dv = tl.zeros((BD,), dtype=ACC)
+    d_loc_matrix = tl.zeros((BJ, BD), dtype=ACC)
+    t0 = -BTC
+    while t0 + BTC < T:  # for t0 in range(0, T, BTC)
+        t0 += BTC
+        t = t0 + tl.arange(0, BTC)
+        windows, hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
+        w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
+        de = w * (tl.load(dws_b + t, mask=t < T, other=0.0) - s)  # 0 at masked and padded symbols
+        dx = de[:, None] * v[None, :] * (1.0 - hidden * hidden)
+        tl.store(dpm_ptr + b * T * D + t[:, None] * D + d[None, :], dx, mask=(t < T)[:, None] & (d < D)[None, :])
+        dq += tl.sum(dx, 0)
+        dv += tl.sum(de[:, None] * hidden, 0)
+        d_loc_matrix += tl.dot(tl.trans(windows), dx, input_precision="ieee", out_dtype=ACC)
+        d_windows = tl.dot(dx, tl.trans(loc_matrix), input_precision="ieee", out_dtype=ACC)
+        tl.store(g_b + t[:, None] * BJ + j[None, :], d_windows, mask=(t < T)[:, None])
+    tl.store(dq_ptr + b * D + d, dq, mask=d < D)
+    part_b = part_ptr + b * (2 * K + 1) * D
+    tl.store(part_b + j[:, None] * D + d[None, :], d_loc_matrix, mask=(j < 2 * K)[:, None] & (d < D)[None, :])
+    tl.store(part_b + 2 * K * D + d, dv, mask=d < D)
+    tl.debug_barrier()
+    _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
+
+
+def _blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
+    """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles."""
+    return {
+        "K": kernel_size,
+        "BJ": max(16, triton.next_power_of_2(2 * kernel_size)),
+        "BD": max(16, triton.next_power_of_2(dim)),
+        "BT": max(16, triton.next_power_of_2(t_text)),
+        "BTC": max(16, min(chunk, triton.next_power_of_2(t_text))),
+        "BM": 64,
+    }
+
+
+def _acc(dtype: torch.dtype) -> tuple[torch.dtype, object]:
+    return (torch.float64, tl.float64) if dtype == torch.float64 else (torch.float32, tl.float32)
+
+
+def forward(
+    q: torch.Tensor,
+    memory: torch.Tensor,
+    processed_memory: torch.Tensor,
+    prev: torch.Tensor,
+    cum: torch.Tensor,
+    scoring: torch.Tensor,
+    mask_bias: torch.Tensor,
+    chunk: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One launch: (context [B, M] in memory's dtype, weights and new cumulative weights [B, T] in cum's dtype)."""
+    b, t_text, m = memory.shape
+    dim = processed_memory.size(2)
+    kernel_size = (scoring.size(0) - 1) // 2
+    acc, tl_acc = _acc(q.dtype)
+    context = memory.new_empty(b, m)
+    weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
+    energies = memory.new_empty(b, t_text, dtype=acc)
+    _forward_kernel[(b,)](
+        q, memory, processed_memory, prev, cum, scoring, mask_bias, context, weights, new_cum, energies,
+        t_text, m, dim, ACC=tl_acc, **_blocks(t_text, dim, kernel_size, chunk),
+    )  # fmt: skip
+    return context, weights, new_cum
+
+
+def backward(
+    inputs: tuple[torch.Tensor, ...],
+    weights: torch.Tensor,
+    d_context: torch.Tensor,
+    d_weights: torch.Tensor,
+    d_new_cum: torch.Tensor,
+    chunk: int,
+) -> tuple[torch.Tensor, ...]:
+    """One launch: the gradients of (q, memory, processed_memory, prev, cum) and the per-row
+    partials [B, 2K + 1, dim] of the scoring matrix's gradient (to be summed over rows)."""
+    q, memory, processed_memory, prev, cum, scoring = inputs
+    b, t_text, m = memory.shape
+    dim = processed_memory.size(2)
+    kernel_size = (scoring.size(0) - 1) // 2
+    acc, tl_acc = _acc(q.dtype)
+    blocks = _blocks(t_text, dim, kernel_size, chunk)
+    grads = (
+        torch.empty_like(q),
+        torch.empty_like(memory),
+        torch.empty_like(processed_memory),
+        torch.empty_like(prev),
+        torch.empty_like(cum),
+        q.new_empty(b, 2 * kernel_size + 1, dim, dtype=acc),
+    )
+    scratch = (q.new_empty(b, t_text, dtype=acc), q.new_empty(b, t_text, blocks["BJ"], dtype=acc))
+    _backward_kernel[(b,)](
+        q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
+        *grads, *scratch, t_text, m, dim, ACC=tl_acc, **blocks,
+    )  # fmt: skip
+    return grads
