@@ -75,6 +75,10 @@ class Tacotron2Config:
     # (on the CPU only Triton's interpreter, TRITON_INTERPRET=1, runs it: tests). Off until a GPU
     # has measured it faster.
     fused_attention: bool = False
+    # Each decoder step's two LSTM cells (the inputs' row, the product, the cell update, the dropout
+    # mask) as one Triton kernel forward and one backward each (model/fused_lstm.py). The same
+    # conditions as fused_attention; off until a GPU has measured it faster.
+    fused_lstm: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -100,12 +104,13 @@ class Tacotron2Config:
             "must be even (the BiLSTM gives half to each direction)",
         )
         _require(self, "gate_threshold", 0.0 < self.gate_threshold < 1.0, "must be in (0, 1)")
-        _require(
-            self,
-            "fused_attention",
-            self.fast_decoder or not self.fused_attention,
-            "needs fast_decoder=true (the fused step is the fast loop's)",
-        )
+        for name in ("fused_attention", "fused_lstm"):
+            _require(
+                self,
+                name,
+                self.fast_decoder or not getattr(self, name),
+                "needs fast_decoder=true (fused, the fast loop)",
+            )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Tacotron2Config":

@@ -54,6 +54,7 @@ from .config import Tacotron2Config
 from .decoder import Decoder, DecoderState, TeacherForcing
 from .fused_attention import attend as attend_fused
 from .fused_attention import scoring_matrix
+from .fused_lstm import cell_step
 from .packing import StepLayout
 from .shapes import LoopShape
 
@@ -234,6 +235,7 @@ class FastDecoder(Decoder):
     def __init__(self, cfg: Tacotron2Config):
         super().__init__(cfg)
         self.fused_attention = cfg.fused_attention
+        self.fused_lstm = cfg.fused_lstm
 
     @contextmanager
     def loop_hook(self, runner_for: RunnerFor) -> Iterator[None]:
@@ -271,10 +273,7 @@ class FastDecoder(Decoder):
     ) -> DecoderState:
         """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre);
         with `scoring` (model/fused_attention.scoring_matrix), the attention runs as the fused kernels."""
-        gates = _StepLinear.apply(p.attention.pre[i], p.attention, i, s.context, s.attention_hidden)
-        ah, ac = lstm_update(gates, s.attention_cell, p.attention.zeros)
-        if tf.attention_keep[i] is not None:
-            ah = ah * tf.attention_keep[i]
+        ah, ac = self.cell(p.attention, i, s.attention_cell, tf.attention_keep[i], s.context, s.attention_hidden)
         query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
         if scoring is None:
             weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
@@ -286,11 +285,19 @@ class FastDecoder(Decoder):
             context, weights, cumulative = attend_fused(
                 query, memory, tf.processed_memory, s.weights, s.cumulative_weights, scoring, mask_bias
             )
-        gates = _StepLinear.apply(p.decoder.pre[i], p.decoder, i, ah, context, s.decoder_hidden)
-        dh, dc = lstm_update(gates, s.decoder_cell, p.decoder.zeros)
-        if tf.decoder_keep[i] is not None:
-            dh = dh * tf.decoder_keep[i]
+        dh, dc = self.cell(p.decoder, i, s.decoder_cell, tf.decoder_keep[i], ah, context, s.decoder_hidden)
         return DecoderState(ah, ac, dh, dc, weights, cumulative, context)
+
+    def cell(
+        self, projection: StepProjection, i: int, cell: torch.Tensor, keep: torch.Tensor | None, *parts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """An LSTM cell's step i through its StepProjection: (hidden * keep, cell); with fused_lstm,
+        model/fused_lstm.py's two kernels."""
+        if self.fused_lstm:
+            row = projection.rows[i, :, projection.skip :]
+            return cell_step(projection.pre[i], projection.weight, row, cell, keep, *parts)
+        hidden, cell = lstm_update(_StepLinear.apply(projection.pre[i], projection, i, *parts), cell, projection.zeros)
+        return (hidden if keep is None else hidden * keep), cell
 
     def forward(
         self,

@@ -2,7 +2,8 @@
 (not even one that only type annotations need), no strategy name compared outside batching/ (the strategy
 table decides), one way to switch a config's strategy, and one home for a rule: whether a plan is a block
 plan, the decoder's frames per step; the batch crosses into the model and the loss whole, build_loaders'
-record is read by name, a Run is built by keyword; Triton is imported in one module, on first use."""
+record is read by name, a Run is built by keyword; Triton is imported by the kernel modules only, and
+those on first use."""
 
 import ast
 import inspect
@@ -306,9 +307,13 @@ def test_scripts_are_packages_that_share_modules_not_scripts():
         assert not imported, f"{path.relative_to(REPO)} imports the script(s) {sorted(imported)}"
 
 
-def test_triton_lives_in_one_module_imported_on_first_use():
-    """Only model/attention_kernels.py imports Triton, and only model/fused_attention.py imports it, inside
-    a function: the recipe runs where Triton is absent, and the interpreter switch is read at first use."""
+#: The modules that hold Triton kernels, and the one module that imports each (on first use).
+KERNEL_MODULES = {"attention_kernels": "model/fused_attention.py", "lstm_kernels": "model/fused_lstm.py"}
+
+
+def test_triton_lives_in_the_kernel_modules_imported_on_first_use():
+    """Only model/*_kernels.py import Triton, and each is imported by its one wrapper, inside a function:
+    the recipe runs where Triton is absent, and the interpreter switch is read at first use."""
     importers = {}
     for path in project_files(include_tests=True):
         tree = ast.parse(path.read_text())
@@ -318,8 +323,8 @@ def test_triton_lives_in_one_module_imported_on_first_use():
                 names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
             rel = str(path.relative_to(REPO))
             if any(n == "triton" or n.startswith("triton.") for n in names):
-                assert rel == "model/attention_kernels.py", f"{rel} imports Triton"
-            if any(n.endswith("attention_kernels") for n in names):
-                importers[rel] = node.col_offset
-    assert importers and set(importers) == {"model/fused_attention.py"}, importers
-    assert all(indent > 0 for indent in importers.values()), "import attention_kernels inside the function using it"
+                assert rel in {f"model/{k}.py" for k in KERNEL_MODULES}, f"{rel} imports Triton"
+            for kernels in KERNEL_MODULES:
+                if any(n.split(".")[-1] == kernels or n.startswith(f"{kernels}.") for n in names):
+                    importers.setdefault(kernels, set()).add((rel, node.col_offset > 0))
+    assert importers == {k: {(wrapper, True)} for k, wrapper in KERNEL_MODULES.items()}, importers

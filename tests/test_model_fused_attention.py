@@ -102,5 +102,6 @@ def test_where_the_kernels_cannot_run(monkeypatch):
     assert unavailable(torch.device("cpu")) is None  # the interpreter (tests/conftest.py)
     monkeypatch.delenv("TRITON_INTERPRET")
     assert "CUDA GPU" in unavailable(torch.device("cpu"))
-    with pytest.raises(ModelConfigError, match="fused_attention.*needs fast_decoder=true"):
-        Tacotron2Config(n_symbols=10, fused_attention=True)
+    for name in ("fused_attention", "fused_lstm"):
+        with pytest.raises(ModelConfigError, match=f"{name}.*needs fast_decoder=true"):
+            Tacotron2Config(n_symbols=10, **{name: True})

@@ -63,9 +63,10 @@ def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: tor
     amp_dtype = AMP_DTYPES[train.amp]
     if amp_dtype is not None and device.type != "cuda":
         raise HParamsError(f"hparam 'amp': {train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
-    kernels_missing = model_cfg.fused_attention and kernels_unavailable(device)
-    if kernels_missing:
-        raise HParamsError(f"hparam 'model.fused_attention': {kernels_missing} (or use model.fused_attention=false)")
+    for fused in ("fused_attention", "fused_lstm"):
+        missing = getattr(model_cfg, fused) and kernels_unavailable(device)
+        if missing:
+            raise HParamsError(f"hparam 'model.{fused}': {missing} (or use model.{fused}=false)")
     set_matmul_precision(train.matmul_precision)
     torch.manual_seed(train.seed)
     model = Tacotron2(model_cfg).to(device)

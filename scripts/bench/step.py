@@ -14,8 +14,8 @@ random text ids and mels of exactly those lengths. Variants:
 * bf16, graphed+bf16: fast and graphed under bf16 autocast (CUDA only);
 * graphed+recompute: graphed, recomputing the attention's energy chain in the backward
   (model.recompute_attention: less activation memory, one more chain per step; CUDA only);
-* graphed+fused: graphed, each step's attention as one Triton kernel forward and one backward
-  (model.fused_attention; CUDA only).
+* graphed+fused: graphed, each step's attention and LSTM cells as Triton kernels, one forward and
+  one backward each (model.fused_attention and model.fused_lstm; CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
 gradient on the first batch against eager's, and the ATen operations that batch's forward and
@@ -69,7 +69,7 @@ VARIANTS = {
     "bf16": "fast_decoder=true,graph_bucket=0,amp=bf16",
     "graphed+bf16": f"{GRAPHED},amp=bf16",
     "graphed+recompute": f"{GRAPHED},model.recompute_attention=true",
-    "graphed+fused": f"{GRAPHED},model.fused_attention=true",
+    "graphed+fused": f"{GRAPHED},model.fused_attention=true,model.fused_lstm=true",
 }
 CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused")
 

@@ -1,0 +1,101 @@
+"""One decoder step's LSTM cell as two fused kernels (Tacotron2Config.fused_lstm).
+
+Why. In the fast loop each LSTM cell of a step is, on a GPU, about six launches forward (the
+inputs copied into the step's row, the product, the cell update, the dropout mask) and as many
+backward, each a fixed cost whatever the batch. `cell_step` is one Triton kernel forward and one
+backward (model/lstm_kernels.py), wrapped as the PyTorch operators `tacotron2::lstm_step` and
+`tacotron2::lstm_step_backward`, so autograd, the CUDA graphs, the meta device and the operation
+counter treat each as one operation.
+
+It keeps the fast loop's contract (model/fast_decoder.py's StepProjection): it writes the step's
+inputs into the projection's row (the operator says it mutates it), and the gates' gradient is
+returned as the gradient of the precomputed term pre[i], which the deferred weight gradient
+collects. Where it runs is model/fused_attention.unavailable's rule (CUDA, or Triton's interpreter).
+"""
+
+import torch
+from torch.autograd.function import once_differentiable
+
+
+@torch.library.custom_op("tacotron2::lstm_step", mutates_args=("row",))
+def _lstm_step(
+    pre: torch.Tensor,
+    parts: list[torch.Tensor],
+    weight: torch.Tensor,
+    row: torch.Tensor,
+    cell: torch.Tensor,
+    keep: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    from .lstm_kernels import forward  # Triton on first use (its interpreter switch is read at import)
+
+    return forward(pre, parts, weight, row, cell, keep)
+
+
+@_lstm_step.register_fake
+def _(pre, parts, weight, row, cell, keep):
+    b, hidden = cell.shape
+    acc = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    return cell.new_empty(b, hidden), cell.new_empty(b, hidden), cell.new_empty(b, 4 * hidden, dtype=acc)
+
+
+@torch.library.custom_op("tacotron2::lstm_step_backward", mutates_args=())
+def _lstm_step_backward(
+    act: torch.Tensor,
+    cell: torch.Tensor,
+    new_cell: torch.Tensor,
+    keep: torch.Tensor | None,
+    d_h: torch.Tensor,
+    d_c: torch.Tensor,
+    weight: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    from .lstm_kernels import backward
+
+    return backward(act, cell, new_cell, keep, d_h, d_c, weight)
+
+
+@_lstm_step_backward.register_fake
+def _(act, cell, new_cell, keep, d_h, d_c, weight):
+    b, h4 = act.shape
+    return act.new_empty(b, h4), act.new_empty(b, h4 // 4), act.new_empty(b, weight.size(1))
+
+
+class _CellStep(torch.autograd.Function):
+    """The two operators as one autograd node (an operator that writes into an input, the row, cannot
+    carry its own autograd formula)."""
+
+    @staticmethod
+    def forward(ctx, pre, weight, row, cell, keep, *parts):
+        h, c, act = _lstm_step(pre, list(parts), weight, row, cell, keep)
+        ctx.save_for_backward(act, cell, c, keep, weight)
+        ctx.parts = [(p.size(1), p.dtype) for p in parts]
+        ctx.pre_dtype = pre.dtype
+        ctx.mark_non_differentiable(act)
+        ctx.set_materialize_grads(False)  # no zeros for act's gradient (nor for an unused h or c: below)
+        return h, c, act
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_h, d_c, _d_act):
+        act, cell, new_cell, keep, weight = ctx.saved_tensors
+        d_h = torch.zeros_like(new_cell) if d_h is None else d_h.contiguous()
+        d_c = torch.zeros_like(new_cell) if d_c is None else d_c.contiguous()
+        d_gates, d_cell, d_row = _lstm_step_backward(act, cell, new_cell, keep, d_h, d_c, weight)
+        d_parts = d_row.split([size for size, _ in ctx.parts], 1)
+        d_parts = tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
+        return d_gates.to(ctx.pre_dtype), None, None, d_cell.to(cell.dtype), None, *d_parts
+
+
+def cell_step(
+    pre: torch.Tensor,
+    weight: torch.Tensor,
+    row: torch.Tensor,
+    cell: torch.Tensor,
+    keep: torch.Tensor | None,
+    *parts: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An LSTM cell's step: (h * keep, c) from gates = pre + [parts side by side] @ weight^T, the parts
+    written into `row` (a view whose columns are the parts'). weight [4H, K] is outside autograd (the
+    fast loop's detached compute-dtype copy); keep is the step's dropout mask or None."""
+    keep = None if keep is None else keep.contiguous()
+    h, c, _ = _CellStep.apply(pre, weight, row, cell.contiguous(), keep, *(p.contiguous() for p in parts))
+    return h, c

@@ -1,0 +1,231 @@
+"""Triton kernels of one decoder step's LSTM cell (model/fused_lstm.py).
+
+Why. In the fast loop (model/fast_decoder.py) each LSTM cell of a decoder step is, on a GPU, a copy
+of each input into the step's row (2-3), the product with the cell's weights, CUDA's fused cell
+update and the dropout mask forward, and as many backward: about six launches each way whose fixed
+cost does not depend on the batch. Here each direction is one kernel:
+
+* forward, a program per (block of rows, block of hidden units): the step's inputs, read from where
+  they are, are written into the row that the deferred weight gradient reads after the loop (by the
+  programs of the first hidden block only); the four gates' products, the precomputed term, the cell
+  update and the dropout mask; it keeps the gates' activations for the backward;
+* backward, a program per (block of rows, block of input columns): the gates' gradients from the
+  kept activations (recomputed by every column block: cheap pointwise work, where keeping them would
+  cost a launch), written once (first column block) as the gradient of the precomputed term, which
+  is what the deferred weight gradient collects, and the cell's; and the inputs' gradient, the gates'
+  gradients times the weights, one `tl.dot` per gate and hidden block.
+
+Precision: float64 for float64 weights, else float32 accumulation; the products take the weights'
+dtype (bf16 under autocast, as the unfused loop's); `tl.dot` runs with input_precision="ieee" for
+float32 and float64. Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
+"""
+
+import torch
+import triton
+import triton.language as tl
+from triton import knobs
+
+INTERPRET = tl.constexpr(knobs.runtime.interpret)
+
+
+@triton.jit
+def _sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def _tanh(x):
+    return 2.0 * _sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def _dot(a, b, ACC: tl.constexpr):
+    """a @ b accumulated in ACC. Triton's interpreter multiplies bf16 tiles wrongly, so there they are
+    multiplied in float32 (exact for bf16 products, as a GPU's bf16 units with float32 accumulation)."""
+    if INTERPRET and a.dtype == tl.bfloat16:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", out_dtype=ACC)
+    return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
+
+
+@triton.jit
+def _gate_products(
+    x_ptr, width, col, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row,
+    BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    """One input's share of the four gates, [BB, BH] each: x [B, width] times the weight columns
+    col..col + width; the first hidden block's programs write x into the step's row."""
+    acc_i = tl.zeros((BB, BH), dtype=ACC)
+    acc_f = tl.zeros((BB, BH), dtype=ACC)
+    acc_g = tl.zeros((BB, BH), dtype=ACC)
+    acc_o = tl.zeros((BB, BH), dtype=ACC)
+    k0 = -BK
+    while k0 + BK < width:  # for k0 in range(0, width, BK)
+        k0 += BK
+        k = k0 + tl.arange(0, BK)
+        x_ok = (rows < B)[:, None] & (k < width)[None, :]
+        x = tl.load(x_ptr + rows[:, None] * width + k[None, :], mask=x_ok, other=0.0)
+        if write_row:
+            tl.store(row_ptr + rows[:, None] * row_stride + (col + k)[None, :], x, mask=x_ok)
+        x = x.to(w_ptr.dtype.element_ty)
+        w_ok = (k < width)[:, None] & (hidden < H)[None, :]
+        w = w_ptr + hidden[None, :] * K + (col + k)[:, None]  # [BK, BH]: gate i's tile of W^T
+        acc_i += _dot(x, tl.load(w, mask=w_ok, other=0.0), ACC)
+        acc_f += _dot(x, tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
+        acc_g += _dot(x, tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
+        acc_o += _dot(x, tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
+    return acc_i, acc_f, acc_g, acc_o
+
+
+@triton.jit
+def _forward_kernel(
+    pre_ptr, pre_stride, p0_ptr, k0, p1_ptr, k1, p2_ptr, k2, w_ptr, row_ptr, row_stride, cell_ptr, keep_ptr,
+    h_ptr, c_ptr, act_ptr,  # outputs: h (dropout applied), the new cell, the gates' activations [B, 4H]
+    B, H, K,
+    NPARTS: tl.constexpr, HAS_KEEP: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
+    ACC: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BB + tl.arange(0, BB)
+    hidden = tl.program_id(1) * BH + tl.arange(0, BH)
+    write_row = tl.program_id(1) == 0
+    gi, gf, gg, go = _gate_products(
+        p0_ptr, k0, 0, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row, BB, BH, BK, ACC
+    )
+    ai, af, ag, ao = _gate_products(
+        p1_ptr, k1, k0, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row, BB, BH, BK, ACC
+    )
+    gi, gf, gg, go = gi + ai, gf + af, gg + ag, go + ao
+    if NPARTS == 3:
+        ai, af, ag, ao = _gate_products(
+            p2_ptr, k2, k0 + k1, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row, BB, BH, BK, ACC
+        )
+        gi, gf, gg, go = gi + ai, gf + af, gg + ag, go + ao
+    ok = (rows < B)[:, None] & (hidden < H)[None, :]
+    pre = pre_ptr + rows[:, None] * pre_stride + hidden[None, :]
+    i = _sigmoid(tl.load(pre, mask=ok, other=0.0).to(ACC) + gi)
+    f = _sigmoid(tl.load(pre + H, mask=ok, other=0.0).to(ACC) + gf)
+    g = _tanh(tl.load(pre + 2 * H, mask=ok, other=0.0).to(ACC) + gg)
+    o = _sigmoid(tl.load(pre + 3 * H, mask=ok, other=0.0).to(ACC) + go)
+    at = rows[:, None] * H + hidden[None, :]
+    c = f * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) + i * g
+    h = o * _tanh(c)
+    if HAS_KEEP:
+        h = h * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
+    tl.store(h_ptr + at, h, mask=ok)
+    tl.store(c_ptr + at, c, mask=ok)
+    act = act_ptr + rows[:, None] * 4 * H + hidden[None, :]
+    tl.store(act, i, mask=ok)
+    tl.store(act + H, f, mask=ok)
+    tl.store(act + 2 * H, g, mask=ok)
+    tl.store(act + 3 * H, o, mask=ok)
+
+
+@triton.jit
+def _gate_grads(act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden, B, H, HAS_KEEP: tl.constexpr, ACC):
+    """The four gates' gradients (pre-activation) and the previous cell's, [BB, BH] each."""
+    ok = (rows < B)[:, None] & (hidden < H)[None, :]
+    at = rows[:, None] * H + hidden[None, :]
+    act = act_ptr + rows[:, None] * 4 * H + hidden[None, :]
+    i = tl.load(act, mask=ok, other=0.0).to(ACC)
+    f = tl.load(act + H, mask=ok, other=0.0).to(ACC)
+    g = tl.load(act + 2 * H, mask=ok, other=0.0).to(ACC)
+    o = tl.load(act + 3 * H, mask=ok, other=0.0).to(ACC)
+    dh = tl.load(dh_ptr + at, mask=ok, other=0.0).to(ACC)
+    if HAS_KEEP:
+        dh = dh * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
+    tc = _tanh(tl.load(c_ptr + at, mask=ok, other=0.0).to(ACC))
+    dc = tl.load(dc_ptr + at, mask=ok, other=0.0).to(ACC) + dh * o * (1.0 - tc * tc)
+    di = dc * g * i * (1.0 - i)
+    df = dc * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) * f * (1.0 - f)
+    dg = dc * i * (1.0 - g * g)
+    do = dh * tc * o * (1.0 - o)
+    return di, df, dg, do, dc * f
+
+
+@triton.jit
+def _backward_kernel(
+    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, w_ptr,
+    dgates_ptr, dcell_ptr, dx_ptr,  # outputs: the gates' gradients [B, 4H], the previous cell's, the inputs' [B, K]
+    B, H, K,
+    HAS_KEEP: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BB + tl.arange(0, BB)
+    k = tl.program_id(1) * BK + tl.arange(0, BK)
+    first = tl.program_id(1) == 0
+    dx = tl.zeros((BB, BK), dtype=ACC)
+    h0 = -BH
+    while h0 + BH < H:  # for h0 in range(0, H, BH)
+        h0 += BH
+        hidden = h0 + tl.arange(0, BH)
+        di, df, dg, do, dcell = _gate_grads(
+            act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden, B, H, HAS_KEEP, ACC
+        )
+        ok = (rows < B)[:, None] & (hidden < H)[None, :]
+        if first:
+            dgates = dgates_ptr + rows[:, None] * 4 * H + hidden[None, :]
+            tl.store(dgates, di, mask=ok)
+            tl.store(dgates + H, df, mask=ok)
+            tl.store(dgates + 2 * H, dg, mask=ok)
+            tl.store(dgates + 3 * H, do, mask=ok)
+            tl.store(dcell_ptr + rows[:, None] * H + hidden[None, :], dcell, mask=ok)
+        w_ok = (hidden < H)[:, None] & (k < K)[None, :]
+        w = w_ptr + hidden[:, None] * K + k[None, :]  # [BH, BK]: gate i's tile of W
+        wt = w_ptr.dtype.element_ty
+        dx += _dot(di.to(wt), tl.load(w, mask=w_ok, other=0.0), ACC)
+        dx += _dot(df.to(wt), tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
+        dx += _dot(dg.to(wt), tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
+        dx += _dot(do.to(wt), tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
+    tl.store(dx_ptr + rows[:, None] * K + k[None, :], dx, mask=(rows < B)[:, None] & (k < K)[None, :])
+
+
+BLOCKS = {"BB": 16, "BH": 32, "BK": 64}
+
+
+def _acc(weight: torch.Tensor):
+    return tl.float64 if weight.dtype == torch.float64 else tl.float32
+
+
+def forward(
+    pre: torch.Tensor,
+    parts: list[torch.Tensor],
+    weight: torch.Tensor,
+    row: torch.Tensor,
+    cell: torch.Tensor,
+    keep: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One launch: (h with the dropout mask applied, the new cell [B, H] in cell's dtype, the gates'
+    activations [B, 4H] in the accumulation dtype); writes the inputs side by side into `row`."""
+    b, h4 = pre.size(0), weight.size(0)
+    hidden, width = h4 // 4, weight.size(1)
+    acc = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    out_h, out_c = cell.new_empty(b, hidden), cell.new_empty(b, hidden)
+    act = cell.new_empty(b, h4, dtype=acc)
+    sizes = [(p, p.size(1)) for p in parts] + [(parts[0], 0)] * (3 - len(parts))
+    grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(hidden, BLOCKS["BH"]))
+    _forward_kernel[grid](
+        pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
+        cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
+        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=_acc(weight), **BLOCKS,
+    )  # fmt: skip
+    return out_h, out_c, act
+
+
+def backward(
+    act: torch.Tensor,
+    cell: torch.Tensor,
+    new_cell: torch.Tensor,
+    keep: torch.Tensor | None,
+    d_h: torch.Tensor,
+    d_c: torch.Tensor,
+    weight: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One launch: the gates' gradients [B, 4H] (the precomputed term's), the previous cell's [B, H]
+    and the inputs' side by side [B, K], in the accumulation dtype."""
+    b, h4 = act.shape
+    width = weight.size(1)
+    grads = (act.new_empty(b, h4), act.new_empty(b, h4 // 4), act.new_empty(b, width))
+    grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"]))
+    _backward_kernel[grid](
+        act, cell, new_cell, cell if keep is None else keep, d_h, d_c, weight, *grads, b, h4 // 4, width,
+        HAS_KEEP=keep is not None, ACC=_acc(weight), **BLOCKS,
+    )  # fmt: skip
+    return grads
