@@ -177,7 +177,9 @@ def _backward_kernel(
     tl.store(dx_ptr + rows[:, None] * K + k[None, :], dx, mask=(rows < B)[:, None] & (k < K)[None, :])
 
 
-BLOCKS = {"BB": 16, "BH": 32, "BK": 64}
+#: Rows, hidden units and input columns per program: small hidden and column blocks, so that a batch of
+#: 16 rows still spreads over 64 or more programs (untuned: a GPU session should time others).
+BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
 
 
 def _acc(weight: torch.Tensor):

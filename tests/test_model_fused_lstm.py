@@ -13,7 +13,7 @@ from model.fused_lstm import cell_step
 from tests.kit import relative_error
 
 #: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units
-#: and input columns (the kernels' blocks are 16 rows, 32 hidden units, 64 columns).
+#: and input columns (model/lstm_kernels.BLOCKS: 16 rows, 16 hidden units, 32 columns).
 CASES = [(3, 8, (5, 8), False), (21, 40, (24, 80, 40), True)]
 
 

@@ -42,8 +42,8 @@ def test_the_static_loop_equals_the_plain_decoder_in_float64_over_shapes_in_rand
     assert not graphs.captured and sorted(graphs.loops) == sorted(SHAPES)
     order = [shape for shape in SHAPES for _ in range(2)]
     random.Random(r).shuffle(order)
-    if fused:  # Triton's interpreter is slow: the two short shapes, one of them reused
-        order = [SHAPES[1], SHAPES[0], SHAPES[1]]
+    if fused:  # Triton's interpreter is slow: the shortest shape, reused
+        order = [SHAPES[0], SHAPES[0]]
     for k, shape in enumerate(order):
         batch = make_batch(*BATCHES[shape], r, seed=k)
         want, want_grads = float64_pass(plain, state, batch, None, seed=k)
