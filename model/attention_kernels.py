@@ -19,13 +19,23 @@ features' gradient pass between the walks through small per-row scratch buffers,
 between a walk that writes them and one that reads them.
 
 Precision: the arithmetic is float64 for float64 inputs, else float32 whatever the inputs' dtype
-(bf16 under autocast is read and upcast); `tl.dot` runs with input_precision="ieee" (no TF32).
+(bf16 under autocast is read and upcast). The products run on the tensor cores as three TF32
+products (input_precision="tf32x3": about float32's accuracy; a float32 `tl.dot` without tensor
+cores holds its operands in registers and spills: scripts/bench/kernels.py), float64 ones as float64.
 Under TRITON_INTERPRET=1 the kernels run on the CPU (numpy): that is how the suite tests them.
 """
 
 import torch
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def _mma(a, b, ACC: tl.constexpr):
+    """a @ b in ACC: float64 exactly, float32 as three TF32 products on the tensor cores."""
+    if ACC == tl.float64:
+        return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
+    return tl.dot(a, b, input_precision="tf32x3", out_dtype=ACC)
 
 
 @triton.jit
@@ -42,24 +52,25 @@ def _windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.con
 
 
 @triton.jit
-def _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC):
-    """The unfolded windows and tanh(query + location features + processed memory) of the rows t."""
+def _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC):
+    """The unfolded windows, tanh(query + location features + processed memory) of the rows t, and the
+    location matrix (read per chunk, from the cache: held across the walk it would take registers)."""
     d = tl.arange(0, BD)
     windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
-    location = tl.dot(windows, loc_matrix, input_precision="ieee", out_dtype=ACC)
+    loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
+    location = _mma(windows, loc_matrix, ACC)
     memory = tl.load(pm_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
     x = q[None, :] + location + memory.to(ACC)
-    return windows, 2.0 * tl.sigmoid(2.0 * x) - 1.0
+    return windows, 2.0 * tl.sigmoid(2.0 * x) - 1.0, loc_matrix
 
 
 @triton.jit
-def _scoring(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr):
-    """The folded location matrix [BJ, BD] (rows 0..2K-1 of vl) and v [BD] (row 2K)."""
+def _location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr):
+    """The folded location matrix [BJ, BD]: rows 0..2K-1 of the scoring matrix (row 2K is v)."""
     j = tl.arange(0, BJ)
     d = tl.arange(0, BD)
     loc_matrix = tl.load(vl_ptr + j[:, None] * D + d[None, :], mask=(j < 2 * K)[:, None] & (d < D)[None, :], other=0.0)
-    v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0)
-    return loc_matrix.to(ACC), v.to(ACC)
+    return loc_matrix.to(ACC)
 
 
 @triton.jit
@@ -72,7 +83,7 @@ def _forward_kernel(
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
-    loc_matrix, v = _scoring(vl_ptr, D, K, BJ, BD, ACC)
+    v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
     q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     energy_b = energy_ptr + b * T
@@ -80,7 +91,7 @@ def _forward_kernel(
     while t0 + BTC < T:  # for t0 in range(0, T, BTC)
         t0 += BTC
         t = t0 + tl.arange(0, BTC)
-        _, hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
+        _, hidden, _ = _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
         bias = tl.load(mask_ptr + b * T + t, mask=t < T, other=0.0).to(ACC)
         tl.store(energy_b + t, tl.sum(hidden * v[None, :], 1) + bias, mask=t < T)
     tl.debug_barrier()
@@ -174,35 +185,44 @@ def _backward_kernel(
     tt = tl.arange(0, BT)
     s = tl.sum(tl.load(w_b + tt, mask=tt < T, other=0.0).to(ACC) * tl.load(dws_b + tt, mask=tt < T, other=0.0), 0)
     # Walk 2: the chain recomputed; softmax, tanh and location backward.
-    loc_matrix, v = _scoring(vl_ptr, D, K, BJ, BD, ACC)
+    v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
     q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     dq = tl.zeros((BD,), dtype=ACC)
     dv = tl.zeros((BD,), dtype=ACC)
-    d_loc_matrix = tl.zeros((BJ, BD), dtype=ACC)
+    # The location matrix's gradient is summed in this row's own slice of the output, chunk by chunk
+    # (in registers across the walk it would spill).
+    part_b = part_ptr + b * (2 * K + 1) * D
+    part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
+    tl.store(part_tile, tl.zeros((BJ, BD), dtype=ACC), boundary_check=(0, 1))
     t0 = -BTC
     while t0 + BTC < T:  # for t0 in range(0, T, BTC)
         t0 += BTC
         t = t0 + tl.arange(0, BTC)
-        windows, hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
+        windows, hidden, loc_matrix = _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
         w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
         de = w * (tl.load(dws_b + t, mask=t < T, other=0.0) - s)  # 0 at masked and padded symbols
         dx = de[:, None] * v[None, :] * (1.0 - hidden * hidden)
         tl.store(dpm_ptr + b * T * D + t[:, None] * D + d[None, :], dx, mask=(t < T)[:, None] & (d < D)[None, :])
         dq += tl.sum(dx, 0)
         dv += tl.sum(de[:, None] * hidden, 0)
-        d_loc_matrix += tl.dot(tl.trans(windows), dx, input_precision="ieee", out_dtype=ACC)
-        d_windows = tl.dot(dx, tl.trans(loc_matrix), input_precision="ieee", out_dtype=ACC)
+        d_windows = _mma(dx, tl.trans(loc_matrix), ACC)
         tl.store(g_b + t[:, None] * BJ + j[None, :], d_windows, mask=(t < T)[:, None])
+        tl.debug_barrier()  # the previous chunk's sum is stored
+        d_loc_matrix = tl.load(part_tile, boundary_check=(0, 1), padding_option="zero")
+        d_loc_matrix += _mma(tl.trans(windows), dx, ACC)
+        tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
     tl.store(dq_ptr + b * D + d, dq, mask=d < D)
-    part_b = part_ptr + b * (2 * K + 1) * D
-    tl.store(part_b + j[:, None] * D + d[None, :], d_loc_matrix, mask=(j < 2 * K)[:, None] & (d < D)[None, :])
     tl.store(part_b + 2 * K * D + d, dv, mask=d < D)
     tl.debug_barrier()
     _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
 
 
-def _blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
+#: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
+NUM_WARPS = 8
+
+
+def blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
     """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles."""
     return {
         "K": kernel_size,
@@ -238,7 +258,7 @@ def forward(
     energies = memory.new_empty(b, t_text, dtype=acc)
     _forward_kernel[(b,)](
         q, memory, processed_memory, prev, cum, scoring, mask_bias, context, weights, new_cum, energies,
-        t_text, m, dim, ACC=tl_acc, **_blocks(t_text, dim, kernel_size, chunk),
+        t_text, m, dim, ACC=tl_acc, num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
     )  # fmt: skip
     return context, weights, new_cum
 
@@ -258,7 +278,7 @@ def backward(
     dim = processed_memory.size(2)
     kernel_size = (scoring.size(0) - 1) // 2
     acc, tl_acc = _acc(q.dtype)
-    blocks = _blocks(t_text, dim, kernel_size, chunk)
+    grid_blocks = blocks(t_text, dim, kernel_size, chunk)
     grads = (
         torch.empty_like(q),
         torch.empty_like(memory),
@@ -267,9 +287,9 @@ def backward(
         torch.empty_like(cum),
         q.new_empty(b, 2 * kernel_size + 1, dim, dtype=acc),
     )
-    scratch = (q.new_empty(b, t_text, dtype=acc), q.new_empty(b, t_text, blocks["BJ"], dtype=acc))
+    scratch = (q.new_empty(b, t_text, dtype=acc), q.new_empty(b, t_text, grid_blocks["BJ"], dtype=acc))
     _backward_kernel[(b,)](
         q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        *grads, *scratch, t_text, m, dim, ACC=tl_acc, **blocks,
+        *grads, *scratch, t_text, m, dim, ACC=tl_acc, num_warps=NUM_WARPS, **grid_blocks,
     )  # fmt: skip
     return grads

@@ -21,8 +21,9 @@ import os
 
 import torch
 
-#: Symbols a kernel program walks at once (a power of two >= 16); the tests pass a smaller one to walk several.
-CHUNK = 64
+#: Symbols a kernel program walks at once (a power of two >= 16): 16 keeps the forward within the
+#: registers at the full model's sizes (scripts/bench/kernels.py); the tests also walk several chunks.
+CHUNK = 16
 
 
 def unavailable(device: torch.device) -> str | None:

@@ -16,8 +16,8 @@ cost does not depend on the batch. Here each direction is one kernel:
   gradients times the weights, one `tl.dot` per gate and hidden block.
 
 Precision: float64 for float64 weights, else float32 accumulation; the products take the weights'
-dtype (bf16 under autocast, as the unfused loop's); `tl.dot` runs with input_precision="ieee" for
-float32 and float64. Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
+dtype (bf16 under autocast, as the unfused loop's); float32 products run as three TF32 products on
+the tensor cores (input_precision="tf32x3", about float32's accuracy), float64 ones as float64. Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
 """
 
 import torch
@@ -40,11 +40,14 @@ def _tanh(x):
 
 @triton.jit
 def _dot(a, b, ACC: tl.constexpr):
-    """a @ b accumulated in ACC. Triton's interpreter multiplies bf16 tiles wrongly, so there they are
+    """a @ b accumulated in ACC: float64 exactly, float32 as three TF32 products on the tensor cores,
+    bf16 on them directly. Triton's interpreter multiplies bf16 tiles wrongly, so there they are
     multiplied in float32 (exact for bf16 products, as a GPU's bf16 units with float32 accumulation)."""
     if INTERPRET and a.dtype == tl.bfloat16:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", out_dtype=ACC)
-    return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
+    if ACC == tl.float64:
+        return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
+    return tl.dot(a, b, input_precision="tf32x3", out_dtype=ACC)
 
 
 @triton.jit
@@ -180,6 +183,8 @@ def _backward_kernel(
 #: Rows, hidden units and input columns per program: small hidden and column blocks, so that a batch of
 #: 16 rows still spreads over 64 or more programs (untuned: a GPU session should time others).
 BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
+#: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
+NUM_WARPS = 4
 
 
 def _acc(weight: torch.Tensor):
@@ -206,7 +211,7 @@ def forward(
     _forward_kernel[grid](
         pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
         cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
-        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=_acc(weight), **BLOCKS,
+        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=_acc(weight), num_warps=NUM_WARPS, **BLOCKS,
     )  # fmt: skip
     return out_h, out_c, act
 
@@ -228,6 +233,6 @@ def backward(
     grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"]))
     _backward_kernel[grid](
         act, cell, new_cell, cell if keep is None else keep, d_h, d_c, weight, *grads, b, h4 // 4, width,
-        HAS_KEEP=keep is not None, ACC=_acc(weight), **BLOCKS,
+        HAS_KEEP=keep is not None, ACC=_acc(weight), num_warps=NUM_WARPS, **BLOCKS,
     )  # fmt: skip
     return grads

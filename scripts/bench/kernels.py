@@ -1,0 +1,149 @@
+"""The fused decoder step's Triton kernels compiled for a GPU on any machine: registers, spills, shared memory.
+
+Triton compiles for a named target without a GPU (down to the cubin, with the ptxas it ships), and
+the cubin says what each thread of a kernel holds. A kernel that needs more than the 255 registers a
+thread has spills the rest to local memory (`STACK` below), which costs memory traffic on every
+use: the first thing to avoid before a GPU times anything. For each kernel of model/attention_kernels.py
+and model/lstm_kernels.py, at the full model's sizes (LJSpeech's longest text: 192 symbols, so a
+256-symbol block), in float32 and with autocast's bf16 inputs, and at each block and warp count
+given, it prints one Markdown table row: registers per thread, stack (spilled) bytes and shared
+memory. The defaults the model launches with are marked. 1-2 s a compile on a CPU core (Triton's
+cache keeps them).
+
+    python -m scripts.bench.kernels                    # sm_90 (H100, H200)
+    python -m scripts.bench.kernels --defaults         # only what the model launches
+    python -m scripts.bench.kernels --arch 80          # A100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from model import attention_kernels, lstm_kernels
+from model.fused_attention import CHUNK
+from scripts.common import markdown_table
+
+#: The full model (hparams.yaml's model_presets.full): attention 128, memory 512, location kernel 31,
+#: both LSTMs 1024 wide; the attention cell reads [context, hidden] (512 + 1024), the decoder cell
+#: [attention hidden, context, hidden] (1024 + 512 + 1024). LJSpeech's longest text, 192 symbols.
+FULL = {"dim": 128, "memory": 512, "kernel": 31, "hidden": 1024, "text": 192}
+
+
+@dataclass(frozen=True)
+class Variant:
+    kernel: str  # the kernel's name, as the table prints it
+    fn: object  # the @triton.jit function
+    pointers: dict  # argument name -> Triton element type of that pointer ("fp32" for the rest)
+    constexprs: dict
+    num_warps: int
+    default: bool
+
+
+def signature(fn, pointers: dict, constexprs: dict) -> dict:
+    """Each argument: constexpr, a pointer (named *_ptr) of its element type, or a 32-bit integer."""
+    sig = {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            sig[name] = "*" + pointers.get(name, "fp32")
+        else:
+            sig[name] = "i32"
+    return sig
+
+
+def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
+    """Both attention kernels, fp32 and with bf16 query and processed memory (autocast's)."""
+    found = []
+    for precision, low in (("fp32", {}), ("bf16", {"q_ptr": "bf16", "pm_ptr": "bf16"})):
+        for chunk in chunks:
+            blocks = attention_kernels.blocks(FULL["text"], FULL["dim"], FULL["kernel"], chunk)
+            for num_warps in warps:
+                default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
+                consts = {**blocks, "ACC": tl.float32}
+                for name, fn in (("attention forward", attention_kernels._forward_kernel),
+                                 ("attention backward", attention_kernels._backward_kernel)):  # fmt: skip
+                    label = f"{name}, {precision}, chunk {chunk}"
+                    found.append(Variant(label, fn, low, consts, num_warps, default))
+    return found
+
+
+def lstm_variants(warps: list[int]) -> list[Variant]:
+    """Both LSTM kernels for the decoder cell (three inputs), fp32 and with bf16 weights (autocast's)."""
+    found = []
+    for precision, low in (("fp32", {}), ("bf16", {"w_ptr": "bf16", "row_ptr": "bf16"})):
+        for num_warps in warps:
+            default = num_warps == lstm_kernels.NUM_WARPS
+            forward = {**lstm_kernels.BLOCKS, "NPARTS": 3, "HAS_KEEP": True, "ACC": tl.float32}
+            backward = {**lstm_kernels.BLOCKS, "HAS_KEEP": True, "ACC": tl.float32}
+            found.append(
+                Variant(f"lstm forward, {precision}", lstm_kernels._forward_kernel, low, forward, num_warps, default)
+            )
+            found.append(
+                Variant(f"lstm backward, {precision}", lstm_kernels._backward_kernel, low, backward, num_warps, default)
+            )
+    return found
+
+
+def default_variants() -> list[Variant]:
+    """What the model launches: each kernel at its module's chunk and warps, fp32 and bf16."""
+    attention = attention_variants([CHUNK], [attention_kernels.NUM_WARPS])
+    return attention + lstm_variants([lstm_kernels.NUM_WARPS])
+
+
+def resources(cubin: bytes) -> dict:
+    """REG, STACK, SHARED and LOCAL of the cubin's kernel, as cuobjdump reads them."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True, check=True).stdout
+    return {key: int(value) for key, value in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", out)}
+
+
+def compile_variant(variant: Variant, arch: int) -> dict:
+    """Compile for sm_`arch` (no GPU needed; Triton's cache keeps the result): its resources."""
+    source = ASTSource(
+        fn=variant.fn,
+        signature=signature(variant.fn, variant.pointers, variant.constexprs),
+        constexprs=variant.constexprs,
+    )
+    kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": variant.num_warps})
+    return {**resources(kernel.asm["cubin"]), "SHARED": kernel.metadata.shared}  # static and dynamic
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90: H100/H200, 80: A100)")
+    parser.add_argument("--chunks", default="16,32,64", help="the attention's chunks of symbols to compile")
+    parser.add_argument("--warps", default="4,8", help="warps per program to compile")
+    parser.add_argument("--defaults", action="store_true", help="only what the model launches (ignores the two above)")
+    args = parser.parse_args(argv)
+    if args.defaults:
+        variants = default_variants()
+    else:
+        warps = [int(w) for w in args.warps.split(",")]
+        variants = attention_variants([int(c) for c in args.chunks.split(",")], warps) + lstm_variants(warps)
+    rows = []
+    for v in variants:
+        r = compile_variant(v, args.arch)
+        mark = " (default)" if v.default else ""
+        figures = [v.num_warps, r["REG"], r["STACK"], r["SHARED"]]
+        rows.append([v.kernel + mark, *(str(x) for x in figures)])
+    print(f"Triton {triton.__version__}, sm_{args.arch}, the full model's sizes {FULL}")
+    print("\n".join(markdown_table(["kernel", "warps", "registers", "stack bytes (spills)", "shared bytes"], rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
