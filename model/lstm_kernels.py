@@ -17,7 +17,8 @@ cost does not depend on the batch. Here each direction is one kernel:
 
 Precision: float64 for float64 weights, else float32 accumulation; the products take the weights'
 dtype (bf16 under autocast, as the unfused loop's); float32 products run as three TF32 products on
-the tensor cores (input_precision="tf32x3", about float32's accuracy), float64 ones as float64. Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
+the tensor cores (input_precision="tf32x3", about float32's accuracy), float64 ones as float64.
+Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
 """
 
 import torch
