@@ -47,16 +47,17 @@ def _lstm_step_backward(
     d_h: torch.Tensor,
     d_c: torch.Tensor,
     weight: torch.Tensor,
+    gates_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from .lstm_kernels import backward
 
-    return backward(act, cell, new_cell, keep, d_h, d_c, weight)
+    return backward(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype)
 
 
 @_lstm_step_backward.register_fake
-def _(act, cell, new_cell, keep, d_h, d_c, weight):
+def _(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype):
     b, h4 = act.shape
-    return act.new_empty(b, h4), act.new_empty(b, h4 // 4), act.new_empty(b, weight.size(1))
+    return act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, weight.size(1))
 
 
 class _CellStep(torch.autograd.Function):
@@ -79,10 +80,10 @@ class _CellStep(torch.autograd.Function):
         act, cell, new_cell, keep, weight = ctx.saved_tensors
         d_h = torch.zeros_like(new_cell) if d_h is None else d_h.contiguous()
         d_c = torch.zeros_like(new_cell) if d_c is None else d_c.contiguous()
-        d_gates, d_cell, d_row = _lstm_step_backward(act, cell, new_cell, keep, d_h, d_c, weight)
+        d_gates, d_cell, d_row = _lstm_step_backward(act, cell, new_cell, keep, d_h, d_c, weight, ctx.pre_dtype)
         d_parts = d_row.split([size for size, _ in ctx.parts], 1)
         d_parts = tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
-        return d_gates.to(ctx.pre_dtype), None, None, d_cell.to(cell.dtype), None, *d_parts
+        return d_gates, None, None, d_cell, None, *d_parts
 
 
 def cell_step(

@@ -225,12 +225,14 @@ def backward(
     d_h: torch.Tensor,
     d_c: torch.Tensor,
     weight: torch.Tensor,
+    gates_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One launch: the gates' gradients [B, 4H] (the precomputed term's), the previous cell's [B, H]
-    and the inputs' side by side [B, K], in the accumulation dtype."""
+    """One launch: the gates' gradients [B, 4H] in gates_dtype (the precomputed term's), the previous
+    cell's [B, H] in its dtype and the inputs' side by side [B, K] in the accumulation dtype (written in
+    the dtypes they go on in: no cast after the kernel)."""
     b, h4 = act.shape
     width = weight.size(1)
-    grads = (act.new_empty(b, h4), act.new_empty(b, h4 // 4), act.new_empty(b, width))
+    grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width))
     grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"]))
     _backward_kernel[grid](
         act, cell, new_cell, cell if keep is None else keep, d_h, d_c, weight, *grads, b, h4 // 4, width,
