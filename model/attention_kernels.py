@@ -29,13 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _mma(a, b, ACC: tl.constexpr):
-    """a @ b in ACC: float64 exactly, float32 as three TF32 products on the tensor cores."""
-    if ACC == tl.float64:
-        return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
-    return tl.dot(a, b, input_precision="tf32x3", out_dtype=ACC)
+from .kernel_math import mma, tanh, tl_dtype
+from .kernel_support import accumulation_dtype
 
 
 @triton.jit
@@ -58,10 +53,10 @@ def _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.con
     d = tl.arange(0, BD)
     windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
     loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
-    location = _mma(windows, loc_matrix, ACC)
+    location = mma(windows, loc_matrix, ACC)
     memory = tl.load(pm_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
     x = q[None, :] + location + memory.to(ACC)
-    return windows, 2.0 * tl.sigmoid(2.0 * x) - 1.0, loc_matrix
+    return windows, tanh(x), loc_matrix
 
 
 @triton.jit
@@ -206,11 +201,11 @@ def _backward_kernel(
         tl.store(dpm_ptr + b * T * D + t[:, None] * D + d[None, :], dx, mask=(t < T)[:, None] & (d < D)[None, :])
         dq += tl.sum(dx, 0)
         dv += tl.sum(de[:, None] * hidden, 0)
-        d_windows = _mma(dx, tl.trans(loc_matrix), ACC)
+        d_windows = mma(dx, tl.trans(loc_matrix), ACC)
         tl.store(g_b + t[:, None] * BJ + j[None, :], d_windows, mask=(t < T)[:, None])
         tl.debug_barrier()  # the previous chunk's sum is stored
         d_loc_matrix = tl.load(part_tile, boundary_check=(0, 1), padding_option="zero")
-        d_loc_matrix += _mma(tl.trans(windows), dx, ACC)
+        d_loc_matrix += mma(tl.trans(windows), dx, ACC)
         tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
     tl.store(dq_ptr + b * D + d, dq, mask=d < D)
     tl.store(part_b + 2 * K * D + d, dv, mask=d < D)
@@ -234,10 +229,6 @@ def blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
     }
 
 
-def _acc(dtype: torch.dtype) -> tuple[torch.dtype, object]:
-    return (torch.float64, tl.float64) if dtype == torch.float64 else (torch.float32, tl.float32)
-
-
 def forward(
     q: torch.Tensor,
     memory: torch.Tensor,
@@ -252,13 +243,13 @@ def forward(
     b, t_text, m = memory.shape
     dim = processed_memory.size(2)
     kernel_size = (scoring.size(0) - 1) // 2
-    acc, tl_acc = _acc(q.dtype)
+    acc = accumulation_dtype(q.dtype)
     context = memory.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
     _forward_kernel[(b,)](
         q, memory, processed_memory, prev, cum, scoring, mask_bias, context, weights, new_cum, energies,
-        t_text, m, dim, ACC=tl_acc, num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
+        t_text, m, dim, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
     )  # fmt: skip
     return context, weights, new_cum
 
@@ -277,7 +268,7 @@ def backward(
     b, t_text, m = memory.shape
     dim = processed_memory.size(2)
     kernel_size = (scoring.size(0) - 1) // 2
-    acc, tl_acc = _acc(q.dtype)
+    acc = accumulation_dtype(q.dtype)
     grid_blocks = blocks(t_text, dim, kernel_size, chunk)
     grads = (
         torch.empty_like(q),
@@ -290,6 +281,6 @@ def backward(
     scratch = (q.new_empty(b, t_text, dtype=acc), q.new_empty(b, t_text, grid_blocks["BJ"], dtype=acc))
     _backward_kernel[(b,)](
         q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        *grads, *scratch, t_text, m, dim, ACC=tl_acc, num_warps=NUM_WARPS, **grid_blocks,
+        *grads, *scratch, t_text, m, dim, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **grid_blocks,
     )  # fmt: skip
     return grads

@@ -25,6 +25,8 @@ _POSITIVE = (
 )
 _NON_NEGATIVE = ("encoder_n_convolutions",)
 _PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout", "postnet_dropout")
+#: The switches that run part of the decoder step as Triton kernels (model/kernel_support.py says where).
+FUSED_SWITCHES = ("fused_attention", "fused_lstm")
 # "Same" padding of a convolution keeps the length only for odd kernels.
 _ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
 
@@ -104,7 +106,7 @@ class Tacotron2Config:
             "must be even (the BiLSTM gives half to each direction)",
         )
         _require(self, "gate_threshold", 0.0 < self.gate_threshold < 1.0, "must be in (0, 1)")
-        for name in ("fused_attention", "fused_lstm"):
+        for name in FUSED_SWITCHES:
             _require(
                 self,
                 name,

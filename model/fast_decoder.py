@@ -55,6 +55,7 @@ from .decoder import Decoder, DecoderState, TeacherForcing
 from .fused_attention import attend as attend_fused
 from .fused_attention import scoring_matrix
 from .fused_lstm import cell_step
+from .kernel_support import accumulation_dtype
 from .packing import StepLayout
 from .shapes import LoopShape
 
@@ -156,7 +157,7 @@ def _parameter_grads(ctx, grad_pre: torch.Tensor) -> tuple[torch.Tensor | None, 
     if needs[1]:
         d_x_pre = (g @ ctx.w_pre).view(steps, batch, -1).to(ctx.x_pre_dtype)
     n_weights = len(ctx.widths)
-    acc = torch.float64 if ctx.param_dtypes[0] == torch.float64 else torch.float32
+    acc = accumulation_dtype(ctx.param_dtypes[0])
     d_params: list[torch.Tensor | None] = [None] * len(ctx.param_dtypes)
     if any(needs[4 : 4 + n_weights]):
         d_full = g.t().to(acc) @ rows.view(steps * batch, width).to(acc)  # dW = G^T X: one GEMM

@@ -12,30 +12,18 @@ Its backward recomputes the chain from the step's inputs, so it keeps what recom
 keeps (only the inputs) without running the chain twice through autograd.
 
 Where it runs: CUDA tensors; on the CPU only under TRITON_INTERPRET=1 (Triton's interpreter, how
-the suite checks it against the plain chain in float64); `unavailable` says why not elsewhere.
+the suite checks it against the plain chain in float64); model/kernel_support.unavailable says why
+not elsewhere.
 Triton is imported on first use, so the rest of the model needs no Triton.
 """
 
-import importlib.util
-import os
-
 import torch
+
+from .kernel_support import accumulation_dtype
 
 #: Symbols a kernel program walks at once (a power of two >= 16): 16 keeps the forward within the
 #: registers at the full model's sizes (scripts/bench/kernels.py); the tests also walk several chunks.
 CHUNK = 16
-
-
-def unavailable(device: torch.device) -> str | None:
-    """Why the fused kernels cannot run on `device` (None: they can)."""
-    if importlib.util.find_spec("triton") is None:
-        return "it needs Triton, which is not installed (pip install triton; CUDA builds of PyTorch ship it)"
-    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        return (
-            f"its Triton kernels run on a CUDA GPU, not on {device.type}; on the CPU only Triton's "
-            "interpreter runs them (TRITON_INTERPRET=1: tests, slow)"
-        )
-    return None
 
 
 @torch.library.custom_op("tacotron2::attention_step", mutates_args=())
@@ -82,8 +70,7 @@ def _attention_step_backward(
 
 @_attention_step_backward.register_fake
 def _(q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum, chunk):
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    part = q.new_empty(q.size(0), scoring.size(0), scoring.size(1), dtype=acc)
+    part = q.new_empty(q.size(0), scoring.size(0), scoring.size(1), dtype=accumulation_dtype(q.dtype))
     return tuple(torch.empty_like(x) for x in (q, memory, processed_memory, prev, cum)) + (part,)
 
 

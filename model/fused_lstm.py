@@ -10,11 +10,13 @@ counter treat each as one operation.
 It keeps the fast loop's contract (model/fast_decoder.py's StepProjection): it writes the step's
 inputs into the projection's row (the operator says it mutates it), and the gates' gradient is
 returned as the gradient of the precomputed term pre[i], which the deferred weight gradient
-collects. Where it runs is model/fused_attention.unavailable's rule (CUDA, or Triton's interpreter).
+collects. Where it runs is model/kernel_support.unavailable's rule (CUDA, or Triton's interpreter).
 """
 
 import torch
 from torch.autograd.function import once_differentiable
+
+from .kernel_support import accumulation_dtype
 
 
 @torch.library.custom_op("tacotron2::lstm_step", mutates_args=("row",))
@@ -34,7 +36,7 @@ def _lstm_step(
 @_lstm_step.register_fake
 def _(pre, parts, weight, row, cell, keep):
     b, hidden = cell.shape
-    acc = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    acc = accumulation_dtype(weight.dtype)
     return cell.new_empty(b, hidden), cell.new_empty(b, hidden), cell.new_empty(b, 4 * hidden, dtype=acc)
 
 
@@ -57,7 +59,8 @@ def _lstm_step_backward(
 @_lstm_step_backward.register_fake
 def _(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype):
     b, h4 = act.shape
-    return act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, weight.size(1))
+    acc = accumulation_dtype(weight.dtype)
+    return act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, weight.size(1), dtype=acc)
 
 
 class _CellStep(torch.autograd.Function):

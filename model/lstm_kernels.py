@@ -24,31 +24,9 @@ Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
 import torch
 import triton
 import triton.language as tl
-from triton import knobs
 
-INTERPRET = tl.constexpr(knobs.runtime.interpret)
-
-
-@triton.jit
-def _sigmoid(x):
-    return 1.0 / (1.0 + tl.exp(-x))
-
-
-@triton.jit
-def _tanh(x):
-    return 2.0 * _sigmoid(2.0 * x) - 1.0
-
-
-@triton.jit
-def _dot(a, b, ACC: tl.constexpr):
-    """a @ b accumulated in ACC: float64 exactly, float32 as three TF32 products on the tensor cores,
-    bf16 on them directly. Triton's interpreter multiplies bf16 tiles wrongly, so there they are
-    multiplied in float32 (exact for bf16 products, as a GPU's bf16 units with float32 accumulation)."""
-    if INTERPRET and a.dtype == tl.bfloat16:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", out_dtype=ACC)
-    if ACC == tl.float64:
-        return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
-    return tl.dot(a, b, input_precision="tf32x3", out_dtype=ACC)
+from .kernel_math import mma, tanh, tl_dtype
+from .kernel_support import accumulation_dtype
 
 
 @triton.jit
@@ -73,10 +51,10 @@ def _gate_products(
         x = x.to(w_ptr.dtype.element_ty)
         w_ok = (k < width)[:, None] & (hidden < H)[None, :]
         w = w_ptr + hidden[None, :] * K + (col + k)[:, None]  # [BK, BH]: gate i's tile of W^T
-        acc_i += _dot(x, tl.load(w, mask=w_ok, other=0.0), ACC)
-        acc_f += _dot(x, tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
-        acc_g += _dot(x, tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
-        acc_o += _dot(x, tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
+        acc_i += mma(x, tl.load(w, mask=w_ok, other=0.0), ACC)
+        acc_f += mma(x, tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
+        acc_g += mma(x, tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
+        acc_o += mma(x, tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
     return acc_i, acc_f, acc_g, acc_o
 
 
@@ -105,13 +83,13 @@ def _forward_kernel(
         gi, gf, gg, go = gi + ai, gf + af, gg + ag, go + ao
     ok = (rows < B)[:, None] & (hidden < H)[None, :]
     pre = pre_ptr + rows[:, None] * pre_stride + hidden[None, :]
-    i = _sigmoid(tl.load(pre, mask=ok, other=0.0).to(ACC) + gi)
-    f = _sigmoid(tl.load(pre + H, mask=ok, other=0.0).to(ACC) + gf)
-    g = _tanh(tl.load(pre + 2 * H, mask=ok, other=0.0).to(ACC) + gg)
-    o = _sigmoid(tl.load(pre + 3 * H, mask=ok, other=0.0).to(ACC) + go)
+    i = tl.sigmoid(tl.load(pre, mask=ok, other=0.0).to(ACC) + gi)
+    f = tl.sigmoid(tl.load(pre + H, mask=ok, other=0.0).to(ACC) + gf)
+    g = tanh(tl.load(pre + 2 * H, mask=ok, other=0.0).to(ACC) + gg)
+    o = tl.sigmoid(tl.load(pre + 3 * H, mask=ok, other=0.0).to(ACC) + go)
     at = rows[:, None] * H + hidden[None, :]
     c = f * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) + i * g
-    h = o * _tanh(c)
+    h = o * tanh(c)
     if HAS_KEEP:
         h = h * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
     tl.store(h_ptr + at, h, mask=ok)
@@ -136,7 +114,7 @@ def _gate_grads(act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden
     dh = tl.load(dh_ptr + at, mask=ok, other=0.0).to(ACC)
     if HAS_KEEP:
         dh = dh * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
-    tc = _tanh(tl.load(c_ptr + at, mask=ok, other=0.0).to(ACC))
+    tc = tanh(tl.load(c_ptr + at, mask=ok, other=0.0).to(ACC))
     dc = tl.load(dc_ptr + at, mask=ok, other=0.0).to(ACC) + dh * o * (1.0 - tc * tc)
     di = dc * g * i * (1.0 - i)
     df = dc * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) * f * (1.0 - f)
@@ -174,10 +152,10 @@ def _backward_kernel(
         w_ok = (hidden < H)[:, None] & (k < K)[None, :]
         w = w_ptr + hidden[:, None] * K + k[None, :]  # [BH, BK]: gate i's tile of W
         wt = w_ptr.dtype.element_ty
-        dx += _dot(di.to(wt), tl.load(w, mask=w_ok, other=0.0), ACC)
-        dx += _dot(df.to(wt), tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
-        dx += _dot(dg.to(wt), tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
-        dx += _dot(do.to(wt), tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
+        dx += mma(di.to(wt), tl.load(w, mask=w_ok, other=0.0), ACC)
+        dx += mma(df.to(wt), tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
+        dx += mma(dg.to(wt), tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
+        dx += mma(do.to(wt), tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
     tl.store(dx_ptr + rows[:, None] * K + k[None, :], dx, mask=(rows < B)[:, None] & (k < K)[None, :])
 
 
@@ -186,10 +164,6 @@ def _backward_kernel(
 BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
 #: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
 NUM_WARPS = 4
-
-
-def _acc(weight: torch.Tensor):
-    return tl.float64 if weight.dtype == torch.float64 else tl.float32
 
 
 def forward(
@@ -204,7 +178,7 @@ def forward(
     activations [B, 4H] in the accumulation dtype); writes the inputs side by side into `row`."""
     b, h4 = pre.size(0), weight.size(0)
     hidden, width = h4 // 4, weight.size(1)
-    acc = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    acc = accumulation_dtype(weight.dtype)
     out_h, out_c = cell.new_empty(b, hidden), cell.new_empty(b, hidden)
     act = cell.new_empty(b, h4, dtype=acc)
     sizes = [(p, p.size(1)) for p in parts] + [(parts[0], 0)] * (3 - len(parts))
@@ -212,7 +186,7 @@ def forward(
     _forward_kernel[grid](
         pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
         cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
-        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=_acc(weight), num_warps=NUM_WARPS, **BLOCKS,
+        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **BLOCKS,
     )  # fmt: skip
     return out_h, out_c, act
 
@@ -232,10 +206,11 @@ def backward(
     the dtypes they go on in: no cast after the kernel)."""
     b, h4 = act.shape
     width = weight.size(1)
-    grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width))
+    acc = accumulation_dtype(weight.dtype)
+    grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width, dtype=acc))
     grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"]))
     _backward_kernel[grid](
         act, cell, new_cell, cell if keep is None else keep, d_h, d_c, weight, *grads, b, h4 // 4, width,
-        HAS_KEEP=keep is not None, ACC=_acc(weight), num_warps=NUM_WARPS, **BLOCKS,
+        HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **BLOCKS,
     )  # fmt: skip
     return grads

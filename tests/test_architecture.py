@@ -309,14 +309,18 @@ def test_scripts_are_packages_that_share_modules_not_scripts():
 
 #: The modules that hold Triton kernels, and the one module that imports each (on first use).
 KERNEL_MODULES = {"attention_kernels": "model/fused_attention.py", "lstm_kernels": "model/fused_lstm.py"}
+#: The Triton helpers the kernel modules share, and the modules that import it (at their top).
+KERNEL_MATH = ("kernel_math", {"model/attention_kernels.py", "model/lstm_kernels.py"})
 COMPILE_BENCH = "scripts/bench/kernels.py"  # compiles the kernels for a GPU: Triton is what it is about
 
 
 def test_triton_lives_in_the_kernel_modules_imported_on_first_use():
-    """Only model/*_kernels.py import Triton (and the bench that compiles them, scripts/bench/kernels.py),
-    and each is imported by its one wrapper, inside a function: the recipe runs where Triton is absent,
-    and the interpreter switch is read at first use."""
-    importers = {}
+    """Only model/*_kernels.py and their shared helpers, model/kernel_math.py, import Triton (and the
+    bench that compiles them, scripts/bench/kernels.py); each kernel module is imported by its one
+    wrapper, inside a function, and the helpers by the kernel modules only: the recipe runs where Triton
+    is absent, and the interpreter switch is read at first use."""
+    importers, math_importers = {}, set()
+    triton_modules = {f"model/{k}.py" for k in (*KERNEL_MODULES, KERNEL_MATH[0])}
     for path in project_files(include_tests=True):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -327,8 +331,11 @@ def test_triton_lives_in_the_kernel_modules_imported_on_first_use():
             if rel == COMPILE_BENCH:
                 continue
             if any(n == "triton" or n.startswith("triton.") for n in names):
-                assert rel in {f"model/{k}.py" for k in KERNEL_MODULES}, f"{rel} imports Triton"
+                assert rel in triton_modules, f"{rel} imports Triton"
+            if any(n.split(".")[-1] == KERNEL_MATH[0] or n.startswith(f"{KERNEL_MATH[0]}.") for n in names):
+                math_importers.add(rel)
             for kernels in KERNEL_MODULES:
                 if any(n.split(".")[-1] == kernels or n.startswith(f"{kernels}.") for n in names):
                     importers.setdefault(kernels, set()).add((rel, node.col_offset > 0))
     assert importers == {k: {(wrapper, True)} for k, wrapper in KERNEL_MODULES.items()}, importers
+    assert math_importers == KERNEL_MATH[1], math_importers

@@ -11,10 +11,11 @@ import torch
 
 from model import Tacotron2Config
 from model.attention import LocationSensitiveAttention
-from model.config import ModelConfigError
+from model.config import FUSED_SWITCHES, ModelConfigError
 from model.fast_decoder import FastDecoder
-from model.fused_attention import attend, scoring_matrix, unavailable
+from model.fused_attention import attend, scoring_matrix
 from model.graphs import loop_memory
+from model.kernel_support import unavailable
 from model.shapes import LoopShape
 from tests.kit import relative_error, tiny_config
 
@@ -102,6 +103,6 @@ def test_where_the_kernels_cannot_run(monkeypatch):
     assert unavailable(torch.device("cpu")) is None  # the interpreter (tests/conftest.py)
     monkeypatch.delenv("TRITON_INTERPRET")
     assert "CUDA GPU" in unavailable(torch.device("cpu"))
-    for name in ("fused_attention", "fused_lstm"):
+    for name in FUSED_SWITCHES:
         with pytest.raises(ModelConfigError, match=f"{name}.*needs fast_decoder=true"):
             Tacotron2Config(n_symbols=10, **{name: True})

@@ -20,8 +20,9 @@ import torch
 from tqdm import tqdm
 
 from model import Batch, Tacotron2, Tacotron2Config, Tacotron2Loss
-from model.fused_attention import unavailable as kernels_unavailable
+from model.config import FUSED_SWITCHES
 from model.graphs import LoopGraphs, build_loop_graphs
+from model.kernel_support import unavailable as kernels_unavailable
 from model.loss import LossTerms
 from model.shapes import LoopShape, ShapeTable
 from training.config import LR_BATCH_SCALINGS, TrainConfig
@@ -63,7 +64,7 @@ def build_step_parts(train: TrainConfig, model_cfg: Tacotron2Config, device: tor
     amp_dtype = AMP_DTYPES[train.amp]
     if amp_dtype is not None and device.type != "cuda":
         raise HParamsError(f"hparam 'amp': {train.amp} needs a CUDA device; this run is on {device} (use amp=off)")
-    for fused in ("fused_attention", "fused_lstm"):
+    for fused in FUSED_SWITCHES:
         missing = getattr(model_cfg, fused) and kernels_unavailable(device)
         if missing:
             raise HParamsError(f"hparam 'model.{fused}': {missing} (or use model.{fused}=false)")
