@@ -33,12 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from scripts.common import markdown_table
+from training.batch_probe import PAPER_B0
+from training.config import LR_BATCH_SCALINGS
 
 REPO = Path(__file__).resolve().parents[2]
 #: The step-cost fit (docs/results.md, "Epoch time"): seconds per decoder step and per utterance-step.
 PER_STEP, PER_UTTERANCE_STEP = 0.2856e-3, 7.06e-6
-#: lr_batch_scaling -> k of (B0 / 16) ** k (training/config.py's rule, here for the rate given to a run).
-EXPONENTS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
 BASE = "dataset=demo,batching=ssb,dbs=true,br=true,learning_rate=0.001,warmup_steps=0,validate_every=1,progress=false"
 
 
@@ -80,15 +80,19 @@ def train(run_dir: Path, hparams: str, epochs: int) -> None:
         subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=True)
 
 
+def run_name(rule: str, b0: int, seed: int) -> str:
+    return f"{rule}-b{b0}-seed{seed}"
+
+
 def runs(args: argparse.Namespace) -> list[tuple[str, int, int, Path, str, int]]:
     """(rule, seed, B0, run dir, hparams, epochs) of every run."""
     found = []
     for rule in args.rules.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             for b0, epochs in ((16, args.epochs), (32, 2 * args.epochs)):
-                rate = 0.001 * (b0 / 16) ** EXPONENTS[rule]
+                rate = 0.001 * (b0 / PAPER_B0) ** LR_BATCH_SCALINGS[rule]  # training/config.with_batch_size's rule
                 hp = f"{BASE},seed={seed},batch_size={b0},learning_rate={rate:g},lr_batch_scaling={rule},{args.hparams}"
-                found.append((rule, seed, b0, args.out / f"{rule}-b{b0}-seed{seed}", hp.rstrip(","), epochs))
+                found.append((rule, seed, b0, args.out / run_name(rule, b0, seed), hp.rstrip(","), epochs))
     return found
 
 
@@ -100,7 +104,7 @@ def report(plan: list, r: int) -> list[str]:
             continue
         base = read_metrics(run_dir)
         budget = sum(priced_seconds(rec, r) for rec in base)
-        big = at_equal_time(read_metrics(run_dir.with_name(f"{rule}-b32-seed{seed}")), budget, r)
+        big = at_equal_time(read_metrics(run_dir.with_name(run_name(rule, 32, seed))), budget, r)
         if big is None:
             continue
         row = [
