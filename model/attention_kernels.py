@@ -117,9 +117,12 @@ def _forward_kernel(
 
 
 @triton.jit
-def _weights_grad(w_b, dw_b, dnewcum_b, dctx_b, mem_b, dmem_b, dws_b, T, M, BTC: tl.constexpr, BM: tl.constexpr, ACC):
+def _weights_grad(
+    w_b, dw_b, dnewcum_b, dctx_b, mem_b, dmem_b, dws_b, T, M,
+    BTC: tl.constexpr, BM: tl.constexpr, ACC, MEMORY_GRAD: tl.constexpr,
+):  # fmt: skip
     """Walk 1: the weights' whole gradient (their own, the new cumulative's, the context's) into the
-    scratch dws_b, and memory's gradient w[t] * d_context."""
+    scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context."""
     t0 = -BTC
     while t0 + BTC < T:  # for t0 in range(0, T, BTC)
         t0 += BTC
@@ -135,7 +138,8 @@ def _weights_grad(w_b, dw_b, dnewcum_b, dctx_b, mem_b, dmem_b, dws_b, T, M, BTC:
             dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
             mem = tl.load(mem_b + t[:, None] * M + m[None, :], mask=tile, other=0.0)
             dw += tl.sum(mem.to(ACC) * dc[None, :], 1)
-            tl.store(dmem_b + t[:, None] * M + m[None, :], w[:, None] * dc[None, :], mask=tile)
+            if MEMORY_GRAD:
+                tl.store(dmem_b + t[:, None] * M + m[None, :], w[:, None] * dc[None, :], mask=tile)
         tl.store(dws_b + t, dw, mask=t < T)
 
 
@@ -166,7 +170,7 @@ def _backward_kernel(
     dws_ptr, g_ptr,  # scratch: d weights [B, T], location features' gradient [B, T, BJ] (ACC)
     T, M, D,
     K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
-    BM: tl.constexpr, ACC: tl.constexpr,
+    BM: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr, PART_ACC: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
@@ -174,7 +178,7 @@ def _backward_kernel(
     w_b, dws_b, g_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ
     _weights_grad(
         w_b, dw_ptr + b * T, dnewcum_ptr + b * T, dctx_ptr + b * M, mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b,
-        T, M, BTC, BM, ACC,
+        T, M, BTC, BM, ACC, MEMORY_GRAD,
     )  # fmt: skip
     tl.debug_barrier()
     tt = tl.arange(0, BT)
@@ -189,7 +193,8 @@ def _backward_kernel(
     # (in registers across the walk it would spill).
     part_b = part_ptr + b * (2 * K + 1) * D
     part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
-    tl.store(part_tile, tl.zeros((BJ, BD), dtype=ACC), boundary_check=(0, 1))
+    if not PART_ACC:  # else: added to what the later steps' backwards left there
+        tl.store(part_tile, tl.zeros((BJ, BD), dtype=ACC), boundary_check=(0, 1))
     t0 = -BTC
     while t0 + BTC < T:  # for t0 in range(0, T, BTC)
         t0 += BTC
@@ -198,7 +203,12 @@ def _backward_kernel(
         w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
         de = w * (tl.load(dws_b + t, mask=t < T, other=0.0) - s)  # 0 at masked and padded symbols
         dx = de[:, None] * v[None, :] * (1.0 - hidden * hidden)
-        tl.store(dpm_ptr + b * T * D + t[:, None] * D + d[None, :], dx, mask=(t < T)[:, None] & (d < D)[None, :])
+        pm_tile = dpm_ptr + b * T * D + t[:, None] * D + d[None, :]
+        pm_mask = (t < T)[:, None] & (d < D)[None, :]
+        if PM_ACC:
+            tl.store(pm_tile, dx + tl.load(pm_tile, mask=pm_mask, other=0.0), mask=pm_mask)
+        else:
+            tl.store(pm_tile, dx, mask=pm_mask)
         dq += tl.sum(dx, 0)
         dv += tl.sum(de[:, None] * hidden, 0)
         d_windows = mma(dx, tl.trans(loc_matrix), ACC)
@@ -208,6 +218,8 @@ def _backward_kernel(
         d_loc_matrix += mma(tl.trans(windows), dx, ACC)
         tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
     tl.store(dq_ptr + b * D + d, dq, mask=d < D)
+    if PART_ACC:
+        dv += tl.load(part_b + 2 * K * D + d, mask=d < D, other=0.0)
     tl.store(part_b + 2 * K * D + d, dv, mask=d < D)
     tl.debug_barrier()
     _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
@@ -261,9 +273,16 @@ def backward(
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
     chunk: int,
+    memory_grad: bool = True,
+    pm_acc: torch.Tensor | None = None,
+    part_acc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """One launch: the gradients of (q, memory, processed_memory, prev, cum) and the per-row
-    partials [B, 2K + 1, dim] of the scoring matrix's gradient (to be summed over rows)."""
+    partials [B, 2K + 1, dim] of the scoring matrix's gradient (to be summed over rows). Without
+    memory_grad, memory's is not computed (an empty tensor): the caller sums it over steps itself.
+    Given pm_acc [B, T_text, dim] / part_acc [B, 2K + 1, dim] (float32, float64 for float64), the
+    processed memory's gradient / the partials are added into them in place (their places in the
+    result are empty tensors): the sums over steps without an addition per step."""
     q, memory, processed_memory, prev, cum, scoring = inputs
     b, t_text, m = memory.shape
     dim = processed_memory.size(2)
@@ -272,15 +291,18 @@ def backward(
     grid_blocks = blocks(t_text, dim, kernel_size, chunk)
     grads = (
         torch.empty_like(q),
-        torch.empty_like(memory),
-        torch.empty_like(processed_memory),
+        torch.empty_like(memory) if memory_grad else memory.new_empty(0),
+        torch.empty_like(processed_memory) if pm_acc is None else processed_memory.new_empty(0),
         torch.empty_like(prev),
         torch.empty_like(cum),
-        q.new_empty(b, 2 * kernel_size + 1, dim, dtype=acc),
+        q.new_empty(b, 2 * kernel_size + 1, dim, dtype=acc) if part_acc is None else q.new_empty(0, dtype=acc),
     )
+    pointers = (*grads[:2], pm_acc if pm_acc is not None else grads[2], *grads[3:5])
+    pointers += (part_acc if part_acc is not None else grads[5],)
     scratch = (q.new_empty(b, t_text, dtype=acc), q.new_empty(b, t_text, grid_blocks["BJ"], dtype=acc))
     _backward_kernel[(b,)](
         q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        *grads, *scratch, t_text, m, dim, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **grid_blocks,
+        *pointers, *scratch, t_text, m, dim, ACC=tl_dtype(acc), MEMORY_GRAD=memory_grad,
+        PM_ACC=pm_acc is not None, PART_ACC=part_acc is not None, num_warps=NUM_WARPS, **grid_blocks,
     )  # fmt: skip
     return grads

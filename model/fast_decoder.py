@@ -24,6 +24,15 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   input's gradient, and returns them as its inputs' gradients. Each parameter's .grad is therefore
   written once per backward through its ordinary AccumulateGrad: gradient accumulation adds as
   usual, and DDP's hooks fire as usual.
+* A deferred memory gradient. Every step's context is weights_i @ memory, and autograd would
+  answer each step with a [B, T_text, memory_dim] gradient and add it to the sum so far: four
+  passes over a memory-sized tensor per step, the largest traffic of the fused step's backward
+  (scripts/bench/traffic.py). Instead the loop reads a detached memory (cast once per batch under
+  autocast, not every step) and hands each step's context through _Collect, whose backward also
+  passes the context's gradient on, untouched, to a step's slice of _DeferredMemory's zero `pre`;
+  there d memory = W^T G per utterance, W the stacked weights (the loop's alignments) and G the
+  stacked context gradients: one batched GEMM after the last step's backward, accumulated in fp32
+  (fp64 for fp64).
 * Packed (BLoad) blocks are branch-free, as in the reference loop: the state is multiplied by the
   reset keep-mask at every step (multiplying by 1 is exact).
 
@@ -42,7 +51,7 @@ accumulation over all steps instead of a bf16 sum of per-step gradients.
 """
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import NamedTuple
 
@@ -52,8 +61,8 @@ from torch.nn import functional as F
 
 from .config import Tacotron2Config
 from .decoder import Decoder, DecoderState, TeacherForcing
+from .fused_attention import StepSums, scoring_matrix, step_sums
 from .fused_attention import attend as attend_fused
-from .fused_attention import scoring_matrix
 from .fused_lstm import cell_step
 from .kernel_support import accumulation_dtype
 from .packing import StepLayout
@@ -142,7 +151,8 @@ class _DeferredWeights(torch.autograd.Function):
         if grad_pre is None:  # no step's output reached the loss
             return (None,) * (4 + len(ctx.param_dtypes))
         # Explicit dtypes below; an enclosing autocast must not turn the fp32 GEMM into bf16.
-        with torch.autocast(grad_pre.device.type, enabled=False):
+        device = grad_pre.device.type
+        with torch.autocast(device, enabled=False) if device != "meta" else nullcontext():
             d_x_pre, d_params = _parameter_grads(ctx, grad_pre)
         return (None, d_x_pre, None, None, *d_params)
 
@@ -193,6 +203,57 @@ class _StepLinear(torch.autograd.Function):
         d_row = grad.mm(ctx.weight)
         d_parts = d_row.split([size for size, _ in ctx.parts], 1)
         return (grad, None, None) + tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
+
+
+class DeferredMemory(NamedTuple):
+    """What the loop reads instead of memory (see the module docstring)."""
+
+    memory: torch.Tensor  # detached, in the compute dtype
+    pre: tuple[torch.Tensor, ...]  # per step [B, memory_dim] zeros: their gradients are the contexts'
+    alignments: list[torch.Tensor]  # the loop's weights [B, steps, T_text], appended after the loop
+
+
+class _DeferredMemory(torch.autograd.Function):
+    """memory's single autograd node for the loop's contexts (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, memory: torch.Tensor, steps: int, dtype: torch.dtype, alignments: list) -> torch.Tensor:
+        ctx.set_materialize_grads(False)
+        ctx.alignments, ctx.memory_dtype = alignments, memory.dtype
+        b, _, width = memory.shape
+        return memory.new_zeros((), dtype=dtype).expand(steps, b, width)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_pre: torch.Tensor | None):
+        if grad_pre is None:  # no step's context reached the loss
+            return None, None, None, None
+        acc = accumulation_dtype(ctx.memory_dtype)
+        weights = ctx.alignments[0].to(acc)  # [B, steps, T_text]
+        d_memory = torch.bmm(weights.transpose(1, 2), grad_pre.transpose(0, 1).to(acc))  # W^T G: one GEMM
+        return d_memory.to(ctx.memory_dtype), None, None, None
+
+
+class _Collect(torch.autograd.Function):
+    """A step's context, unchanged; backward passes its gradient on both to the context's own inputs
+    and, untouched, to pre_i (the step's slice of _DeferredMemory's `pre`)."""
+
+    @staticmethod
+    def forward(ctx, context: torch.Tensor, pre_i: torch.Tensor) -> torch.Tensor:
+        return context.view_as(context)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        return grad, grad
+
+
+def deferred_memory(memory: torch.Tensor, steps: int, dtype: torch.dtype) -> DeferredMemory:
+    """The loop's view of memory for `steps` steps: a detached copy in `dtype` and the
+    _DeferredMemory node that will sum memory's gradient over all steps at once."""
+    alignments: list[torch.Tensor] = []
+    pre = _DeferredMemory.apply(memory, steps, dtype, alignments)
+    return DeferredMemory(memory.detach().to(dtype), pre.unbind(0), alignments)
 
 
 def step_projection(
@@ -268,24 +329,28 @@ class FastDecoder(Decoder):
         mask_bias: torch.Tensor,
         *,
         p: StepProjections,
-        memory: torch.Tensor,
+        memory: DeferredMemory,
         tf: TeacherForcing,
         scoring: torch.Tensor | None,
+        sums: StepSums | None,
     ) -> DecoderState:
-        """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre);
-        with `scoring` (model/fused_attention.scoring_matrix), the attention runs as the fused kernels."""
+        """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)
+        and the DeferredMemory; with `scoring` (model/fused_attention.scoring_matrix), the attention
+        runs as the fused kernels, which add their gradients into `sums` when given."""
         ah, ac = self.cell(p.attention, i, s.attention_cell, tf.attention_keep[i], s.context, s.attention_hidden)
         query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
         if scoring is None:
             weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
             context, weights = self.attention.attend(
-                query, memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
+                query, memory.memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
             )
             cumulative = s.cumulative_weights + weights
         else:
+            pm, scoring = (tf.processed_memory, scoring) if sums is None else (sums.processed_memory, sums.scoring)
             context, weights, cumulative = attend_fused(
-                query, memory, tf.processed_memory, s.weights, s.cumulative_weights, scoring, mask_bias
+                query, memory.memory, pm, s.weights, s.cumulative_weights, scoring, mask_bias, sums=sums
             )
+        context = _Collect.apply(context, memory.pre[i])
         dh, dc = self.cell(p.decoder, i, s.decoder_cell, tf.decoder_keep[i], ah, context, s.decoder_hidden)
         return DecoderState(ah, ac, dh, dc, weights, cumulative, context)
 
@@ -326,12 +391,20 @@ class FastDecoder(Decoder):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher-forced loop over every step of tf and the projections of all steps: mel
         [B, n_mels, T], gate [B, T], alignments [B, steps, T_text]. Its shapes are its inputs'."""
-        scoring = None
+        scoring = sums = None
         if self.fused_attention:
             scoring = scoring_matrix(tf.location_matrix, self.attention.v.weight)
+            sums = step_sums(tf.processed_memory, scoring, memory.size(0))
+        steps = tf.prenet_out.size(0)
         p = self.step_projections(tf.prenet_out)
-        advance = partial(self.fast_step, p=p, memory=memory, tf=tf, scoring=scoring)
-        return self.run_steps(memory, mask_bias, layout, tf.prenet_out.size(0), advance)
+        # The fused kernels read memory as it is (they compute in fp32 and give the context in
+        # memory's dtype, which its consumers' gradients keep: no per-step casts); the plain chain's
+        # context product runs in the compute dtype, so memory is cast once here, not every step.
+        deferred = deferred_memory(memory, steps, memory.dtype if self.fused_attention else compute_dtype(memory))
+        advance = partial(self.fast_step, p=p, memory=deferred, tf=tf, scoring=scoring, sums=sums)
+        mel, gate, alignments = self.run_steps(memory, mask_bias, layout, steps, advance)
+        deferred.alignments.append(alignments)  # W of d memory = W^T G
+        return mel, gate, alignments
 
     def loop_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters `loop` reads itself (the rest reach it through the teacher-forced inputs:

@@ -17,7 +17,10 @@ not elsewhere.
 Triton is imported on first use, so the rest of the model needs no Triton.
 """
 
+from typing import NamedTuple
+
 import torch
+from torch.autograd.function import once_differentiable
 
 from .kernel_support import accumulation_dtype
 
@@ -48,7 +51,7 @@ def _(q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk):
     return memory.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
 
 
-@torch.library.custom_op("tacotron2::attention_step_backward", mutates_args=())
+@torch.library.custom_op("tacotron2::attention_step_backward", mutates_args=("pm_acc", "part_acc"))
 def _attention_step_backward(
     q: torch.Tensor,
     memory: torch.Tensor,
@@ -61,37 +64,98 @@ def _attention_step_backward(
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
     chunk: int,
+    memory_grad: bool,
+    pm_acc: torch.Tensor | None,
+    part_acc: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from .attention_kernels import backward
 
     inputs = (q, memory, processed_memory, prev, cum, scoring)
-    return backward(inputs, weights, d_context, d_weights, d_new_cum, chunk)
+    return backward(inputs, weights, d_context, d_weights, d_new_cum, chunk, memory_grad, pm_acc, part_acc)
 
 
 @_attention_step_backward.register_fake
-def _(q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum, chunk):
-    part = q.new_empty(q.size(0), scoring.size(0), scoring.size(1), dtype=accumulation_dtype(q.dtype))
-    return tuple(torch.empty_like(x) for x in (q, memory, processed_memory, prev, cum)) + (part,)
+def _(
+    q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum, chunk, memory_grad,
+    pm_acc, part_acc,
+):  # fmt: skip
+    acc = accumulation_dtype(q.dtype)
+    part = q.new_empty(q.size(0), scoring.size(0), scoring.size(1), dtype=acc) if part_acc is None else q.new_empty(0)
+    d_memory = torch.empty_like(memory) if memory_grad else memory.new_empty(0)
+    d_pm = torch.empty_like(processed_memory) if pm_acc is None else processed_memory.new_empty(0)
+    return torch.empty_like(q), d_memory, d_pm, torch.empty_like(prev), torch.empty_like(cum), part
 
 
-def _setup_context(ctx, inputs, output) -> None:
-    q, memory, processed_memory, prev, cum, scoring, _mask_bias, chunk = inputs
-    ctx.save_for_backward(q, memory, processed_memory, prev, cum, scoring, output[1])
-    ctx.chunk = chunk
+class _AttentionStep(torch.autograd.Function):
+    """The two operators as one autograd node, which also holds the loop's StepSums (if any): they
+    are attributes, not saved tensors, as the later steps' backwards write them first."""
+
+    @staticmethod
+    def forward(ctx, q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk, sums):
+        context, weights, new_cum = _attention_step(q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk)
+        ctx.save_for_backward(q, memory, processed_memory, prev, cum, scoring, weights)
+        ctx.chunk, ctx.sums = chunk, sums
+        ctx.set_materialize_grads(False)
+        return context, weights, new_cum
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_context, d_weights, d_new_cum):
+        *inputs, weights = ctx.saved_tensors
+        d_context, d_weights, d_new_cum = (
+            torch.zeros_like(like) if grad is None else grad.contiguous()
+            for grad, like in ((d_context, inputs[1][:, 0]), (d_weights, weights), (d_new_cum, weights))
+        )
+        memory_grad = ctx.needs_input_grad[1]  # not for the fast loop's detached memory: it sums it over steps
+        pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
+        *grads, part = _attention_step_backward(
+            *inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk, memory_grad, pm_acc, part_acc
+        )
+        grads[1] = grads[1] if memory_grad else None
+        grads[2] = grads[2] if pm_acc is None else None  # added into pm_acc: StepSums' node returns it
+        # The rows' partial sums: one reduction, no atomics (or added into part_acc, reduced once per batch)
+        d_scoring = part.sum(0).to(inputs[5].dtype) if part_acc is None else None
+        return (*grads, d_scoring, None, None, None)
 
 
-def _backward(ctx, d_context, d_weights, d_new_cum):
-    *inputs, weights = ctx.saved_tensors
-    d_context, d_weights, d_new_cum = (
-        torch.zeros_like(like) if grad is None else grad.contiguous()
-        for grad, like in ((d_context, inputs[1][:, 0]), (d_weights, weights), (d_new_cum, weights))
-    )
-    *grads, part = _attention_step_backward(*inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk)
-    d_scoring = part.sum(0).to(inputs[5].dtype)  # the rows' partial sums: one reduction, no atomics
-    return (*grads, d_scoring, None, None)
+class StepSums(NamedTuple):
+    """The processed memory and the scoring matrix as a loop's steps read them, and the buffers into
+    which each step's backward kernel adds their gradients: instead of a [B, T_text, dim] gradient per
+    step that autograd adds to the sum so far (three passes more over it), and a reduction and an
+    addition per step for the scoring matrix, one node (_Summed) hands each its sum once."""
+
+    processed_memory: torch.Tensor  # an alias of the input, its autograd node _Summed's
+    scoring: torch.Tensor
+    pm_acc: torch.Tensor  # [B, T_text, dim], float32 (float64 for float64)
+    part_acc: torch.Tensor  # [B, 2K + 1, dim]: per-row partials, summed over rows in backward
 
 
-_attention_step.register_autograd(_backward, setup_context=_setup_context)
+class _Summed(torch.autograd.Function):
+    """x unchanged (an alias), whose gradient is what the steps' backwards added into acc in place
+    (summed over its first dimension when acc has one more than x). Autograd runs it after every
+    step's backward: each step reads the alias."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+        ctx.set_materialize_grads(False)
+        ctx.acc, ctx.dtype, ctx.rows = acc, x.dtype, acc.dim() > x.dim()
+        return x.view_as(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, _grad: torch.Tensor | None):  # None: the steps' gradients are in ctx.acc
+        grad = ctx.acc.sum(0) if ctx.rows else ctx.acc
+        return grad.to(ctx.dtype), None
+
+
+def step_sums(processed_memory: torch.Tensor, scoring: torch.Tensor, rows: int) -> StepSums | None:
+    """StepSums for a loop over `rows` utterances, or None where no gradient will be taken."""
+    if not torch.is_grad_enabled():
+        return None
+    acc = accumulation_dtype(processed_memory.dtype)
+    pm_acc = processed_memory.new_zeros(processed_memory.shape, dtype=acc)
+    part_acc = scoring.new_zeros((rows, *scoring.shape), dtype=acc)
+    return StepSums(_Summed.apply(processed_memory, pm_acc), _Summed.apply(scoring, part_acc), pm_acc, part_acc)
 
 
 def attend(
@@ -103,12 +167,14 @@ def attend(
     scoring: torch.Tensor,
     mask_bias: torch.Tensor,
     chunk: int = CHUNK,
+    sums: StepSums | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """LocationSensitiveAttention.attend fused, plus the cumulative sum: (context [B, memory_dim],
     weights [B, T_text], cumulative_weights + weights). scoring = scoring_matrix(attention): the
-    folded location matrix [2K, dim] with v's row under it, built once per batch."""
+    folded location matrix [2K, dim] with v's row under it, built once per batch. With `sums` (a
+    loop's), processed_memory and scoring must be its aliases, whose gradients it sums in place."""
     tensors = (processed_query, memory, processed_memory, prev_weights, cumulative_weights, scoring, mask_bias)
-    return _attention_step(*(t.contiguous() for t in tensors), chunk)
+    return _AttentionStep.apply(*(t.contiguous() for t in tensors), chunk, sums)
 
 
 def scoring_matrix(location_matrix: torch.Tensor, v_weight: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,12 @@ counts as the operations it decomposes into), and sorts them into two kinds:
 * other: views and allocations, which change metadata or reserve memory and launch nothing: the
   operations whose schema says their output aliases an input (view, transpose, select, slice,
   detach, unbind, ...) and NO_KERNEL (views that do not say so, and allocations without a fill).
+
+It also adds up the bytes the compute operations read and write (`moved`): each tensor argument
+once, twice if the operation writes it (read and written), and each result that is not an
+argument, counting distinct elements (a broadcast of one row counts as the row). With nothing
+kept in a cache between operations that is their memory traffic, the floor of a bandwidth-bound
+step's time (scripts/bench/traffic.py); on the meta device it costs no memory and no arithmetic.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 aten = torch.ops.aten
 #: Operations that launch nothing though their schema does not mark them as views (by name: one
@@ -50,6 +57,7 @@ NO_KERNEL = frozenset(
 class OpCounts:
     compute: int  # operations that launch work on a GPU
     other: int  # views and allocations
+    moved: int = 0  # bytes the compute operations read and write (see the module docstring)
 
 
 def launches_work(func: torch._ops.OpOverload) -> bool:
@@ -57,20 +65,49 @@ def launches_work(func: torch._ops.OpOverload) -> bool:
     return not func.is_view and func.overloadpacket not in NO_KERNEL
 
 
+def distinct_bytes(t: torch.Tensor) -> int:
+    """The bytes of a tensor's distinct elements: a dimension of stride 0 (a broadcast) counts once."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride()):
+        n *= size if stride else min(size, 1)
+    return n * t.element_size()
+
+
+def moved_bytes(func: torch._ops.OpOverload, args: tuple, kwargs: dict, result: Any) -> int:
+    """The bytes one compute operation reads and writes (the module docstring's rule)."""
+    schema = func._schema
+    values = dict(zip((a.name for a in schema.arguments), args)) | kwargs
+    total = 0
+    for argument in schema.arguments:
+        times = 2 if argument.alias_info is not None and argument.alias_info.is_write else 1
+        tensors = [t for t in tree_leaves(values.get(argument.name)) if isinstance(t, torch.Tensor)]
+        total += times * sum(distinct_bytes(t) for t in tensors)
+    results = result if isinstance(result, tuple) else (result,)
+    for returned, value in zip(schema.returns, results):
+        if returned.alias_info is None:  # not an argument written in place
+            total += sum(distinct_bytes(t) for t in tree_leaves(value) if isinstance(t, torch.Tensor))
+    return total
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts the ATen operations dispatched while it is active, per operation (by_op)."""
+    """Counts the ATen operations dispatched while it is active, per operation (by_op), and the
+    bytes the compute ones move (moved_by_op)."""
 
     def __init__(self):
         super().__init__()
         self.by_op: Counter = Counter()
+        self.moved_by_op: Counter = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.by_op[func] += 1
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        if launches_work(func):
+            self.moved_by_op[func] += moved_bytes(func, args, kwargs or {}, result)
+        return result
 
     def counts(self) -> OpCounts:
         compute = sum(n for func, n in self.by_op.items() if launches_work(func))
-        return OpCounts(compute, sum(self.by_op.values()) - compute)
+        return OpCounts(compute, sum(self.by_op.values()) - compute, sum(self.moved_by_op.values()))
 
 
 def count_ops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, OpCounts]:

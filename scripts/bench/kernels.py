@@ -37,6 +37,9 @@ from scripts.common import markdown_table
 #: both LSTMs 1024 wide; the attention cell reads [context, hidden] (512 + 1024), the decoder cell
 #: [attention hidden, context, hidden] (1024 + 512 + 1024). LJSpeech's longest text, 192 symbols.
 FULL = {"dim": 128, "memory": 512, "kernel": 31, "hidden": 1024, "text": 192}
+#: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
+#: the processed memory's and the scoring partials' added in place (model/fast_decoder.py)
+LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True}
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,13 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
             for num_warps in warps:
                 default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
                 consts = {**blocks, "ACC": tl.float32}
-                for name, fn in (("attention forward", attention_kernels._forward_kernel),
-                                 ("attention backward", attention_kernels._backward_kernel)):  # fmt: skip
+                kernels = (
+                    ("attention forward", attention_kernels._forward_kernel, {}),
+                    ("attention backward", attention_kernels._backward_kernel, LOOP_BACKWARD),
+                )
+                for name, fn, more in kernels:
                     label = f"{name}, {precision}, chunk {chunk}"
-                    found.append(Variant(label, fn, low, consts, num_warps, default))
+                    found.append(Variant(label, fn, low, {**consts, **more}, num_warps, default))
     return found
 
 
