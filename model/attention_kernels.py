@@ -1,17 +1,23 @@
 """Triton kernels of one decoder step's location-sensitive attention (model/fused_attention.py).
 
-Why. On a GPU the attention of one decoder step is about ten small kernels forward (stack the
-weights, unfold them, the location matmul, two adds, tanh, the energies, the mask, softmax, the
-context, the cumulative sum) and about fifteen backward, each a launch whose fixed cost does not
-depend on the batch. Here each direction is one kernel, one program per utterance (row):
+Why. On a GPU the attention of one decoder step is about twelve small kernels forward (the query
+layer's row and product, stack the weights, unfold them, the location matmul, two adds, tanh, the
+energies, the mask, softmax, the context, the cumulative sum) and about seventeen backward, each a
+launch whose fixed cost does not depend on the batch. Here each direction is one kernel, one
+program per utterance (row):
 
-* forward: location features (the unfolded previous and cumulative weights times the folded
-  location matrix, one `tl.dot`), tanh, energies, the mask, softmax, the context and the new
-  cumulative weights;
+* forward: the query (the precomputed term plus the attention LSTM's hidden state times the query
+  layer's weight, a product along the row; the hidden state is written into the query layer's
+  row), location features (the unfolded previous and cumulative weights times the folded location
+  matrix, one `tl.dot`), tanh, energies, the mask, softmax, the context and the new cumulative
+  weights; the query is kept for the backward;
 * backward: the same chain recomputed from its inputs (nothing of [B, T_text, dim] is kept between
-  the passes, as with Tacotron2Config.recompute_attention), then every input's gradient. The
-  location matrix's and v's gradients are per-row partial sums [B, 2K + 1, dim], which the caller
-  adds over rows (one reduction), so no atomics: the result is deterministic.
+  the passes, as with Tacotron2Config.recompute_attention), then every input's gradient, the
+  hidden state's last (the query's gradient times the query layer's weight). The location
+  matrix's and v's gradients are per-row partial sums [B, 2K + 1, dim], which the caller adds over
+  rows (one reduction), so no atomics: the result is deterministic. In a loop the partials and the
+  processed memory's gradient are added in place into sums over the steps (PM_ACC, PART_ACC), and
+  memory's is left out (MEMORY_GRAD: the loop sums it over steps in one product).
 
 Each row's text is walked in chunks of `chunk` symbols, so long texts do not need all of a row's
 [T_text, dim] tiles in registers at once; energies, the weights' gradient and the location
@@ -69,17 +75,55 @@ def _location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.conste
 
 
 @triton.jit
+def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
+    """The row's query, pre + ah @ Wq^T ([BD]; Wq is [D, H]), walking ah in BH-wide blocks, each also
+    written into the query layer's row (what the deferred weight gradient reads after the loop)."""
+    d = tl.arange(0, BD)
+    q = tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC)
+    h0 = -BH
+    while h0 + BH < H:  # for h0 in range(0, H, BH)
+        h0 += BH
+        k = h0 + tl.arange(0, BH)
+        a = tl.load(ah_b + k, mask=k < H, other=0.0)
+        tl.store(row_b + k, a, mask=k < H)
+        w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
+        q += tl.sum(a.to(ACC)[:, None] * w.to(ACC), 0)
+    return q
+
+
+@triton.jit
+def _store_or_add(ptr, value, mask, ADD: tl.constexpr):
+    """value stored at ptr, or with ADD added to what is there (a sum over steps kept in place)."""
+    if ADD:
+        value += tl.load(ptr, mask=mask, other=0.0)
+    tl.store(ptr, value, mask=mask)
+
+
+@triton.jit
+def _query_backward(dq, wq_ptr, dah_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
+    """The attention LSTM hidden state's gradient from the query's: dq @ Wq, BH columns at a time."""
+    d = tl.arange(0, BD)
+    h0 = -BH
+    while h0 + BH < H:  # for h0 in range(0, H, BH)
+        h0 += BH
+        k = h0 + tl.arange(0, BH)
+        w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
+        tl.store(dah_b + k, tl.sum(w.to(ACC) * dq[None, :], 1), mask=k < H)
+
+
+@triton.jit
 def _forward_kernel(
-    q_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
-    ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # outputs, then scratch [B, T] (ACC)
-    T, M, D,
+    ah_ptr, wq_ptr, preq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
+    row_ptr, q_ptr, ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # the row written, outputs, scratch [B, T] (ACC)
+    preq_sb, preq_sd, row_stride, T, M, D, H,
     K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
-    BM: tl.constexpr, ACC: tl.constexpr,
+    BM: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
     v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
-    q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
+    q = _query(ah_ptr + b * H, wq_ptr, preq_ptr + b * preq_sb, preq_sd, row_ptr + b * row_stride, H, D, BD, BH, ACC)
+    tl.store(q_ptr + b * D + d, q, mask=d < D)  # for the backward
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     energy_b = energy_ptr + b * T
     t0 = -BTC
@@ -164,13 +208,14 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
 
 @triton.jit
 def _backward_kernel(
-    q_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (w: the forward's weights)
+    q_ptr, wq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (q, w: the forward's)
     dctx_ptr, dw_ptr, dnewcum_ptr,  # the outputs' gradients
-    dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
+    dah_ptr, dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
     dws_ptr, g_ptr,  # scratch: d weights [B, T], location features' gradient [B, T, BJ] (ACC)
-    T, M, D,
+    T, M, D, H,
     K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
-    BM: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr, PART_ACC: tl.constexpr,
+    BM: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr,
+    PART_ACC: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
@@ -204,11 +249,7 @@ def _backward_kernel(
         de = w * (tl.load(dws_b + t, mask=t < T, other=0.0) - s)  # 0 at masked and padded symbols
         dx = de[:, None] * v[None, :] * (1.0 - hidden * hidden)
         pm_tile = dpm_ptr + b * T * D + t[:, None] * D + d[None, :]
-        pm_mask = (t < T)[:, None] & (d < D)[None, :]
-        if PM_ACC:
-            tl.store(pm_tile, dx + tl.load(pm_tile, mask=pm_mask, other=0.0), mask=pm_mask)
-        else:
-            tl.store(pm_tile, dx, mask=pm_mask)
+        _store_or_add(pm_tile, dx, (t < T)[:, None] & (d < D)[None, :], PM_ACC)
         dq += tl.sum(dx, 0)
         dv += tl.sum(de[:, None] * hidden, 0)
         d_windows = mma(dx, tl.trans(loc_matrix), ACC)
@@ -217,10 +258,9 @@ def _backward_kernel(
         d_loc_matrix = tl.load(part_tile, boundary_check=(0, 1), padding_option="zero")
         d_loc_matrix += mma(tl.trans(windows), dx, ACC)
         tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
-    tl.store(dq_ptr + b * D + d, dq, mask=d < D)
-    if PART_ACC:
-        dv += tl.load(part_b + 2 * K * D + d, mask=d < D, other=0.0)
-    tl.store(part_b + 2 * K * D + d, dv, mask=d < D)
+    tl.store(dq_ptr + b * D + d, dq, mask=d < D)  # the precomputed term's gradient: G of the query layer
+    _query_backward(dq, wq_ptr, dah_ptr + b * H, H, D, BD, BH, ACC)
+    _store_or_add(part_b + 2 * K * D + d, dv, d < D, PART_ACC)
     tl.debug_barrier()
     _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
 
@@ -238,11 +278,15 @@ def blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
         "BT": max(16, triton.next_power_of_2(t_text)),
         "BTC": max(16, min(chunk, triton.next_power_of_2(t_text))),
         "BM": 64,
+        "BH": 32,
     }
 
 
 def forward(
-    q: torch.Tensor,
+    ah: torch.Tensor,
+    query_weight: torch.Tensor,
+    query_pre: torch.Tensor,
+    row: torch.Tensor,
     memory: torch.Tensor,
     processed_memory: torch.Tensor,
     prev: torch.Tensor,
@@ -250,20 +294,25 @@ def forward(
     scoring: torch.Tensor,
     mask_bias: torch.Tensor,
     chunk: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One launch: (context [B, M] in memory's dtype, weights and new cumulative weights [B, T] in cum's dtype)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One launch: (the query [B, dim] in the accumulation dtype, for the backward; context [B, M]
+    in memory's dtype; weights and new cumulative weights [B, T] in cum's dtype); ah written into row.
+    query_pre [B, dim] may be a broadcast (stride 0); row [B, H] has unit column stride."""
     b, t_text, m = memory.shape
-    dim = processed_memory.size(2)
+    dim, hidden = query_weight.shape
     kernel_size = (scoring.size(0) - 1) // 2
-    acc = accumulation_dtype(q.dtype)
+    acc = accumulation_dtype(cum.dtype)
+    query = cum.new_empty(b, dim, dtype=acc)
     context = memory.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
     _forward_kernel[(b,)](
-        q, memory, processed_memory, prev, cum, scoring, mask_bias, context, weights, new_cum, energies,
-        t_text, m, dim, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
+        ah, query_weight, query_pre, memory, processed_memory, prev, cum, scoring, mask_bias,
+        row, query, context, weights, new_cum, energies,
+        query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, m, dim, hidden,
+        ACC=tl_dtype(acc), num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
     )  # fmt: skip
-    return context, weights, new_cum
+    return query, context, weights, new_cum
 
 
 def backward(
@@ -273,36 +322,40 @@ def backward(
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
     chunk: int,
+    dtypes: tuple[torch.dtype, torch.dtype],
     memory_grad: bool = True,
     pm_acc: torch.Tensor | None = None,
     part_acc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
-    """One launch: the gradients of (q, memory, processed_memory, prev, cum) and the per-row
-    partials [B, 2K + 1, dim] of the scoring matrix's gradient (to be summed over rows). Without
-    memory_grad, memory's is not computed (an empty tensor): the caller sums it over steps itself.
-    Given pm_acc [B, T_text, dim] / part_acc [B, 2K + 1, dim] (float32, float64 for float64), the
-    processed memory's gradient / the partials are added into them in place (their places in the
-    result are empty tensors): the sums over steps without an addition per step."""
-    q, memory, processed_memory, prev, cum, scoring = inputs
+    """One launch: the gradients of (ah, query_pre, memory, processed_memory, prev, cum), in `dtypes`
+    for the first two and their inputs' for the rest, and the per-row partials [B, 2K + 1, dim] of the
+    scoring matrix's gradient (to be summed over rows). inputs: (the forward's query, query_weight,
+    memory, processed_memory, prev, cum, scoring). Without memory_grad, memory's is not computed (an
+    empty tensor): the caller sums it over steps itself. Given pm_acc [B, T_text, dim] / part_acc
+    [B, 2K + 1, dim] (the accumulation dtype), the processed memory's gradient / the partials are
+    added into them in place (their places in the result are empty tensors): the sums over steps
+    without an addition per step."""
+    query, query_weight, memory, processed_memory, prev, cum, scoring = inputs
     b, t_text, m = memory.shape
-    dim = processed_memory.size(2)
+    dim, hidden = query_weight.shape
     kernel_size = (scoring.size(0) - 1) // 2
-    acc = accumulation_dtype(q.dtype)
+    acc = query.dtype
     grid_blocks = blocks(t_text, dim, kernel_size, chunk)
     grads = (
-        torch.empty_like(q),
+        query.new_empty(b, hidden, dtype=dtypes[0]),
+        query.new_empty(b, dim, dtype=dtypes[1]),
         torch.empty_like(memory) if memory_grad else memory.new_empty(0),
         torch.empty_like(processed_memory) if pm_acc is None else processed_memory.new_empty(0),
         torch.empty_like(prev),
         torch.empty_like(cum),
-        q.new_empty(b, 2 * kernel_size + 1, dim, dtype=acc) if part_acc is None else q.new_empty(0, dtype=acc),
+        query.new_empty(b, 2 * kernel_size + 1, dim) if part_acc is None else query.new_empty(0),
     )
-    pointers = (*grads[:2], pm_acc if pm_acc is not None else grads[2], *grads[3:5])
-    pointers += (part_acc if part_acc is not None else grads[5],)
-    scratch = (q.new_empty(b, t_text, dtype=acc), q.new_empty(b, t_text, grid_blocks["BJ"], dtype=acc))
+    pointers = (*grads[:3], pm_acc if pm_acc is not None else grads[3], *grads[4:6])
+    pointers += (part_acc if part_acc is not None else grads[6],)
+    scratch = (query.new_empty(b, t_text), query.new_empty(b, t_text, grid_blocks["BJ"]))
     _backward_kernel[(b,)](
-        q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        *pointers, *scratch, t_text, m, dim, ACC=tl_dtype(acc), MEMORY_GRAD=memory_grad,
+        query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
+        *pointers, *scratch, t_text, m, dim, hidden, ACC=tl_dtype(acc), MEMORY_GRAD=memory_grad,
         PM_ACC=pm_acc is not None, PART_ACC=part_acc is not None, num_warps=NUM_WARPS, **grid_blocks,
     )  # fmt: skip
     return grads

@@ -338,18 +338,20 @@ class FastDecoder(Decoder):
         and the DeferredMemory; with `scoring` (model/fused_attention.scoring_matrix), the attention
         runs as the fused kernels, which add their gradients into `sums` when given."""
         ah, ac = self.cell(p.attention, i, s.attention_cell, tf.attention_keep[i], s.context, s.attention_hidden)
-        query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
         if scoring is None:
+            query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
             weights_cat = torch.stack((s.weights, s.cumulative_weights), 1)
             context, weights = self.attention.attend(
                 query, memory.memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
             )
             cumulative = s.cumulative_weights + weights
-        else:
+        else:  # the query layer's product is the kernel's too
             pm, scoring = (tf.processed_memory, scoring) if sums is None else (sums.processed_memory, sums.scoring)
+            q = p.query
             context, weights, cumulative = attend_fused(
-                query, memory.memory, pm, s.weights, s.cumulative_weights, scoring, mask_bias, sums=sums
-            )
+                ah, q.weight, q.pre[i], q.rows[i], memory.memory, pm, s.weights, s.cumulative_weights, scoring,
+                mask_bias, sums=sums,
+            )  # fmt: skip
         context = _Collect.apply(context, memory.pre[i])
         dh, dc = self.cell(p.decoder, i, s.decoder_cell, tf.decoder_keep[i], ah, context, s.decoder_hidden)
         return DecoderState(ah, ac, dh, dc, weights, cumulative, context)

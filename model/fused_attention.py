@@ -1,15 +1,21 @@
 """One decoder step's attention as two fused kernels (Tacotron2Config.fused_attention).
 
-Why. model/attention.py's energy chain is about ten kernels forward and fifteen backward per
-decoder step on a GPU, each a fixed launch cost whatever the batch (issue: the decoder step is a
-chain of ~56 small kernels). `attend` computes the same thing, plus the new cumulative weights, as
-one Triton kernel forward and one backward (model/attention_kernels.py), wrapped as the PyTorch
-operators `tacotron2::attention_step` and `tacotron2::attention_step_backward` so that autograd,
-CUDA graphs, the meta device (model/graphs.loop_memory) and the operation counter
-(training/op_count.py: one operator is one launch) treat them like any other operation.
+Why. model/attention.py's energy chain, with the query layer before it, is about twelve kernels
+forward and seventeen backward per decoder step on a GPU, each a fixed launch cost whatever the
+batch (issue: the decoder step is a chain of ~56 small kernels). `attend` computes the same thing
+from the attention LSTM's hidden state (the query layer's product, written into the query layer's
+row as the fast loop's StepProjection wants, the energy chain, the context and the new cumulative
+weights) as one Triton kernel forward and one backward (model/attention_kernels.py): the PyTorch
+operators `tacotron2::attention_step` and `tacotron2::attention_step_backward`, so that CUDA graphs,
+the meta device (model/graphs.loop_memory) and the operation counter (training/op_count.py: one
+operator is one launch) treat them like any other operation, joined into one autograd node
+(_AttentionStep: an operator that writes into an input, the row, cannot carry its own formula).
 
 Its backward recomputes the chain from the step's inputs, so it keeps what recompute_attention
-keeps (only the inputs) without running the chain twice through autograd.
+keeps (only the inputs) without running the chain twice through autograd. In a loop, the gradients
+that every step adds to (the processed memory's, the scoring matrix's) go into StepSums' buffers in
+place, and the query layer's weight gradient is the fast loop's deferred one (its rows and the
+precomputed term's gradient, which is the query's).
 
 Where it runs: CUDA tensors; on the CPU only under TRITON_INTERPRET=1 (Triton's interpreter, how
 the suite checks it against the plain chain in float64); model/kernel_support.unavailable says why
@@ -29,9 +35,12 @@ from .kernel_support import accumulation_dtype
 CHUNK = 16
 
 
-@torch.library.custom_op("tacotron2::attention_step", mutates_args=())
+@torch.library.custom_op("tacotron2::attention_step", mutates_args=("row",))
 def _attention_step(
-    q: torch.Tensor,
+    ah: torch.Tensor,
+    query_weight: torch.Tensor,
+    query_pre: torch.Tensor,
+    row: torch.Tensor,
     memory: torch.Tensor,
     processed_memory: torch.Tensor,
     prev: torch.Tensor,
@@ -39,21 +48,23 @@ def _attention_step(
     scoring: torch.Tensor,
     mask_bias: torch.Tensor,
     chunk: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from .attention_kernels import forward  # Triton on first use (its interpreter switch is read at import)
 
-    return forward(q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk)
+    return forward(ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk)
 
 
 @_attention_step.register_fake
-def _(q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk):
+def _(ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk):
     b, t_text, m = memory.shape
-    return memory.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
+    query = cum.new_empty(b, query_weight.size(0), dtype=accumulation_dtype(cum.dtype))
+    return query, memory.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
 
 
 @torch.library.custom_op("tacotron2::attention_step_backward", mutates_args=("pm_acc", "part_acc"))
 def _attention_step_backward(
-    q: torch.Tensor,
+    query: torch.Tensor,
+    query_weight: torch.Tensor,
     memory: torch.Tensor,
     processed_memory: torch.Tensor,
     prev: torch.Tensor,
@@ -64,58 +75,30 @@ def _attention_step_backward(
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
     chunk: int,
+    ah_dtype: torch.dtype,
+    pre_dtype: torch.dtype,
     memory_grad: bool,
     pm_acc: torch.Tensor | None,
     part_acc: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from .attention_kernels import backward
 
-    inputs = (q, memory, processed_memory, prev, cum, scoring)
-    return backward(inputs, weights, d_context, d_weights, d_new_cum, chunk, memory_grad, pm_acc, part_acc)
+    inputs = (query, query_weight, memory, processed_memory, prev, cum, scoring)
+    dtypes = (ah_dtype, pre_dtype)
+    return backward(inputs, weights, d_context, d_weights, d_new_cum, chunk, dtypes, memory_grad, pm_acc, part_acc)
 
 
 @_attention_step_backward.register_fake
 def _(
-    q, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum, chunk, memory_grad,
-    pm_acc, part_acc,
+    query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
+    chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc,
 ):  # fmt: skip
-    acc = accumulation_dtype(q.dtype)
-    part = q.new_empty(q.size(0), scoring.size(0), scoring.size(1), dtype=acc) if part_acc is None else q.new_empty(0)
+    b, (dim, hidden) = query.size(0), query_weight.shape
+    part = query.new_empty(b, scoring.size(0), dim) if part_acc is None else query.new_empty(0)
     d_memory = torch.empty_like(memory) if memory_grad else memory.new_empty(0)
     d_pm = torch.empty_like(processed_memory) if pm_acc is None else processed_memory.new_empty(0)
-    return torch.empty_like(q), d_memory, d_pm, torch.empty_like(prev), torch.empty_like(cum), part
-
-
-class _AttentionStep(torch.autograd.Function):
-    """The two operators as one autograd node, which also holds the loop's StepSums (if any): they
-    are attributes, not saved tensors, as the later steps' backwards write them first."""
-
-    @staticmethod
-    def forward(ctx, q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk, sums):
-        context, weights, new_cum = _attention_step(q, memory, processed_memory, prev, cum, scoring, mask_bias, chunk)
-        ctx.save_for_backward(q, memory, processed_memory, prev, cum, scoring, weights)
-        ctx.chunk, ctx.sums = chunk, sums
-        ctx.set_materialize_grads(False)
-        return context, weights, new_cum
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, d_context, d_weights, d_new_cum):
-        *inputs, weights = ctx.saved_tensors
-        d_context, d_weights, d_new_cum = (
-            torch.zeros_like(like) if grad is None else grad.contiguous()
-            for grad, like in ((d_context, inputs[1][:, 0]), (d_weights, weights), (d_new_cum, weights))
-        )
-        memory_grad = ctx.needs_input_grad[1]  # not for the fast loop's detached memory: it sums it over steps
-        pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
-        *grads, part = _attention_step_backward(
-            *inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk, memory_grad, pm_acc, part_acc
-        )
-        grads[1] = grads[1] if memory_grad else None
-        grads[2] = grads[2] if pm_acc is None else None  # added into pm_acc: StepSums' node returns it
-        # The rows' partial sums: one reduction, no atomics (or added into part_acc, reduced once per batch)
-        d_scoring = part.sum(0).to(inputs[5].dtype) if part_acc is None else None
-        return (*grads, d_scoring, None, None, None)
+    d_ah, d_pre = query.new_empty(b, hidden, dtype=ah_dtype), query.new_empty(b, dim, dtype=pre_dtype)
+    return d_ah, d_pre, d_memory, d_pm, torch.empty_like(prev), torch.empty_like(cum), part
 
 
 class StepSums(NamedTuple):
@@ -128,6 +111,41 @@ class StepSums(NamedTuple):
     scoring: torch.Tensor
     pm_acc: torch.Tensor  # [B, T_text, dim], float32 (float64 for float64)
     part_acc: torch.Tensor  # [B, 2K + 1, dim]: per-row partials, summed over rows in backward
+
+
+class _AttentionStep(torch.autograd.Function):
+    """The two operators as one autograd node, which also holds the loop's StepSums (if any): they
+    are attributes, not saved tensors, as the later steps' backwards write them first."""
+
+    @staticmethod
+    def forward(ctx, ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, *rest):
+        chunk, sums = rest
+        query, context, weights, new_cum = _attention_step(
+            ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk
+        )
+        ctx.save_for_backward(query, query_weight, memory, processed_memory, prev, cum, scoring, weights)
+        ctx.chunk, ctx.sums, ctx.dtypes = chunk, sums, (ah.dtype, query_pre.dtype)
+        ctx.set_materialize_grads(False)
+        return context, weights, new_cum
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_context, d_weights, d_new_cum):
+        *inputs, weights = ctx.saved_tensors
+        d_context, d_weights, d_new_cum = (
+            torch.zeros_like(like) if grad is None else grad.contiguous()
+            for grad, like in ((d_context, inputs[2][:, 0]), (d_weights, weights), (d_new_cum, weights))
+        )
+        memory_grad = ctx.needs_input_grad[4]  # not for the fast loop's detached memory: it sums it over steps
+        pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
+        d_ah, d_pre, d_memory, d_pm, d_prev, d_cum, part = _attention_step_backward(
+            *inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk, *ctx.dtypes, memory_grad, pm_acc, part_acc
+        )
+        d_memory = d_memory if memory_grad else None
+        d_pm = d_pm if pm_acc is None else None  # added into pm_acc: StepSums' node returns it
+        # The rows' partial sums: one reduction, no atomics (or added into part_acc, reduced once per batch)
+        d_scoring = part.sum(0).to(inputs[-1].dtype) if part_acc is None else None
+        return d_ah, None, d_pre, None, d_memory, d_pm, d_prev, d_cum, d_scoring, None, None, None
 
 
 class _Summed(torch.autograd.Function):
@@ -159,7 +177,10 @@ def step_sums(processed_memory: torch.Tensor, scoring: torch.Tensor, rows: int) 
 
 
 def attend(
-    processed_query: torch.Tensor,
+    ah: torch.Tensor,
+    query_weight: torch.Tensor,
+    query_pre: torch.Tensor,
+    row: torch.Tensor,
     memory: torch.Tensor,
     processed_memory: torch.Tensor,
     prev_weights: torch.Tensor,
@@ -169,12 +190,18 @@ def attend(
     chunk: int = CHUNK,
     sums: StepSums | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """LocationSensitiveAttention.attend fused, plus the cumulative sum: (context [B, memory_dim],
-    weights [B, T_text], cumulative_weights + weights). scoring = scoring_matrix(attention): the
+    """LocationSensitiveAttention.forward fused, plus the cumulative sum: (context [B, memory_dim],
+    weights [B, T_text], cumulative_weights + weights) for the query query_pre + ah @ query_weight^T.
+
+    ah [B, H] is the attention LSTM's hidden state, written into `row` ([B, H], unit column stride:
+    the query layer's StepProjection row); query_weight [dim, H] is outside autograd (its gradient is
+    the caller's, from the rows and query_pre's gradient); query_pre [B, dim] (a broadcast is fine)
+    is the precomputed term, whose gradient is the query's. scoring = scoring_matrix(attention): the
     folded location matrix [2K, dim] with v's row under it, built once per batch. With `sums` (a
     loop's), processed_memory and scoring must be its aliases, whose gradients it sums in place."""
-    tensors = (processed_query, memory, processed_memory, prev_weights, cumulative_weights, scoring, mask_bias)
-    return _AttentionStep.apply(*(t.contiguous() for t in tensors), chunk, sums)
+    tensors = (memory, processed_memory, prev_weights, cumulative_weights, scoring, mask_bias)
+    inputs = (ah.contiguous(), query_weight.contiguous(), query_pre, row, *(t.contiguous() for t in tensors))
+    return _AttentionStep.apply(*inputs, chunk, sums)
 
 
 def scoring_matrix(location_matrix: torch.Tensor, v_weight: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """model/fused_attention.py's two Triton kernels (run by Triton's interpreter on the CPU: tests/conftest.py)
-against model/attention.py's energy chain: outputs and every input's gradient in float64, over texts
+against model/attention.py's query layer and energy chain: outputs, the query layer's row and every
+input's gradient in float64, over texts
 walked in one chunk and in several, masked tails, sizes that are not powers of two and a memory wider
 than one column block; float32 close to float32; bf16 inputs (autocast's) within 1 % of float32; the
 meta device (model/graphs.loop_memory) keeping less than the unfused loop; and where it cannot run."""
@@ -22,13 +23,15 @@ from tests.kit import relative_error, tiny_config
 #: (rows, text, memory_dim, attention_dim, kernel_size, chunk): one chunk; three chunks and two memory
 #: column blocks (memory_dim 80 > 64); attention_dim and text not powers of two.
 SIZES = [(3, 11, 24, 16, 5, 64), (2, 37, 80, 20, 7, 16)]
+#: The attention LSTM's width: three of the kernels' 32-wide blocks, the last one masked
+QUERY_DIM = 72
 
 
 def inputs(rows: int, text: int, memory_dim: int, dim: int, kernel_size: int, dtype=torch.float64, seed: int = 0):
     """A random attention layer and one step's inputs; row 1's text ends early (masked tail)."""
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    layer = LocationSensitiveAttention(8, memory_dim, dim, 4, kernel_size).to(dtype)
+    layer = LocationSensitiveAttention(QUERY_DIM, memory_dim, dim, 4, kernel_size).to(dtype)
 
     def rand(*shape):
         return torch.randn(*shape, generator=g, dtype=dtype).requires_grad_()
@@ -37,16 +40,23 @@ def inputs(rows: int, text: int, memory_dim: int, dim: int, kernel_size: int, dt
     mask[1, text - 4 :] = float("-inf")
     prev = torch.rand(rows, text, generator=g, dtype=dtype).requires_grad_()
     cum = (3 * torch.rand(rows, text, generator=g, dtype=dtype)).requires_grad_()
-    return layer, (rand(rows, dim), rand(rows, text, memory_dim), rand(rows, text, dim), prev, cum, mask)
+    # the attention LSTM's hidden state and the query's precomputed term
+    ah, pre = rand(rows, QUERY_DIM), rand(rows, dim)
+    return layer, (ah, pre, rand(rows, text, memory_dim), rand(rows, text, dim), prev, cum, mask)
 
 
-def plain(layer, q, memory, pm, prev, cum, mask):
+def plain(layer, ah, pre, memory, pm, prev, cum, mask):
+    q = pre + layer.query_layer(ah)
     context, weights = layer.energy_chain(q, memory, pm, torch.stack((prev, cum), 1), layer.location_matrix(), mask)
     return context, weights, cum + weights
 
 
-def fused(layer, q, memory, pm, prev, cum, mask, chunk=64):
-    return attend(q, memory, pm, prev, cum, scoring_matrix(layer.location_matrix(), layer.v.weight), mask, chunk)
+def fused(layer, ah, pre, memory, pm, prev, cum, mask, chunk=64, row=None):
+    """attend with the query layer's weight in the precomputed term's dtype (the fast loop's compute dtype)."""
+    weight = layer.query_layer.weight.detach().to(pre.dtype)
+    row = ah.new_empty(ah.shape, dtype=pre.dtype) if row is None else row
+    scoring = scoring_matrix(layer.location_matrix(), layer.v.weight)
+    return attend(ah, weight, pre, row, memory, pm, prev, cum, scoring, mask, chunk)
 
 
 def outputs_and_grads(run, layer, tensors, chunk=None):
@@ -70,6 +80,18 @@ def test_the_fused_step_equals_the_energy_chain_in_float64(size):
         assert a.shape == b.shape and a.dtype == b.dtype
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
     assert torch.equal(got[1][1, -4:], torch.zeros(4, dtype=torch.float64))  # the masked tail gets no weight
+    row = torch.full((tensors[0].size(0), QUERY_DIM + 5), float("nan"), dtype=torch.float64)
+    fused(layer, *tensors, chunk=chunk, row=row[:, 2 : 2 + QUERY_DIM])  # a row inside a wider buffer
+    assert torch.equal(row[:, 2 : 2 + QUERY_DIM], tensors[0].detach()) and row[:, :2].isnan().all()
+
+
+def test_a_broadcast_precomputed_term_is_read_as_it_is():
+    """The fast loop's query layer has no bias: its precomputed term is zeros broadcast over rows."""
+    layer, tensors = inputs(*SIZES[0][:5])
+    ah, pre, *rest = tensors
+    zeros = torch.zeros((), dtype=torch.float64).expand(pre.shape)
+    for a, b in zip(fused(layer, ah, zeros, *rest), fused(layer, ah, torch.zeros_like(pre), *rest)):
+        assert torch.equal(a, b)
 
 
 def test_float32_is_close_and_bf16_inputs_are_within_one_percent():
@@ -78,11 +100,17 @@ def test_float32_is_close_and_bf16_inputs_are_within_one_percent():
     got, got_grads = outputs_and_grads(fused, layer, tensors, 16)
     for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
         assert relative_error(a, b) < 1e-5
-    # autocast hands the step a bf16 query and processed memory; the kernels compute in float32
-    q, memory, pm, prev, cum, mask = tensors
-    half = [q.detach().bfloat16().requires_grad_(), memory, pm.detach().bfloat16().requires_grad_(), prev, cum, mask]
-    low, low_grads = outputs_and_grads(fused, layer, half, 16)
-    assert low[0].dtype == torch.float32 and low_grads[0].dtype == torch.bfloat16
+    # autocast hands the step a bf16 query layer (its weight, precomputed term and row) and processed
+    # memory; the kernels compute in float32
+    ah, pre, memory, pm, prev, cum, mask = tensors
+    half = [ah, pre.detach().bfloat16().requires_grad_(), memory, pm.detach().bfloat16().requires_grad_(), prev, cum]
+    low, low_grads = outputs_and_grads(fused, layer, [*half, mask], 16)
+    assert low[0].dtype == torch.float32 and [g.dtype for g in low_grads[:4]] == [
+        torch.float32,
+        torch.bfloat16,
+        torch.float32,
+        torch.bfloat16,
+    ]
     for a, b in (*zip(low, want), *zip(low_grads, want_grads)):
         assert relative_error(a.float(), b) < 1e-2
 

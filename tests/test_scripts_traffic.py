@@ -13,6 +13,7 @@ import pytest
 from scripts.bench.traffic import VARIANTS, line, main, step_traffic
 from scripts.common import markdown_tables
 from tests.kit import tiny_config
+from tests.test_model_fast_decoder import OPS_PER_STEP
 
 #: (forward, backward) passes over memory per decoder step
 MEMORY_PASSES = {"plain": (1, 5), "fast": (1, 1), "fast+recompute": (1, 1), "fast+fused": (1, 1)}
@@ -39,7 +40,7 @@ def test_a_decoder_step_passes_over_memory_once_each_way_in_the_fast_loops(varia
 def test_the_fused_step_moves_less_per_utterance_than_the_fast_one_and_the_fixed_part_is_the_weights():
     fast, fused = (tiny_config(**VARIANTS[v]) for v in ("fast", "fast+fused"))
     (_, fast_fixed, fast_per_row), (step, fused_fixed, fused_per_row) = line(fast, 12), line(fused, 12)
-    assert (step.ops_forward, step.ops_backward) == (5, 10)  # tests/test_model_fast_decoder.py's count
+    assert (step.ops_forward, step.ops_backward) == OPS_PER_STEP["fast+fused"]
     assert 0 < fused_per_row < 0.7 * fast_per_row
     # What does not grow with the batch is the loop's step weights (the prenet's columns are one product
     # before the loop), read forward and again backward, give or take a tenth
@@ -55,4 +56,4 @@ def test_the_report_prints_one_row_per_variant(capsys):
     assert main(["--variants", "fast+fused", "--text", "16"]) == 0
     (table,) = markdown_tables(capsys.readouterr().out)
     cells = [c.strip() for c in table[2].split("|")[1:-1]]
-    assert cells[:2] == ["fast+fused", "5 + 10"] and float(cells[4]) > 0
+    assert cells[:2] == ["fast+fused", "{} + {}".format(*OPS_PER_STEP["fast+fused"])] and float(cells[4]) > 0

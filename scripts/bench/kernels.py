@@ -66,9 +66,11 @@ def signature(fn, pointers: dict, constexprs: dict) -> dict:
 
 
 def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
-    """Both attention kernels, fp32 and with bf16 query and processed memory (autocast's)."""
+    """Both attention kernels, fp32 and with autocast's bf16 query layer (weight, precomputed term, row)
+    and processed memory."""
     found = []
-    for precision, low in (("fp32", {}), ("bf16", {"q_ptr": "bf16", "pm_ptr": "bf16"})):
+    bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "pm_ptr")}
+    for precision, low in (("fp32", {}), ("bf16", bf16)):
         for chunk in chunks:
             blocks = attention_kernels.blocks(FULL["text"], FULL["dim"], FULL["kernel"], chunk)
             for num_warps in warps:
