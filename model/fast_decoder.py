@@ -26,9 +26,10 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   usual, and DDP's hooks fire as usual.
 * A deferred memory gradient. Every step's context is weights_i @ memory, and autograd would
   answer each step with a [B, T_text, memory_dim] gradient and add it to the sum so far: four
-  passes over a memory-sized tensor per step, the largest traffic of the fused step's backward
-  (scripts/bench/traffic.py). Instead the loop reads a detached memory (cast once per batch under
-  autocast, not every step) and hands each step's context through _Collect, whose backward also
+  passes over a memory-sized tensor per step, once the largest traffic of the fused step's backward
+  (scripts/bench/traffic.py). Instead the loop reads a detached memory (for the unfused chain cast
+  to the compute dtype once per batch under autocast, not every step; the fused kernels read it as
+  it is) and hands each step's context through _Collect, whose backward also
   passes the context's gradient on, untouched, to a step's slice of _DeferredMemory's zero `pre`;
   there d memory = W^T G per utterance, W the stacked weights (the loop's alignments) and G the
   stacked context gradients: one batched GEMM after the last step's backward, accumulated in fp32
@@ -208,7 +209,7 @@ class _StepLinear(torch.autograd.Function):
 class DeferredMemory(NamedTuple):
     """What the loop reads instead of memory (see the module docstring)."""
 
-    memory: torch.Tensor  # detached, in the compute dtype
+    memory: torch.Tensor  # detached, in the dtype the step's context product reads
     pre: tuple[torch.Tensor, ...]  # per step [B, memory_dim] zeros: their gradients are the contexts'
     alignments: list[torch.Tensor]  # the loop's weights [B, steps, T_text], appended after the loop
 
@@ -349,8 +350,8 @@ class FastDecoder(Decoder):
             pm, scoring = (tf.processed_memory, scoring) if sums is None else (sums.processed_memory, sums.scoring)
             q = p.query
             context, weights, cumulative = attend_fused(
-                ah, q.weight, q.pre[i], q.rows[i], memory.memory, pm, s.weights, s.cumulative_weights, scoring,
-                mask_bias, sums=sums,
+                ah, q.weight, q.pre[i], q.rows[i, :, q.skip :], memory.memory, pm, s.weights, s.cumulative_weights,
+                scoring, mask_bias, sums=sums,
             )  # fmt: skip
         context = _Collect.apply(context, memory.pre[i])
         dh, dc = self.cell(p.decoder, i, s.decoder_cell, tf.decoder_keep[i], ah, context, s.decoder_hidden)

@@ -217,7 +217,7 @@ OPS_PER_STEP = {
 }
 
 
-def ops_per_step(decoder: Decoder, steps: tuple[int, int] = (4, 8), bf16: bool = False) -> tuple[float, float]:
+def ops_per_step(decoder: Decoder, steps: tuple[int, int] = (2, 3), bf16: bool = False) -> tuple[float, float]:
     """The compute operations of every further decoder step, forward and backward (a train-mode loop
     over random memory and mels, under CPU bf16 autocast if asked; the per-batch work cancels out in
     the difference)."""
