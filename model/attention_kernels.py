@@ -295,15 +295,16 @@ def forward(
     mask_bias: torch.Tensor,
     chunk: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One launch: (the query [B, dim] in the accumulation dtype, for the backward; context [B, M]
-    in memory's dtype; weights and new cumulative weights [B, T] in cum's dtype); ah written into row.
+    """One launch: (the query [B, dim] in the accumulation dtype, for the backward; the context
+    [B, M], the weights and the new cumulative weights [B, T] in cum's dtype, the state's, whatever
+    memory's); ah written into row.
     query_pre [B, dim] may be a broadcast (stride 0); row [B, H] has unit column stride."""
     b, t_text, m = memory.shape
     dim, hidden = query_weight.shape
     kernel_size = (scoring.size(0) - 1) // 2
     acc = accumulation_dtype(cum.dtype)
     query = cum.new_empty(b, dim, dtype=acc)
-    context = memory.new_empty(b, m)
+    context = cum.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
     _forward_kernel[(b,)](

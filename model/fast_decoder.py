@@ -27,9 +27,9 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
 * A deferred memory gradient. Every step's context is weights_i @ memory, and autograd would
   answer each step with a [B, T_text, memory_dim] gradient and add it to the sum so far: four
   passes over a memory-sized tensor per step, once the largest traffic of the fused step's backward
-  (scripts/bench/traffic.py). Instead the loop reads a detached memory (for the unfused chain cast
-  to the compute dtype once per batch under autocast, not every step; the fused kernels read it as
-  it is) and hands each step's context through _Collect, whose backward also
+  (scripts/bench/traffic.py). Instead the loop reads a detached memory (cast to the compute dtype
+  once per batch under autocast, not every step) and hands each step's context through _Collect,
+  whose backward also
   passes the context's gradient on, untouched, to a step's slice of _DeferredMemory's zero `pre`;
   there d memory = W^T G per utterance, W the stacked weights (the loop's alignments) and G the
   stacked context gradients: one batched GEMM after the last step's backward, accumulated in fp32
@@ -215,7 +215,8 @@ class DeferredMemory(NamedTuple):
 
 
 class _DeferredMemory(torch.autograd.Function):
-    """memory's single autograd node for the loop's contexts (see the module docstring)."""
+    """memory's single autograd node for the loop's contexts (see the module docstring); `pre` is in
+    the contexts' dtype, so their gradients pass on to it without a cast."""
 
     @staticmethod
     def forward(ctx, memory: torch.Tensor, steps: int, dtype: torch.dtype, alignments: list) -> torch.Tensor:
@@ -249,11 +250,12 @@ class _Collect(torch.autograd.Function):
         return grad, grad
 
 
-def deferred_memory(memory: torch.Tensor, steps: int, dtype: torch.dtype) -> DeferredMemory:
-    """The loop's view of memory for `steps` steps: a detached copy in `dtype` and the
-    _DeferredMemory node that will sum memory's gradient over all steps at once."""
+def deferred_memory(memory: torch.Tensor, steps: int, dtype: torch.dtype, context_dtype: torch.dtype) -> DeferredMemory:
+    """The loop's view of memory for `steps` steps: a detached copy in `dtype`, and the
+    _DeferredMemory node that will sum memory's gradient over all steps at once from the gradients
+    of the contexts (in `context_dtype`)."""
     alignments: list[torch.Tensor] = []
-    pre = _DeferredMemory.apply(memory, steps, dtype, alignments)
+    pre = _DeferredMemory.apply(memory, steps, context_dtype, alignments)
     return DeferredMemory(memory.detach().to(dtype), pre.unbind(0), alignments)
 
 
@@ -400,10 +402,11 @@ class FastDecoder(Decoder):
             sums = step_sums(tf.processed_memory, scoring, memory.size(0))
         steps = tf.prenet_out.size(0)
         p = self.step_projections(tf.prenet_out)
-        # The fused kernels read memory as it is (they compute in fp32 and give the context in
-        # memory's dtype, which its consumers' gradients keep: no per-step casts); the plain chain's
-        # context product runs in the compute dtype, so memory is cast once here, not every step.
-        deferred = deferred_memory(memory, steps, memory.dtype if self.fused_attention else compute_dtype(memory))
+        # Under autocast memory is cast to the compute dtype once here, not every step. The plain
+        # chain's context product gives a context in that dtype too; the fused kernels compute in
+        # fp32 and give it in the state's (memory's own), which its consumers' gradients keep.
+        dtype = compute_dtype(memory)
+        deferred = deferred_memory(memory, steps, dtype, memory.dtype if self.fused_attention else dtype)
         advance = partial(self.fast_step, p=p, memory=deferred, tf=tf, scoring=scoring, sums=sums)
         mel, gate, alignments = self.run_steps(memory, mask_bias, layout, steps, advance)
         deferred.alignments.append(alignments)  # W of d memory = W^T G

@@ -58,7 +58,7 @@ def _attention_step(
 def _(ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk):
     b, t_text, m = memory.shape
     query = cum.new_empty(b, query_weight.size(0), dtype=accumulation_dtype(cum.dtype))
-    return query, memory.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
+    return query, cum.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
 
 
 @torch.library.custom_op("tacotron2::attention_step_backward", mutates_args=("pm_acc", "part_acc"))
@@ -134,7 +134,11 @@ class _AttentionStep(torch.autograd.Function):
         *inputs, weights = ctx.saved_tensors
         d_context, d_weights, d_new_cum = (
             torch.zeros_like(like) if grad is None else grad.contiguous()
-            for grad, like in ((d_context, inputs[2][:, 0]), (d_weights, weights), (d_new_cum, weights))
+            for grad, like in (
+                (d_context, inputs[5].new_empty(inputs[2][:, 0].shape)),
+                (d_weights, weights),
+                (d_new_cum, weights),
+            )
         )
         memory_grad = ctx.needs_input_grad[4]  # not for the fast loop's detached memory: it sums it over steps
         pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
@@ -191,7 +195,8 @@ def attend(
     sums: StepSums | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """LocationSensitiveAttention.forward fused, plus the cumulative sum: (context [B, memory_dim],
-    weights [B, T_text], cumulative_weights + weights) for the query query_pre + ah @ query_weight^T.
+    weights [B, T_text], cumulative_weights + weights, all three in the state's dtype, the cumulative
+    weights') for the query query_pre + ah @ query_weight^T.
 
     ah [B, H] is the attention LSTM's hidden state, written into `row` ([B, H], unit column stride:
     the query layer's StepProjection row); query_weight [dim, H] is outside autograd (its gradient is

@@ -317,9 +317,9 @@ def test_the_fused_attention_kernels_on_cuda(dtype):
         tensors = [t.detach().to(CUDA).requires_grad_(t.requires_grad) for t in tensors]
         want, want_grads = outputs_and_grads(plain, layer, tensors)
         low = copy.deepcopy(layer).float()
-        # autocast's dtypes: a bf16 query layer (its precomputed term, and so its weight and row) and
-        # processed memory (positions 1 and 3), float32 state
-        kinds = [dtype if k in (1, 3) else torch.float32 for k in range(len(tensors))]
+        # autocast's dtypes: a bf16 query layer (its precomputed term, and so its weight and row),
+        # memory and processed memory (positions 1-3), float32 state
+        kinds = [dtype if k in (1, 2, 3) else torch.float32 for k in range(len(tensors))]
         cast = [t.detach().to(kind).requires_grad_(t.requires_grad) for t, kind in zip(tensors, kinds)]
         got, got_grads = outputs_and_grads(fused, low, cast, chunk)
         bound = 1e-5 if dtype == torch.float32 else 1e-2

@@ -100,17 +100,13 @@ def test_float32_is_close_and_bf16_inputs_are_within_one_percent():
     got, got_grads = outputs_and_grads(fused, layer, tensors, 16)
     for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
         assert relative_error(a, b) < 1e-5
-    # autocast hands the step a bf16 query layer (its weight, precomputed term and row) and processed
-    # memory; the kernels compute in float32
+    # autocast hands the step a bf16 query layer (its weight, precomputed term and row), memory and
+    # processed memory; the kernels compute in float32 and give the context in the state's dtype
     ah, pre, memory, pm, prev, cum, mask = tensors
-    half = [ah, pre.detach().bfloat16().requires_grad_(), memory, pm.detach().bfloat16().requires_grad_(), prev, cum]
-    low, low_grads = outputs_and_grads(fused, layer, [*half, mask], 16)
-    assert low[0].dtype == torch.float32 and [g.dtype for g in low_grads[:4]] == [
-        torch.float32,
-        torch.bfloat16,
-        torch.float32,
-        torch.bfloat16,
-    ]
+    half = [ah, *(t.detach().bfloat16().requires_grad_() for t in (pre, memory, pm)), prev, cum, mask]
+    low, low_grads = outputs_and_grads(fused, layer, half, 16)
+    assert low[0].dtype == torch.float32
+    assert [g.dtype for g in low_grads[:4]] == [torch.float32] + [torch.bfloat16] * 3
     for a, b in (*zip(low, want), *zip(low_grads, want_grads)):
         assert relative_error(a.float(), b) < 1e-2
 

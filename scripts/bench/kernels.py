@@ -66,10 +66,10 @@ def signature(fn, pointers: dict, constexprs: dict) -> dict:
 
 
 def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
-    """Both attention kernels, fp32 and with autocast's bf16 query layer (weight, precomputed term, row)
-    and processed memory."""
+    """Both attention kernels, fp32 and with autocast's bf16 query layer (weight, precomputed term, row),
+    memory and processed memory."""
     found = []
-    bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "pm_ptr")}
+    bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "mem_ptr", "pm_ptr")}
     for precision, low in (("fp32", {}), ("bf16", bf16)):
         for chunk in chunks:
             blocks = attention_kernels.blocks(FULL["text"], FULL["dim"], FULL["kernel"], chunk)
