@@ -162,11 +162,13 @@ def _forward_kernel(
 
 @triton.jit
 def _weights_grad(
-    w_b, dw_b, dnewcum_b, dctx_b, mem_b, dmem_b, dws_b, T, M,
-    BTC: tl.constexpr, BM: tl.constexpr, ACC, MEMORY_GRAD: tl.constexpr,
+    w_b, dw_b, dwx_b, dnewcum_b, dctx_b, dctxx_b, mem_b, dmem_b, dws_b, T, M,
+    BTC: tl.constexpr, BM: tl.constexpr, ACC, MEMORY_GRAD: tl.constexpr, W_EXTRA: tl.constexpr,
+    CTX_EXTRA: tl.constexpr,
 ):  # fmt: skip
     """Walk 1: the weights' whole gradient (their own, the new cumulative's, the context's) into the
-    scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context."""
+    scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context. With W_EXTRA / CTX_EXTRA
+    the weights' / the context's gradient has a second term (dwx_b / dctxx_b) to add."""
     t0 = -BTC
     while t0 + BTC < T:  # for t0 in range(0, T, BTC)
         t0 += BTC
@@ -174,12 +176,16 @@ def _weights_grad(
         w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
         dw = tl.load(dw_b + t, mask=t < T, other=0.0).to(ACC)
         dw += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
+        if W_EXTRA:
+            dw += tl.load(dwx_b + t, mask=t < T, other=0.0).to(ACC)
         m0 = -BM
         while m0 + BM < M:  # for m0 in range(0, M, BM)
             m0 += BM
             m = m0 + tl.arange(0, BM)
             tile = (t < T)[:, None] & (m < M)[None, :]
             dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
+            if CTX_EXTRA:
+                dc += tl.load(dctxx_b + m, mask=m < M, other=0.0).to(ACC)
             mem = tl.load(mem_b + t[:, None] * M + m[None, :], mask=tile, other=0.0)
             dw += tl.sum(mem.to(ACC) * dc[None, :], 1)
             if MEMORY_GRAD:
@@ -209,21 +215,21 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
 @triton.jit
 def _backward_kernel(
     q_ptr, wq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (q, w: the forward's)
-    dctx_ptr, dw_ptr, dnewcum_ptr,  # the outputs' gradients
+    dctx_ptr, dw_ptr, dnewcum_ptr, dctxx_ptr, dwx_ptr,  # the outputs' gradients (x: the extra terms)
     dah_ptr, dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
     dws_ptr, g_ptr,  # scratch: d weights [B, T], location features' gradient [B, T, BJ] (ACC)
-    T, M, D, H,
-    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
-    BM: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr,
-    PART_ACC: tl.constexpr,
+    dctxx_sb, dwx_sb, T, M, D, H,
+    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr, BM: tl.constexpr,
+    BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr, PART_ACC: tl.constexpr,
+    CTX_EXTRA: tl.constexpr, W_EXTRA: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
     j = tl.arange(0, BJ)
     w_b, dws_b, g_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ
     _weights_grad(
-        w_b, dw_ptr + b * T, dnewcum_ptr + b * T, dctx_ptr + b * M, mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b,
-        T, M, BTC, BM, ACC, MEMORY_GRAD,
+        w_b, dw_ptr + b * T, dwx_ptr + b * dwx_sb, dnewcum_ptr + b * T, dctx_ptr + b * M, dctxx_ptr + b * dctxx_sb,
+        mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b, T, M, BTC, BM, ACC, MEMORY_GRAD, W_EXTRA, CTX_EXTRA,
     )  # fmt: skip
     tl.debug_barrier()
     tt = tl.arange(0, BT)
@@ -327,6 +333,7 @@ def backward(
     memory_grad: bool = True,
     pm_acc: torch.Tensor | None = None,
     part_acc: torch.Tensor | None = None,
+    extras: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None),
 ) -> tuple[torch.Tensor, ...]:
     """One launch: the gradients of (ah, query_pre, memory, processed_memory, prev, cum), in `dtypes`
     for the first two and their inputs' for the rest, and the per-row partials [B, 2K + 1, dim] of the
@@ -335,7 +342,8 @@ def backward(
     empty tensor): the caller sums it over steps itself. Given pm_acc [B, T_text, dim] / part_acc
     [B, 2K + 1, dim] (the accumulation dtype), the processed memory's gradient / the partials are
     added into them in place (their places in the result are empty tensors): the sums over steps
-    without an addition per step."""
+    without an addition per step. extras: second terms of the context's [B, M] and the weights'
+    [B, T] gradients (unit column stride), added in the kernel, or None."""
     query, query_weight, memory, processed_memory, prev, cum, scoring = inputs
     b, t_text, m = memory.shape
     dim, hidden = query_weight.shape
@@ -354,9 +362,13 @@ def backward(
     pointers = (*grads[:3], pm_acc if pm_acc is not None else grads[3], *grads[4:6])
     pointers += (part_acc if part_acc is not None else grads[6],)
     scratch = (query.new_empty(b, t_text), query.new_empty(b, t_text, grid_blocks["BJ"]))
+    ctx_extra, w_extra = extras
     _backward_kernel[(b,)](
         query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        *pointers, *scratch, t_text, m, dim, hidden, ACC=tl_dtype(acc), MEMORY_GRAD=memory_grad,
-        PM_ACC=pm_acc is not None, PART_ACC=part_acc is not None, num_warps=NUM_WARPS, **grid_blocks,
+        d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
+        *pointers, *scratch, 0 if ctx_extra is None else ctx_extra.stride(0),
+        0 if w_extra is None else w_extra.stride(0), t_text, m, dim, hidden, ACC=tl_dtype(acc),
+        MEMORY_GRAD=memory_grad, PM_ACC=pm_acc is not None, PART_ACC=part_acc is not None,
+        CTX_EXTRA=ctx_extra is not None, W_EXTRA=w_extra is not None, num_warps=NUM_WARPS, **grid_blocks,
     )  # fmt: skip
     return grads

@@ -58,6 +58,15 @@ def reset_keep(layout: StepLayout, dtype: torch.dtype) -> torch.Tensor:
     return (~layout.resets).t().unsqueeze(2).to(dtype)
 
 
+#: Stacks a named list of per-step tensors [B, ...] into [B, steps, ...] (Decoder.project's names:
+#: "hidden", "contexts", "alignments").
+Stack = Callable[[str, list[torch.Tensor]], torch.Tensor]
+
+
+def _stack(_name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.stack(tensors, 1)
+
+
 class Decoder(nn.Module):
     def __init__(self, cfg: Tacotron2Config):
         super().__init__()
@@ -146,15 +155,21 @@ class Decoder(nn.Module):
         return TeacherForcing(prenet_out, processed_memory, location_matrix, attention_keep, decoder_keep)
 
     def project(
-        self, hidden: list[torch.Tensor], contexts: list[torch.Tensor], alignments: list[torch.Tensor]
+        self,
+        hidden: list[torch.Tensor],
+        contexts: list[torch.Tensor],
+        alignments: list[torch.Tensor],
+        stack: Stack | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-step decoder_hidden, context and weights -> mel [B, n_mels, T], gate [B, T] and
-        alignments [B, steps, T_text], projected for all steps at once."""
-        feats = torch.cat((torch.stack(hidden, 1), torch.stack(contexts, 1)), 2)
+        alignments [B, steps, T_text], projected for all steps at once; `stack` (name, tensors) stacks
+        each list along dimension 1 (torch.stack unless the caller's, e.g. the fast loop's)."""
+        stack = stack or _stack
+        feats = torch.cat((stack("hidden", hidden), stack("contexts", contexts)), 2)
         b, steps = feats.shape[:2]
         mel_out = self.projection(feats).view(b, steps * self.r, self.n_mels).transpose(1, 2)
         gate = self.gate_layer(feats).view(b, steps * self.r)
-        return mel_out, gate, torch.stack(alignments, 1)
+        return mel_out, gate, stack("alignments", alignments)
 
     def forward(
         self, memory: torch.Tensor, mask_bias: torch.Tensor, mel: torch.Tensor, layout: StepLayout | None = None
@@ -199,10 +214,11 @@ class Decoder(nn.Module):
         layout: StepLayout | None,
         steps: int,
         advance: Callable[..., DecoderState],
+        stack: Stack | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher-forced loop of both decoders: `steps` calls of advance(i, state, mask_bias)
         from the zero state, packed blocks reset branch-free at every step (x * 1 is exact; no host
-        read), then the projections of all steps."""
+        read), then the projections of all steps (`stack`: project's)."""
         keep = None if layout is None else reset_keep(layout, memory.dtype)
         step_bias = [mask_bias] * steps if layout is None else mask_bias.unbind(0)
         s = self.initial_state(memory)
@@ -216,7 +232,7 @@ class Decoder(nn.Module):
             hidden.append(s.decoder_hidden)
             contexts.append(s.context)
             alignments.append(s.weights)
-        return self.project(hidden, contexts, alignments)
+        return self.project(hidden, contexts, alignments, stack)
 
     @torch.no_grad()
     def inference(

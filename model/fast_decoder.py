@@ -34,6 +34,10 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   there d memory = W^T G per utterance, W the stacked weights (the loop's alignments) and G the
   stacked context gradients: one batched GEMM after the last step's backward, accumulated in fp32
   (fp64 for fp64).
+* With the fused kernels, the per-step outputs that the projection after the loop reads (the
+  decoder's hidden states, the contexts, the weights) are stacked by _Stacked, whose backward
+  leaves the projection's gradient in StepOutputs instead of handing each step a slice that
+  autograd adds to what the next step sends; each kernel's backward adds its slice itself.
 * Packed (BLoad) blocks are branch-free, as in the reference loop: the state is multiplied by the
   reset keep-mask at every step (multiplying by 1 is exact).
 
@@ -206,33 +210,77 @@ class _StepLinear(torch.autograd.Function):
         return (grad, None, None) + tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
 
 
+class StepOutputs:
+    """The loop's per-step outputs stacked after the loop (Decoder.project's `stack`), kept by name;
+    for the names in `routed`, whose gradients the fused kernels' backwards add in themselves, the
+    stack is _Stacked, which leaves its gradient here (`grads`) instead of handing autograd a slice
+    per step to add to what the next step sends (an addition per step and value)."""
+
+    def __init__(self, routed: frozenset[str] = frozenset()) -> None:
+        self.routed = routed
+        self.stacked: dict[str, torch.Tensor] = {}
+        self.grads: dict[str, torch.Tensor] = {}
+
+    def stack(self, name: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+        stacked = _Stacked.apply(self, name, *tensors) if name in self.routed else torch.stack(tensors, 1)
+        self.stacked[name] = stacked
+        return stacked
+
+    def step_grad(self, name: str, i: int) -> torch.Tensor | None:
+        """Step i's slice [B, ...] of a routed stack's gradient (None if it got none)."""
+        grad = self.grads.get(name)
+        return None if grad is None else grad[:, i]
+
+
+class _Stacked(torch.autograd.Function):
+    """torch.stack(tensors, 1), whose gradient goes to its StepOutputs, not to the tensors: autograd
+    runs it before any step's backward (each step's output is its input), so the kernels find it."""
+
+    @staticmethod
+    def forward(ctx, outputs: StepOutputs, name: str, *tensors: torch.Tensor) -> torch.Tensor:
+        ctx.outputs, ctx.name, ctx.n = outputs, name, len(tensors)
+        ctx.set_materialize_grads(False)
+        return torch.stack(tensors, 1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor | None):
+        if grad is not None:
+            ctx.outputs.grads[ctx.name] = grad
+        return (None, None) + (None,) * ctx.n
+
+
 class DeferredMemory(NamedTuple):
     """What the loop reads instead of memory (see the module docstring)."""
 
     memory: torch.Tensor  # detached, in the dtype the step's context product reads
     pre: tuple[torch.Tensor, ...]  # per step [B, memory_dim] zeros: their gradients are the contexts'
-    alignments: list[torch.Tensor]  # the loop's weights [B, steps, T_text], appended after the loop
 
 
 class _DeferredMemory(torch.autograd.Function):
     """memory's single autograd node for the loop's contexts (see the module docstring); `pre` is in
-    the contexts' dtype, so their gradients pass on to it without a cast."""
+    the contexts' dtype, so their gradients pass on to it without a cast. W is the loop's stacked
+    alignments; G also takes the contexts' gradient from the projection if StepOutputs holds it."""
 
     @staticmethod
-    def forward(ctx, memory: torch.Tensor, steps: int, dtype: torch.dtype, alignments: list) -> torch.Tensor:
+    def forward(ctx, memory: torch.Tensor, steps: int, dtype: torch.dtype, outputs: StepOutputs) -> torch.Tensor:
         ctx.set_materialize_grads(False)
-        ctx.alignments, ctx.memory_dtype = alignments, memory.dtype
+        ctx.outputs, ctx.memory_dtype = outputs, memory.dtype
         b, _, width = memory.shape
         return memory.new_zeros((), dtype=dtype).expand(steps, b, width)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_pre: torch.Tensor | None):
-        if grad_pre is None:  # no step's context reached the loss
-            return None, None, None, None
         acc = accumulation_dtype(ctx.memory_dtype)
-        weights = ctx.alignments[0].to(acc)  # [B, steps, T_text]
-        d_memory = torch.bmm(weights.transpose(1, 2), grad_pre.transpose(0, 1).to(acc))  # W^T G: one GEMM
+        terms = [g.to(acc) for g in (grad_pre, ctx.outputs.grads.get("contexts")) if g is not None]
+        if not terms:  # no step's context reached the loss
+            return None, None, None, None
+        g = terms[0].transpose(0, 1) if grad_pre is not None else terms[0]  # [B, steps, memory_dim]
+        if len(terms) == 2:
+            g = g + terms[1]
+        weights = ctx.outputs.stacked["alignments"].to(acc)  # [B, steps, T_text]
+        d_memory = torch.bmm(weights.transpose(1, 2), g)  # W^T G: one GEMM
         return d_memory.to(ctx.memory_dtype), None, None, None
 
 
@@ -250,13 +298,19 @@ class _Collect(torch.autograd.Function):
         return grad, grad
 
 
-def deferred_memory(memory: torch.Tensor, steps: int, dtype: torch.dtype, context_dtype: torch.dtype) -> DeferredMemory:
+def _attention_grads(outputs: StepOutputs, i: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Step i's gradients of the context and the weights from their stacks (the fused attention's extras)."""
+    return outputs.step_grad("contexts", i), outputs.step_grad("alignments", i)
+
+
+def deferred_memory(
+    memory: torch.Tensor, steps: int, dtype: torch.dtype, context_dtype: torch.dtype, outputs: StepOutputs
+) -> DeferredMemory:
     """The loop's view of memory for `steps` steps: a detached copy in `dtype`, and the
     _DeferredMemory node that will sum memory's gradient over all steps at once from the gradients
-    of the contexts (in `context_dtype`)."""
-    alignments: list[torch.Tensor] = []
-    pre = _DeferredMemory.apply(memory, steps, context_dtype, alignments)
-    return DeferredMemory(memory.detach().to(dtype), pre.unbind(0), alignments)
+    of the contexts (in `context_dtype`) and the weights the loop stacks into `outputs`."""
+    pre = _DeferredMemory.apply(memory, steps, context_dtype, outputs)
+    return DeferredMemory(memory.detach().to(dtype), pre.unbind(0))
 
 
 def step_projection(
@@ -336,10 +390,12 @@ class FastDecoder(Decoder):
         tf: TeacherForcing,
         scoring: torch.Tensor | None,
         sums: StepSums | None,
+        outputs: StepOutputs,
     ) -> DecoderState:
         """Decoder.step through the StepProjections (step i's prenet output is in p.attention.pre)
         and the DeferredMemory; with `scoring` (model/fused_attention.scoring_matrix), the attention
-        runs as the fused kernels, which add their gradients into `sums` when given."""
+        runs as the fused kernels, which add their gradients into `sums` when given. The fused
+        kernels' backwards take the gradients of their outputs' stacks from `outputs` themselves."""
         ah, ac = self.cell(p.attention, i, s.attention_cell, tf.attention_keep[i], s.context, s.attention_hidden)
         if scoring is None:
             query = _StepLinear.apply(p.query.pre[i], p.query, i, ah)
@@ -353,20 +409,29 @@ class FastDecoder(Decoder):
             q = p.query
             context, weights, cumulative = attend_fused(
                 ah, q.weight, q.pre[i], q.rows[i, :, q.skip :], memory.memory, pm, s.weights, s.cumulative_weights,
-                scoring, mask_bias, sums=sums,
+                scoring, mask_bias, sums=sums, extra_grads=partial(_attention_grads, outputs, i),
             )  # fmt: skip
         context = _Collect.apply(context, memory.pre[i])
-        dh, dc = self.cell(p.decoder, i, s.decoder_cell, tf.decoder_keep[i], ah, context, s.decoder_hidden)
+        hidden_grad = partial(outputs.step_grad, "hidden", i)
+        dh, dc = self.cell(
+            p.decoder, i, s.decoder_cell, tf.decoder_keep[i], ah, context, s.decoder_hidden, d_h_extra=hidden_grad
+        )
         return DecoderState(ah, ac, dh, dc, weights, cumulative, context)
 
     def cell(
-        self, projection: StepProjection, i: int, cell: torch.Tensor, keep: torch.Tensor | None, *parts: torch.Tensor
+        self,
+        projection: StepProjection,
+        i: int,
+        cell: torch.Tensor,
+        keep: torch.Tensor | None,
+        *parts: torch.Tensor,
+        d_h_extra: Callable[[], torch.Tensor | None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """An LSTM cell's step i through its StepProjection: (hidden * keep, cell); with fused_lstm,
-        model/fused_lstm.py's two kernels."""
+        model/fused_lstm.py's two kernels (d_h_extra: a gradient of the hidden state they add in)."""
         if self.fused_lstm:
             row = projection.rows[i, :, projection.skip :]
-            return cell_step(projection.pre[i], projection.weight, row, cell, keep, *parts)
+            return cell_step(projection.pre[i], projection.weight, row, cell, keep, *parts, d_h_extra=d_h_extra)
         hidden, cell = lstm_update(_StepLinear.apply(projection.pre[i], projection, i, *parts), cell, projection.zeros)
         return (hidden if keep is None else hidden * keep), cell
 
@@ -406,11 +471,16 @@ class FastDecoder(Decoder):
         # chain's context product gives a context in that dtype too; the fused kernels compute in
         # fp32 and give it in the state's (memory's own), which its consumers' gradients keep.
         dtype = compute_dtype(memory)
-        deferred = deferred_memory(memory, steps, dtype, memory.dtype if self.fused_attention else dtype)
-        advance = partial(self.fast_step, p=p, memory=deferred, tf=tf, scoring=scoring, sums=sums)
-        mel, gate, alignments = self.run_steps(memory, mask_bias, layout, steps, advance)
-        deferred.alignments.append(alignments)  # W of d memory = W^T G
-        return mel, gate, alignments
+        outputs = StepOutputs(self.routed_outputs())
+        deferred = deferred_memory(memory, steps, dtype, memory.dtype if self.fused_attention else dtype, outputs)
+        advance = partial(self.fast_step, p=p, memory=deferred, tf=tf, scoring=scoring, sums=sums, outputs=outputs)
+        return self.run_steps(memory, mask_bias, layout, steps, advance, outputs.stack)
+
+    def routed_outputs(self) -> frozenset[str]:
+        """The stacked outputs whose gradients the fused kernels add in themselves: the decoder's
+        hidden states (its LSTM cell's), the contexts and the weights (the attention's)."""
+        names = ("hidden",) if self.fused_lstm else ()
+        return frozenset(names + (("contexts", "alignments") if self.fused_attention else ()))
 
     def loop_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters `loop` reads itself (the rest reach it through the teacher-forced inputs:

@@ -23,6 +23,7 @@ not elsewhere.
 Triton is imported on first use, so the rest of the model needs no Triton.
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -80,18 +81,22 @@ def _attention_step_backward(
     memory_grad: bool,
     pm_acc: torch.Tensor | None,
     part_acc: torch.Tensor | None,
+    d_context_extra: torch.Tensor | None,
+    d_weights_extra: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from .attention_kernels import backward
 
     inputs = (query, query_weight, memory, processed_memory, prev, cum, scoring)
-    dtypes = (ah_dtype, pre_dtype)
-    return backward(inputs, weights, d_context, d_weights, d_new_cum, chunk, dtypes, memory_grad, pm_acc, part_acc)
+    dtypes, extras = (ah_dtype, pre_dtype), (d_context_extra, d_weights_extra)
+    return backward(
+        inputs, weights, d_context, d_weights, d_new_cum, chunk, dtypes, memory_grad, pm_acc, part_acc, extras
+    )
 
 
 @_attention_step_backward.register_fake
 def _(
     query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-    chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc,
+    chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc, d_context_extra, d_weights_extra,
 ):  # fmt: skip
     b, (dim, hidden) = query.size(0), query_weight.shape
     part = query.new_empty(b, scoring.size(0), dim) if part_acc is None else query.new_empty(0)
@@ -119,7 +124,7 @@ class _AttentionStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, *rest):
-        chunk, sums = rest
+        chunk, sums, ctx.extras = rest
         query, context, weights, new_cum = _attention_step(
             ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk
         )
@@ -142,14 +147,16 @@ class _AttentionStep(torch.autograd.Function):
         )
         memory_grad = ctx.needs_input_grad[4]  # not for the fast loop's detached memory: it sums it over steps
         pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
+        extras = (None, None) if ctx.extras is None else ctx.extras()
         d_ah, d_pre, d_memory, d_pm, d_prev, d_cum, part = _attention_step_backward(
-            *inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk, *ctx.dtypes, memory_grad, pm_acc, part_acc
-        )
+            *inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk, *ctx.dtypes, memory_grad, pm_acc, part_acc,
+            *extras,
+        )  # fmt: skip
         d_memory = d_memory if memory_grad else None
         d_pm = d_pm if pm_acc is None else None  # added into pm_acc: StepSums' node returns it
         # The rows' partial sums: one reduction, no atomics (or added into part_acc, reduced once per batch)
         d_scoring = part.sum(0).to(inputs[-1].dtype) if part_acc is None else None
-        return d_ah, None, d_pre, None, d_memory, d_pm, d_prev, d_cum, d_scoring, None, None, None
+        return d_ah, None, d_pre, None, d_memory, d_pm, d_prev, d_cum, d_scoring, None, None, None, None
 
 
 class _Summed(torch.autograd.Function):
@@ -193,6 +200,7 @@ def attend(
     mask_bias: torch.Tensor,
     chunk: int = CHUNK,
     sums: StepSums | None = None,
+    extra_grads: Callable[[], tuple[torch.Tensor | None, torch.Tensor | None]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """LocationSensitiveAttention.forward fused, plus the cumulative sum: (context [B, memory_dim],
     weights [B, T_text], cumulative_weights + weights, all three in the state's dtype, the cumulative
@@ -203,10 +211,12 @@ def attend(
     the caller's, from the rows and query_pre's gradient); query_pre [B, dim] (a broadcast is fine)
     is the precomputed term, whose gradient is the query's. scoring = scoring_matrix(attention): the
     folded location matrix [2K, dim] with v's row under it, built once per batch. With `sums` (a
-    loop's), processed_memory and scoring must be its aliases, whose gradients it sums in place."""
+    loop's), processed_memory and scoring must be its aliases, whose gradients it sums in place.
+    extra_grads, if given, is called in the backward for second terms of the context's and the
+    weights' gradients that autograd does not sum in (each [B, .] or None), added in the kernel."""
     tensors = (memory, processed_memory, prev_weights, cumulative_weights, scoring, mask_bias)
     inputs = (ah.contiguous(), query_weight.contiguous(), query_pre, row, *(t.contiguous() for t in tensors))
-    return _AttentionStep.apply(*inputs, chunk, sums)
+    return _AttentionStep.apply(*inputs, chunk, sums, extra_grads)
 
 
 def scoring_matrix(location_matrix: torch.Tensor, v_weight: torch.Tensor) -> torch.Tensor:

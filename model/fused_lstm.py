@@ -13,6 +13,8 @@ returned as the gradient of the precomputed term pre[i], which the deferred weig
 collects. Where it runs is model/kernel_support.unavailable's rule (CUDA, or Triton's interpreter).
 """
 
+from collections.abc import Callable
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -50,14 +52,15 @@ def _lstm_step_backward(
     d_c: torch.Tensor,
     weight: torch.Tensor,
     gates_dtype: torch.dtype,
+    d_h_extra: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from .lstm_kernels import backward
 
-    return backward(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype)
+    return backward(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype, d_h_extra)
 
 
 @_lstm_step_backward.register_fake
-def _(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype):
+def _(act, cell, new_cell, keep, d_h, d_c, weight, gates_dtype, d_h_extra):
     b, h4 = act.shape
     acc = accumulation_dtype(weight.dtype)
     return act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, weight.size(1), dtype=acc)
@@ -68,9 +71,10 @@ class _CellStep(torch.autograd.Function):
     carry its own autograd formula)."""
 
     @staticmethod
-    def forward(ctx, pre, weight, row, cell, keep, *parts):
+    def forward(ctx, pre, weight, row, cell, keep, extra, *parts):
         h, c, act = _lstm_step(pre, list(parts), weight, row, cell, keep)
         ctx.save_for_backward(act, cell, c, keep, weight)
+        ctx.extra = extra
         ctx.parts = [(p.size(1), p.dtype) for p in parts]
         ctx.pre_dtype = pre.dtype
         ctx.mark_non_differentiable(act)
@@ -81,12 +85,15 @@ class _CellStep(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_h, d_c, _d_act):
         act, cell, new_cell, keep, weight = ctx.saved_tensors
-        d_h = torch.zeros_like(new_cell) if d_h is None else d_h.contiguous()
+        d_h = torch.zeros_like(new_cell) if d_h is None else d_h if d_h.stride(1) == 1 else d_h.contiguous()
         d_c = torch.zeros_like(new_cell) if d_c is None else d_c.contiguous()
-        d_gates, d_cell, d_row = _lstm_step_backward(act, cell, new_cell, keep, d_h, d_c, weight, ctx.pre_dtype)
+        d_h_extra = None if ctx.extra is None else ctx.extra()
+        d_gates, d_cell, d_row = _lstm_step_backward(
+            act, cell, new_cell, keep, d_h, d_c, weight, ctx.pre_dtype, d_h_extra
+        )
         d_parts = d_row.split([size for size, _ in ctx.parts], 1)
         d_parts = tuple(d.to(dtype) for d, (_, dtype) in zip(d_parts, ctx.parts))
-        return d_gates, None, None, d_cell, None, *d_parts
+        return d_gates, None, None, d_cell, None, None, *d_parts
 
 
 def cell_step(
@@ -96,10 +103,14 @@ def cell_step(
     cell: torch.Tensor,
     keep: torch.Tensor | None,
     *parts: torch.Tensor,
+    d_h_extra: Callable[[], torch.Tensor | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """An LSTM cell's step: (h * keep, c) from gates = pre + [parts side by side] @ weight^T, the parts
     written into `row` (a view whose columns are the parts'). weight [4H, K] is outside autograd (the
-    fast loop's detached compute-dtype copy); keep is the step's dropout mask or None."""
+    fast loop's detached compute-dtype copy); keep is the step's dropout mask or None. d_h_extra, if
+    given, is called in the backward for a gradient of h [B, H] that autograd does not sum in (or
+    None), which the kernel adds to h's."""
     keep = None if keep is None else keep.contiguous()
-    h, c, _ = _CellStep.apply(pre, weight, row, cell.contiguous(), keep, *(p.contiguous() for p in parts))
+    parts = tuple(p.contiguous() for p in parts)
+    h, c, _ = _CellStep.apply(pre, weight, row, cell.contiguous(), keep, d_h_extra, *parts)
     return h, c

@@ -102,8 +102,13 @@ def _forward_kernel(
 
 
 @triton.jit
-def _gate_grads(act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden, B, H, HAS_KEEP: tl.constexpr, ACC):
-    """The four gates' gradients (pre-activation) and the previous cell's, [BB, BH] each."""
+def _gate_grads(
+    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dh_stride, dhx_ptr, dhx_stride, dc_ptr, rows, hidden, B, H,
+    HAS_KEEP: tl.constexpr, HAS_EXTRA: tl.constexpr, ACC,
+):  # fmt: skip
+    """The four gates' gradients (pre-activation) and the previous cell's, [BB, BH] each; h's
+    gradient is dh (rows dh_stride apart: a column slice of the next step's input gradient is read
+    where it is), with HAS_EXTRA plus the extra one (rows dhx_stride apart)."""
     ok = (rows < B)[:, None] & (hidden < H)[None, :]
     at = rows[:, None] * H + hidden[None, :]
     act = act_ptr + rows[:, None] * 4 * H + hidden[None, :]
@@ -111,7 +116,9 @@ def _gate_grads(act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden
     f = tl.load(act + H, mask=ok, other=0.0).to(ACC)
     g = tl.load(act + 2 * H, mask=ok, other=0.0).to(ACC)
     o = tl.load(act + 3 * H, mask=ok, other=0.0).to(ACC)
-    dh = tl.load(dh_ptr + at, mask=ok, other=0.0).to(ACC)
+    dh = tl.load(dh_ptr + rows[:, None] * dh_stride + hidden[None, :], mask=ok, other=0.0).to(ACC)
+    if HAS_EXTRA:
+        dh += tl.load(dhx_ptr + rows[:, None] * dhx_stride + hidden[None, :], mask=ok, other=0.0).to(ACC)
     if HAS_KEEP:
         dh = dh * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
     tc = tanh(tl.load(c_ptr + at, mask=ok, other=0.0).to(ACC))
@@ -125,10 +132,11 @@ def _gate_grads(act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden
 
 @triton.jit
 def _backward_kernel(
-    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, w_ptr,
+    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dhx_ptr, dc_ptr, w_ptr,
     dgates_ptr, dcell_ptr, dx_ptr,  # outputs: the gates' gradients [B, 4H], the previous cell's, the inputs' [B, K]
-    B, H, K,
-    HAS_KEEP: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr,
+    dh_stride, dhx_stride, B, H, K,
+    HAS_KEEP: tl.constexpr, HAS_EXTRA: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
+    ACC: tl.constexpr,
 ):  # fmt: skip
     rows = tl.program_id(0) * BB + tl.arange(0, BB)
     k = tl.program_id(1) * BK + tl.arange(0, BK)
@@ -139,8 +147,9 @@ def _backward_kernel(
         h0 += BH
         hidden = h0 + tl.arange(0, BH)
         di, df, dg, do, dcell = _gate_grads(
-            act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dc_ptr, rows, hidden, B, H, HAS_KEEP, ACC
-        )
+            act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dh_stride, dhx_ptr, dhx_stride, dc_ptr, rows, hidden, B, H,
+            HAS_KEEP, HAS_EXTRA, ACC,
+        )  # fmt: skip
         ok = (rows < B)[:, None] & (hidden < H)[None, :]
         if first:
             dgates = dgates_ptr + rows[:, None] * 4 * H + hidden[None, :]
@@ -200,17 +209,21 @@ def backward(
     d_c: torch.Tensor,
     weight: torch.Tensor,
     gates_dtype: torch.dtype,
+    d_h_extra: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One launch: the gates' gradients [B, 4H] in gates_dtype (the precomputed term's), the previous
     cell's [B, H] in its dtype and the inputs' side by side [B, K] in the accumulation dtype (written in
-    the dtypes they go on in: no cast after the kernel)."""
+    the dtypes they go on in: no cast after the kernel). d_h and d_h_extra (if given: a gradient of h
+    that autograd did not sum in, added in the kernel) are [B, H] with unit column stride."""
     b, h4 = act.shape
     width = weight.size(1)
     acc = accumulation_dtype(weight.dtype)
     grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width, dtype=acc))
     grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"]))
     _backward_kernel[grid](
-        act, cell, new_cell, cell if keep is None else keep, d_h, d_c, weight, *grads, b, h4 // 4, width,
-        HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **BLOCKS,
+        act, cell, new_cell, cell if keep is None else keep, d_h, d_h if d_h_extra is None else d_h_extra, d_c,
+        weight, *grads, d_h.stride(0), 0 if d_h_extra is None else d_h_extra.stride(0), b, h4 // 4, width,
+        HAS_KEEP=keep is not None, HAS_EXTRA=d_h_extra is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
+        **BLOCKS,
     )  # fmt: skip
     return grads

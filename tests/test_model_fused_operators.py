@@ -28,15 +28,18 @@ def test_the_attention_forward_operator():
     ) == {"SUCCESS"}
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["fresh-gradients", "sums-in-place"])
+@pytest.mark.parametrize("in_place", [False, True], ids=["fresh-gradients", "sums-and-extras-in-place"])
 def test_the_attention_backward_operator(in_place):
     args = attention_args()
     _, weight, _, _, memory, pm, prev, cum, scoring, _, chunk = args
     query, context, weights, _ = fused_attention._attention_step(*args)
     grads = [torch.randn_like(t) for t in (context, weights, weights)]
     sums = (torch.zeros_like(pm), pm.new_zeros(pm.size(0), *scoring.shape)) if in_place else (None, None)
+    # a loop's extras: one step's slices of the stacked outputs' gradients [B, steps, .]
+    stacked = [torch.randn(t.size(0), 3, t.size(1), dtype=t.dtype) for t in (context, weights)]
+    extras = [g[:, 1] for g in stacked] if in_place else [None, None]
     backward_args = [query, weight, memory, pm, prev, cum, scoring, weights, *grads, chunk]
-    backward_args += [torch.float64, torch.float64, not in_place, *sums]
+    backward_args += [torch.float64, torch.float64, not in_place, *sums, *extras]
     result = torch.library.opcheck(fused_attention._attention_step_backward, backward_args, test_utils=CHECKS)
     assert set(result.values()) == {"SUCCESS"}
 
@@ -49,6 +52,8 @@ def test_the_lstm_operators():
     assert set(torch.library.opcheck(fused_lstm._lstm_step, args, test_utils=CHECKS).values()) == {"SUCCESS"}
     _, new_cell, act = fused_lstm._lstm_step(*args)
     d_h, d_c = torch.randn_like(new_cell), torch.randn_like(new_cell)
-    backward_args = [act, cell, new_cell, keep, d_h, d_c, weight, pre.dtype]
-    result = torch.library.opcheck(fused_lstm._lstm_step_backward, backward_args, test_utils=CHECKS)
-    assert set(result.values()) == {"SUCCESS"}
+    extra = torch.randn(d_h.size(0), 3, d_h.size(1), dtype=d_h.dtype)[:, 2]  # a slice of a stack's gradient
+    for d_h_extra in (None, extra):
+        backward_args = [act, cell, new_cell, keep, d_h, d_c, weight, pre.dtype, d_h_extra]
+        result = torch.library.opcheck(fused_lstm._lstm_step_backward, backward_args, test_utils=CHECKS)
+        assert set(result.values()) == {"SUCCESS"}

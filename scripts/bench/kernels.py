@@ -38,8 +38,10 @@ from scripts.common import markdown_table
 #: [attention hidden, context, hidden] (1024 + 512 + 1024). LJSpeech's longest text, 192 symbols.
 FULL = {"dim": 128, "memory": 512, "kernel": 31, "hidden": 1024, "text": 192}
 #: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
-#: the processed memory's and the scoring partials' added in place (model/fast_decoder.py)
-LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True}
+#: the processed memory's and the scoring partials' added in place, the context's gradient from the
+#: projection added in (the weights' too where a loss reads the alignments) (model/fast_decoder.py);
+#: the decoder cell's backward adds its hidden state's gradient from the projection
+LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True, "CTX_EXTRA": True, "W_EXTRA": False}
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def lstm_variants(warps: list[int]) -> list[Variant]:
         for num_warps in warps:
             default = num_warps == lstm_kernels.NUM_WARPS
             forward = {**lstm_kernels.BLOCKS, "NPARTS": 3, "HAS_KEEP": True, "ACC": tl.float32}
-            backward = {**lstm_kernels.BLOCKS, "HAS_KEEP": True, "ACC": tl.float32}
+            backward = {**lstm_kernels.BLOCKS, "HAS_KEEP": True, "HAS_EXTRA": True, "ACC": tl.float32}
             found.append(
                 Variant(f"lstm forward, {precision}", lstm_kernels._forward_kernel, low, forward, num_warps, default)
             )
