@@ -16,7 +16,7 @@ from tests.kit import tiny_config
 from tests.test_model_fast_decoder import OPS_PER_STEP
 
 #: (forward, backward) passes over memory per decoder step
-MEMORY_PASSES = {"plain": (1, 5), "fast": (1, 1), "fast+recompute": (1, 1), "fast+fused": (1, 1)}
+MEMORY_PASSES = {"plain": (1, 5), "fast": (1, 1), "fast+fused": (1, 1)}
 
 
 def memory_passes(overrides: dict) -> tuple[float, float]:
