@@ -10,7 +10,8 @@ program per utterance (row):
   layer's weight, a product along the row; the hidden state is written into the query layer's
   row), location features (the unfolded previous and cumulative weights times the folded location
   matrix, one `tl.dot`), tanh, energies, the mask, softmax, the context and the new cumulative
-  weights; the query is kept for the backward;
+  weights; the query is kept for the backward, and a copy of the hidden state is an output, which
+  the step's other readers take, so that their gradients arrive here and are added in the kernel;
 * backward: the same chain recomputed from its inputs (nothing of [B, T_text, dim] is kept between
   the passes, as with Tacotron2Config.recompute_attention), then every input's gradient, the
   hidden state's last (the query's gradient times the query layer's weight). The location
@@ -75,9 +76,10 @@ def _location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.conste
 
 
 @triton.jit
-def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
+def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, ahout_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
     """The row's query, pre + ah @ Wq^T ([BD]; Wq is [D, H]), walking ah in BH-wide blocks, each also
-    written into the query layer's row (what the deferred weight gradient reads after the loop)."""
+    written into the query layer's row (what the deferred weight gradient reads after the loop) and
+    into ahout (the copy that the step's other readers of ah take, so that its gradient arrives here)."""
     d = tl.arange(0, BD)
     q = tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC)
     h0 = -BH
@@ -86,6 +88,7 @@ def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, H, D, BD: tl.constexpr, BH: tl.
         k = h0 + tl.arange(0, BH)
         a = tl.load(ah_b + k, mask=k < H, other=0.0)
         tl.store(row_b + k, a, mask=k < H)
+        tl.store(ahout_b + k, a, mask=k < H)
         w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
         q += tl.sum(a.to(ACC)[:, None] * w.to(ACC), 0)
     return q
@@ -100,21 +103,23 @@ def _store_or_add(ptr, value, mask, ADD: tl.constexpr):
 
 
 @triton.jit
-def _query_backward(dq, wq_ptr, dah_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
-    """The attention LSTM hidden state's gradient from the query's: dq @ Wq, BH columns at a time."""
+def _query_backward(dq, wq_ptr, dah_b, dahin_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
+    """The attention LSTM hidden state's gradient: its copy's (dahin_b) plus the query's, dq @ Wq, BH
+    columns at a time."""
     d = tl.arange(0, BD)
     h0 = -BH
     while h0 + BH < H:  # for h0 in range(0, H, BH)
         h0 += BH
         k = h0 + tl.arange(0, BH)
         w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
-        tl.store(dah_b + k, tl.sum(w.to(ACC) * dq[None, :], 1), mask=k < H)
+        d_copy = tl.load(dahin_b + k, mask=k < H, other=0.0).to(ACC)
+        tl.store(dah_b + k, d_copy + tl.sum(w.to(ACC) * dq[None, :], 1), mask=k < H)
 
 
 @triton.jit
 def _forward_kernel(
     ah_ptr, wq_ptr, preq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
-    row_ptr, q_ptr, ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # the row written, outputs, scratch [B, T] (ACC)
+    row_ptr, q_ptr, ahout_ptr, ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # the row written, outputs, scratch [B, T]
     preq_sb, preq_sd, row_stride, T, M, D, H,
     K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
     BM: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr,
@@ -122,7 +127,10 @@ def _forward_kernel(
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
     v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
-    q = _query(ah_ptr + b * H, wq_ptr, preq_ptr + b * preq_sb, preq_sd, row_ptr + b * row_stride, H, D, BD, BH, ACC)
+    q = _query(
+        ah_ptr + b * H, wq_ptr, preq_ptr + b * preq_sb, preq_sd, row_ptr + b * row_stride, ahout_ptr + b * H, H, D,
+        BD, BH, ACC,
+    )  # fmt: skip
     tl.store(q_ptr + b * D + d, q, mask=d < D)  # for the backward
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     energy_b = energy_ptr + b * T
@@ -215,10 +223,10 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
 @triton.jit
 def _backward_kernel(
     q_ptr, wq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (q, w: the forward's)
-    dctx_ptr, dw_ptr, dnewcum_ptr, dctxx_ptr, dwx_ptr,  # the outputs' gradients (x: the extra terms)
+    dctx_ptr, dw_ptr, dnewcum_ptr, dahin_ptr, dctxx_ptr, dwx_ptr,  # the outputs' gradients (x: the extra terms)
     dah_ptr, dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
     dws_ptr, g_ptr,  # scratch: d weights [B, T], location features' gradient [B, T, BJ] (ACC)
-    dctxx_sb, dwx_sb, T, M, D, H,
+    dahin_sb, dctxx_sb, dwx_sb, T, M, D, H,
     K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr, BM: tl.constexpr,
     BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr, PART_ACC: tl.constexpr,
     CTX_EXTRA: tl.constexpr, W_EXTRA: tl.constexpr,
@@ -265,7 +273,7 @@ def _backward_kernel(
         d_loc_matrix += mma(tl.trans(windows), dx, ACC)
         tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
     tl.store(dq_ptr + b * D + d, dq, mask=d < D)  # the precomputed term's gradient: G of the query layer
-    _query_backward(dq, wq_ptr, dah_ptr + b * H, H, D, BD, BH, ACC)
+    _query_backward(dq, wq_ptr, dah_ptr + b * H, dahin_ptr + b * dahin_sb, H, D, BD, BH, ACC)
     _store_or_add(part_b + 2 * K * D + d, dv, d < D, PART_ACC)
     tl.debug_barrier()
     _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
@@ -300,26 +308,26 @@ def forward(
     scoring: torch.Tensor,
     mask_bias: torch.Tensor,
     chunk: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One launch: (the query [B, dim] in the accumulation dtype, for the backward; the context
-    [B, M], the weights and the new cumulative weights [B, T] in cum's dtype, the state's, whatever
-    memory's); ah written into row.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One launch: (the query [B, dim] in the accumulation dtype, for the backward; a copy of ah;
+    the context [B, M], the weights and the new cumulative weights [B, T] in cum's dtype, the
+    state's, whatever memory's); ah written into row.
     query_pre [B, dim] may be a broadcast (stride 0); row [B, H] has unit column stride."""
     b, t_text, m = memory.shape
     dim, hidden = query_weight.shape
     kernel_size = (scoring.size(0) - 1) // 2
     acc = accumulation_dtype(cum.dtype)
-    query = cum.new_empty(b, dim, dtype=acc)
+    query, ah_copy = cum.new_empty(b, dim, dtype=acc), torch.empty_like(ah)
     context = cum.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
     _forward_kernel[(b,)](
         ah, query_weight, query_pre, memory, processed_memory, prev, cum, scoring, mask_bias,
-        row, query, context, weights, new_cum, energies,
+        row, query, ah_copy, context, weights, new_cum, energies,
         query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, m, dim, hidden,
         ACC=tl_dtype(acc), num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
     )  # fmt: skip
-    return query, context, weights, new_cum
+    return query, ah_copy, context, weights, new_cum
 
 
 def backward(
@@ -328,6 +336,7 @@ def backward(
     d_context: torch.Tensor,
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
+    d_ah_copy: torch.Tensor,
     chunk: int,
     dtypes: tuple[torch.dtype, torch.dtype],
     memory_grad: bool = True,
@@ -336,7 +345,8 @@ def backward(
     extras: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None),
 ) -> tuple[torch.Tensor, ...]:
     """One launch: the gradients of (ah, query_pre, memory, processed_memory, prev, cum), in `dtypes`
-    for the first two and their inputs' for the rest, and the per-row partials [B, 2K + 1, dim] of the
+    for the first two and their inputs' for the rest (ah's includes its copy's, d_ah_copy [B, H] with
+    unit column stride), and the per-row partials [B, 2K + 1, dim] of the
     scoring matrix's gradient (to be summed over rows). inputs: (the forward's query, query_weight,
     memory, processed_memory, prev, cum, scoring). Without memory_grad, memory's is not computed (an
     empty tensor): the caller sums it over steps itself. Given pm_acc [B, T_text, dim] / part_acc
@@ -365,8 +375,8 @@ def backward(
     ctx_extra, w_extra = extras
     _backward_kernel[(b,)](
         query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
-        *pointers, *scratch, 0 if ctx_extra is None else ctx_extra.stride(0),
+        d_ah_copy, d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
+        *pointers, *scratch, d_ah_copy.stride(0), 0 if ctx_extra is None else ctx_extra.stride(0),
         0 if w_extra is None else w_extra.stride(0), t_text, m, dim, hidden, ACC=tl_dtype(acc),
         MEMORY_GRAD=memory_grad, PM_ACC=pm_acc is not None, PART_ACC=part_acc is not None,
         CTX_EXTRA=ctx_extra is not None, W_EXTRA=w_extra is not None, num_warps=NUM_WARPS, **grid_blocks,

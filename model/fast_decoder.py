@@ -404,10 +404,10 @@ class FastDecoder(Decoder):
                 query, memory.memory, tf.processed_memory, weights_cat, tf.location_matrix, mask_bias
             )
             cumulative = s.cumulative_weights + weights
-        else:  # the query layer's product is the kernel's too
+        else:  # the query layer's product is the kernel's too; the step reads its copy of ah from here on
             pm, scoring = (tf.processed_memory, scoring) if sums is None else (sums.processed_memory, sums.scoring)
             q = p.query
-            context, weights, cumulative = attend_fused(
+            context, weights, cumulative, ah = attend_fused(
                 ah, q.weight, q.pre[i], q.rows[i, :, q.skip :], memory.memory, pm, s.weights, s.cumulative_weights,
                 scoring, mask_bias, sums=sums, extra_grads=partial(_attention_grads, outputs, i),
             )  # fmt: skip

@@ -49,7 +49,7 @@ def _attention_step(
     scoring: torch.Tensor,
     mask_bias: torch.Tensor,
     chunk: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from .attention_kernels import forward  # Triton on first use (its interpreter switch is read at import)
 
     return forward(ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk)
@@ -59,7 +59,7 @@ def _attention_step(
 def _(ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk):
     b, t_text, m = memory.shape
     query = cum.new_empty(b, query_weight.size(0), dtype=accumulation_dtype(cum.dtype))
-    return query, cum.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
+    return query, torch.empty_like(ah), cum.new_empty(b, m), cum.new_empty(b, t_text), cum.new_empty(b, t_text)
 
 
 @torch.library.custom_op("tacotron2::attention_step_backward", mutates_args=("pm_acc", "part_acc"))
@@ -75,6 +75,7 @@ def _attention_step_backward(
     d_context: torch.Tensor,
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
+    d_ah_copy: torch.Tensor,
     chunk: int,
     ah_dtype: torch.dtype,
     pre_dtype: torch.dtype,
@@ -88,15 +89,14 @@ def _attention_step_backward(
 
     inputs = (query, query_weight, memory, processed_memory, prev, cum, scoring)
     dtypes, extras = (ah_dtype, pre_dtype), (d_context_extra, d_weights_extra)
-    return backward(
-        inputs, weights, d_context, d_weights, d_new_cum, chunk, dtypes, memory_grad, pm_acc, part_acc, extras
-    )
+    grads = (d_context, d_weights, d_new_cum, d_ah_copy)
+    return backward(inputs, weights, *grads, chunk, dtypes, memory_grad, pm_acc, part_acc, extras)
 
 
 @_attention_step_backward.register_fake
 def _(
     query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-    chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc, d_context_extra, d_weights_extra,
+    d_ah_copy, chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc, d_context_extra, d_weights_extra,
 ):  # fmt: skip
     b, (dim, hidden) = query.size(0), query_weight.shape
     part = query.new_empty(b, scoring.size(0), dim) if part_acc is None else query.new_empty(0)
@@ -125,32 +125,35 @@ class _AttentionStep(torch.autograd.Function):
     @staticmethod
     def forward(ctx, ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, *rest):
         chunk, sums, ctx.extras = rest
-        query, context, weights, new_cum = _attention_step(
+        query, ah_copy, context, weights, new_cum = _attention_step(
             ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk
         )
         ctx.save_for_backward(query, query_weight, memory, processed_memory, prev, cum, scoring, weights)
         ctx.chunk, ctx.sums, ctx.dtypes = chunk, sums, (ah.dtype, query_pre.dtype)
         ctx.set_materialize_grads(False)
-        return context, weights, new_cum
+        return context, weights, new_cum, ah_copy
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, d_context, d_weights, d_new_cum):
+    def backward(ctx, d_context, d_weights, d_new_cum, d_ah_copy):
         *inputs, weights = ctx.saved_tensors
-        d_context, d_weights, d_new_cum = (
+        query_weight, cum = inputs[1], inputs[5]
+        likes = (
+            cum.new_empty(inputs[2][:, 0].shape),
+            weights,
+            weights,
+            query_weight.new_empty(weights.size(0), query_weight.size(1), dtype=ctx.dtypes[0]),
+        )
+        d_context, d_weights, d_new_cum, d_ah_copy = (
             torch.zeros_like(like) if grad is None else grad.contiguous()
-            for grad, like in (
-                (d_context, inputs[5].new_empty(inputs[2][:, 0].shape)),
-                (d_weights, weights),
-                (d_new_cum, weights),
-            )
+            for grad, like in zip((d_context, d_weights, d_new_cum, d_ah_copy), likes)
         )
         memory_grad = ctx.needs_input_grad[4]  # not for the fast loop's detached memory: it sums it over steps
         pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
         extras = (None, None) if ctx.extras is None else ctx.extras()
         d_ah, d_pre, d_memory, d_pm, d_prev, d_cum, part = _attention_step_backward(
-            *inputs, weights, d_context, d_weights, d_new_cum, ctx.chunk, *ctx.dtypes, memory_grad, pm_acc, part_acc,
-            *extras,
+            *inputs, weights, d_context, d_weights, d_new_cum, d_ah_copy, ctx.chunk, *ctx.dtypes, memory_grad, pm_acc,
+            part_acc, *extras,
         )  # fmt: skip
         d_memory = d_memory if memory_grad else None
         d_pm = d_pm if pm_acc is None else None  # added into pm_acc: StepSums' node returns it
@@ -201,10 +204,12 @@ def attend(
     chunk: int = CHUNK,
     sums: StepSums | None = None,
     extra_grads: Callable[[], tuple[torch.Tensor | None, torch.Tensor | None]] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """LocationSensitiveAttention.forward fused, plus the cumulative sum: (context [B, memory_dim],
     weights [B, T_text], cumulative_weights + weights, all three in the state's dtype, the cumulative
-    weights') for the query query_pre + ah @ query_weight^T.
+    weights', and a copy of ah) for the query query_pre + ah @ query_weight^T. The step's other
+    readers of ah should take the copy: its gradient then arrives here summed and is added to the
+    query's in the kernel, and ah's own has no other term to add.
 
     ah [B, H] is the attention LSTM's hidden state, written into `row` ([B, H], unit column stride:
     the query layer's StepProjection row); query_weight [dim, H] is outside autograd (its gradient is

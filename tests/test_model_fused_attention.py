@@ -56,7 +56,9 @@ def fused(layer, ah, pre, memory, pm, prev, cum, mask, chunk=64, row=None):
     weight = layer.query_layer.weight.detach().to(pre.dtype)
     row = ah.new_empty(ah.shape, dtype=pre.dtype) if row is None else row
     scoring = scoring_matrix(layer.location_matrix(), layer.v.weight)
-    return attend(ah, weight, pre, row, memory, pm, prev, cum, scoring, mask, chunk)
+    context, weights, cumulative, ah_copy = attend(ah, weight, pre, row, memory, pm, prev, cum, scoring, mask, chunk)
+    assert torch.equal(ah_copy, ah)
+    return context, weights, cumulative
 
 
 def outputs_and_grads(run, layer, tensors, chunk=None):

@@ -32,8 +32,8 @@ def test_the_attention_forward_operator():
 def test_the_attention_backward_operator(in_place):
     args = attention_args()
     _, weight, _, _, memory, pm, prev, cum, scoring, _, chunk = args
-    query, context, weights, _ = fused_attention._attention_step(*args)
-    grads = [torch.randn_like(t) for t in (context, weights, weights)]
+    query, ah_copy, context, weights, _ = fused_attention._attention_step(*args)
+    grads = [torch.randn_like(t) for t in (context, weights, weights, ah_copy)]
     sums = (torch.zeros_like(pm), pm.new_zeros(pm.size(0), *scoring.shape)) if in_place else (None, None)
     # a loop's extras: one step's slices of the stacked outputs' gradients [B, steps, .]
     stacked = [torch.randn(t.size(0), 3, t.size(1), dtype=t.dtype) for t in (context, weights)]
