@@ -29,11 +29,10 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   passes over a memory-sized tensor per step, once the largest traffic of the fused step's backward
   (scripts/bench/traffic.py). Instead the loop reads a detached memory (cast to the compute dtype
   once per batch under autocast, not every step) and hands each step's context through _Collect,
-  whose backward also
-  passes the context's gradient on, untouched, to a step's slice of _DeferredMemory's zero `pre`;
-  there d memory = W^T G per utterance, W the stacked weights (the loop's alignments) and G the
-  stacked context gradients: one batched GEMM after the last step's backward, accumulated in fp32
-  (fp64 for fp64).
+  whose backward also passes the context's gradient on, untouched, to a step's slice of
+  _DeferredMemory's zero `pre`; there d memory = W^T G per utterance, W the stacked weights (the
+  loop's alignments, kept in StepOutputs) and G the stacked context gradients: one batched GEMM
+  after the last step's backward, accumulated in fp32 (fp64 for fp64).
 * With the fused kernels, the per-step outputs that the projection after the loop reads (the
   decoder's hidden states, the contexts, the weights) are stacked by _Stacked, whose backward
   leaves the projection's gradient in StepOutputs instead of handing each step a slice that
