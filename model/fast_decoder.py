@@ -272,12 +272,12 @@ class _DeferredMemory(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_pre: torch.Tensor | None):
         acc = accumulation_dtype(ctx.memory_dtype)
-        terms = [g.to(acc) for g in (grad_pre, ctx.outputs.grads.get("contexts")) if g is not None]
-        if not terms:  # no step's context reached the loss
+        g = None if grad_pre is None else grad_pre.transpose(0, 1).to(acc)  # [B, steps, memory_dim]
+        projected = ctx.outputs.grads.get("contexts")  # the projection's share, where the kernels took it
+        if projected is not None:
+            g = projected.to(acc) if g is None else g + projected
+        if g is None:  # no step's context reached the loss
             return None, None, None, None
-        g = terms[0].transpose(0, 1) if grad_pre is not None else terms[0]  # [B, steps, memory_dim]
-        if len(terms) == 2:
-            g = g + terms[1]
         weights = ctx.outputs.stacked["alignments"].to(acc)  # [B, steps, T_text]
         d_memory = torch.bmm(weights.transpose(1, 2), g)  # W^T G: one GEMM
         return d_memory.to(ctx.memory_dtype), None, None, None

@@ -137,17 +137,21 @@ class _AttentionStep(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_context, d_weights, d_new_cum, d_ah_copy):
         *inputs, weights = ctx.saved_tensors
-        query_weight, cum = inputs[1], inputs[5]
-        likes = (
-            cum.new_empty(inputs[2][:, 0].shape),
-            weights,
-            weights,
-            query_weight.new_empty(weights.size(0), query_weight.size(1), dtype=ctx.dtypes[0]),
+        query_weight, memory, cum = inputs[1], inputs[2], inputs[5]
+        rows = weights.size(0)
+        d_context, d_weights, d_new_cum = (
+            cum.new_zeros(shape) if grad is None else grad.contiguous()
+            for grad, shape in (
+                (d_context, (rows, memory.size(2))),
+                (d_weights, weights.shape),
+                (d_new_cum, weights.shape),
+            )
         )
-        d_context, d_weights, d_new_cum, d_ah_copy = (
-            torch.zeros_like(like) if grad is None else grad.contiguous()
-            for grad, like in zip((d_context, d_weights, d_new_cum, d_ah_copy), likes)
-        )
+        # the copy's gradient is read where it lies (rows apart by its stride: a column slice of a cell's)
+        if d_ah_copy is None:
+            d_ah_copy = query_weight.new_zeros(rows, query_weight.size(1), dtype=ctx.dtypes[0])
+        elif d_ah_copy.stride(1) != 1:
+            d_ah_copy = d_ah_copy.contiguous()
         memory_grad = ctx.needs_input_grad[4]  # not for the fast loop's detached memory: it sums it over steps
         pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
         extras = (None, None) if ctx.extras is None else ctx.extras()
