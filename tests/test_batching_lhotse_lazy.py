@@ -199,6 +199,19 @@ def test_bench_lhotse_smoke(tmp_path):
     assert " | 0 |" in table[1] and "(goal <= 1.5x)" in done.stdout and "(goal < 64)" in done.stdout
 
 
+def test_bench_lhotse_refuses_a_folder_that_is_not_there(tmp_path, monkeypatch, capsys):
+    """--folder names where the manifest goes: one that does not exist is an error line, exit 2, before
+    anything is written (it was a traceback from deep in tempfile)."""
+    from scripts.bench import lhotse as bench
+
+    monkeypatch.setattr(sys, "argv", ["lhotse.py", "--cuts", "10", "--folder", str(tmp_path / "absent")])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 2
+    assert f"error: --folder {tmp_path / 'absent'} is not a folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_default_cache_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     write_cuts(tmp_path / "cuts.jsonl.gz", DURATIONS[:5])

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from _pytest.fixtures import FixtureFunctionDefinition
 
+from training.checkpoint import load_checkpoint
+from training.rundir import LAST
+
 
 def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str], capsys) -> tuple[dict, str]:
     """`make gpu-check ARGS="--device cpu --tiny --parts PARTS"` (its main here: each check runs in a
@@ -39,6 +42,9 @@ def test_gpu_check_trains_resumes_synthesises_and_runs_ddp_on_the_cpu(tmp_path, 
     checks, _ = run_gpu_check(tmp_path / "report", "train", {"train-bf16", "train-fp16"}, capsys)
     assert {"train-bf16", "train-fp16"} <= {name for name, c in checks.items() if c["ok"] is None}  # no CUDA here
     assert {"train-fp32", "train-resume", "synthesis", "ddp-one-process", "ddp-two-ranks-graphed"} <= set(checks)
+    # force_ddp=true in one process started without torchrun: DDP over a process group of one (gloo here, NCCL
+    # on a GPU); its check passed on "parameters identical on all 1 ranks", and the checkpoint says so too
+    assert load_checkpoint(tmp_path / "report" / "ddp-one-process" / LAST)["world_size"] == 1
 
 
 def stub_part(part: str, setup) -> list:

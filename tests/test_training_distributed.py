@@ -1,6 +1,7 @@
-"""Multi-process training with torchrun on the CPU (gloo): equal steps, identical parameters, no hang."""
+"""Multi-process training with torchrun on the CPU (gloo): equal steps, identical parameters, no hang.
+(`force_ddp=true` in one process, DDP over a group of one, runs in tests/test_scripts_gpu_check.py: the GPU
+check's ddp-one-process.)"""
 
-import sys
 from datetime import timedelta
 
 import pytest
@@ -8,7 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import train
-from tests.kit import REPO, run_command, tiny, torchrun
+from tests.kit import tiny, torchrun
 from training.checkpoint import load_checkpoint
 from training.distributed import DistInfo, RankFailure, check_same_plan, decided_by_main
 from training.rundir import LAST, read_metrics
@@ -76,13 +77,3 @@ def test_ranks_with_different_plans_stop_with_a_clear_error_and_rank_zero_decide
         (1, "RankFailure"),
     }
     assert decided_by_main(lambda: 7, DistInfo(0, 1, 0)) == 7  # one process: no group needed
-
-
-@pytest.mark.slow
-def test_force_ddp_runs_ddp_in_a_group_of_one(tmp_path, demo_corpus):
-    """force_ddp=true in one process started without torchrun: the model is DDP-wrapped over a
-    process group of one (gloo here, NCCL on a GPU: the GPU check's single-GPU DDP run)."""
-    hparams = tiny(tmp_path, "epochs=1,force_ddp=true", demo_corpus)
-    result = run_command(sys.executable, REPO / "train.py", "--hparams", hparams, timeout=240)
-    assert "parameters identical on all 1 ranks" in result.stdout
-    assert load_checkpoint(tmp_path / "run" / LAST)["world_size"] == 1

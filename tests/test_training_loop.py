@@ -177,8 +177,11 @@ def test_no_host_reads_nor_syncing_ops_inside_the_training_loop(tmp_path, monkey
     every host read of the loop falls before
     the first step, after the last one or in the checkpoint (the function mode sees those: it is
     live), and no step runs an ATen operation that would wait for a CUDA device (the dispatch
-    mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live)."""
-    hp = tiny(tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,{variant}", half_demo_corpus)
+    mode sees the BiLSTM's reads of its CPU batch sizes and knows them for host reads: it is live).
+    Four frames a decoder step: the same loop in half the steps, each costing both modes' bookkeeping per operation."""
+    hp = tiny(
+        tmp_path, f"epochs=2,log_every=3,checkpoint_every_steps=5,n_frames_per_step=4,{variant}", half_demo_corpus
+    )
     reads = Reads()
     device_syncs = DeviceSyncs(reads)
     monkeypatch.setattr(

@@ -21,6 +21,7 @@ step's time (scripts/bench/traffic.py); on the meta device it costs no memory an
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,19 +74,34 @@ def distinct_bytes(t: torch.Tensor) -> int:
     return n * t.element_size()
 
 
+@functools.cache
+def _traffic_rule(func: torch._ops.OpOverload) -> tuple[tuple[tuple[str, int], ...], tuple[bool, ...]]:
+    """An operation's schema read once: (argument name, times it moves: 2 if written), and whether each
+    result is new rather than an argument written in place."""
+    schema = func._schema
+    passes = tuple((a.name, 2 if a.alias_info is not None and a.alias_info.is_write else 1) for a in schema.arguments)
+    return passes, tuple(r.alias_info is None for r in schema.returns)
+
+
+def _tensors_bytes(value: Any) -> int:
+    """distinct_bytes summed over a value's tensors (a tensor, or a list of them and None, as ATen passes)."""
+    if isinstance(value, torch.Tensor):
+        return distinct_bytes(value)
+    if isinstance(value, (list, tuple)):
+        return sum(distinct_bytes(t) for t in tree_leaves(value) if isinstance(t, torch.Tensor))
+    return 0
+
+
 def moved_bytes(func: torch._ops.OpOverload, args: tuple, kwargs: dict, result: Any) -> int:
     """The bytes one compute operation reads and writes (the module docstring's rule)."""
-    schema = func._schema
-    values = dict(zip((a.name for a in schema.arguments), args)) | kwargs
+    passes, fresh = _traffic_rule(func)
     total = 0
-    for argument in schema.arguments:
-        times = 2 if argument.alias_info is not None and argument.alias_info.is_write else 1
-        tensors = [t for t in tree_leaves(values.get(argument.name)) if isinstance(t, torch.Tensor)]
-        total += times * sum(distinct_bytes(t) for t in tensors)
+    for i, (name, times) in enumerate(passes):
+        total += times * _tensors_bytes(args[i] if i < len(args) else kwargs.get(name))
     results = result if isinstance(result, tuple) else (result,)
-    for returned, value in zip(schema.returns, results):
-        if returned.alias_info is None:  # not an argument written in place
-            total += sum(distinct_bytes(t) for t in tree_leaves(value) if isinstance(t, torch.Tensor))
+    for new, value in zip(fresh, results):
+        if new:
+            total += _tensors_bytes(value)
     return total
 
 

@@ -42,7 +42,7 @@ from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.graphs import build_loop_graphs
 from model.shapes import round_up, shape_table
-from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_shapes
+from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_frames_and_texts, symbol_counts
 from scripts.common import markdown_table
 from scripts.reproduction.paper import EXPERIMENTS, PAPER_TABLE3
 from training.config import RunConfig, resolve_config
@@ -181,7 +181,7 @@ def bench_config(args: argparse.Namespace, preset: str) -> RunConfig:
     )
 
 
-def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) -> dict:
+def run(args: argparse.Namespace, frames: np.ndarray, texts: list[str]) -> dict:
     device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
     on_cpu = device.type == "cpu"
     preset = args.preset or ("small" if on_cpu else "full")
@@ -193,16 +193,16 @@ def run(args: argparse.Namespace, frames: np.ndarray, text_lengths: np.ndarray) 
     if on_cpu:
         torch.set_flush_denormal(True)  # denormals from random targets would slow the CPU, not the GPU
     keep = training_utterances(frames.size, args.split, args.seed, subset)
-    frames, text_lengths = frames[keep], text_lengths[keep]
+    frames, symbols = frames[keep], symbol_counts(texts, keep)
     r = cfg.model.n_frames_per_step
     names = [n.strip() for n in args.strategies.split(",") if n.strip()]
     common = {"batch_size": cfg.batching.batch_size, "seed": args.seed}
     if subset:
         common |= subset_parameters(frames, BatchingConfig.from_dict({**EXPERIMENTS["SSB-BR"], **common}))
-    plans = make_plans(frames, text_lengths, names, common, r, max_batches, args.graph_bucket)
+    plans = make_plans(frames, symbols, names, common, r, max_batches, args.graph_bucket)
     bench = Bench(cfg, device)
-    capture_seconds = capture_plans(bench, plans, frames, text_lengths) if args.cuda_graphs else None
-    time_plans(bench, plans, frames, text_lengths, args.warmup)
+    capture_seconds = capture_plans(bench, plans, frames, symbols) if args.cuda_graphs else None
+    time_plans(bench, plans, frames, symbols, args.warmup)
 
     extrapolated = any(len(p["timed"]) < len(p["batches"]) for p in plans.values())
     coef = (
@@ -364,8 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown strategies {unknown}; known: {', '.join(BENCH_STRATEGIES)}")
     try:
-        frames, text_lengths = read_shapes(args.lengths)
-        result = run(args, frames, text_lengths)
+        result = run(args, *read_frames_and_texts(args.lengths))
     except UserError as err:  # a user's mistake: one line (programming errors keep their tracebacks)
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -276,6 +276,8 @@ def main() -> None:
     parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.folder is not None and not args.folder.is_dir():
+        parser.error(f"--folder {args.folder} is not a folder: create it, or leave --folder out for a temporary one")
     args.pass_cuts = args.cuts if args.pass_cuts is None else args.pass_cuts
     if args.measure:
         print(

@@ -52,7 +52,7 @@ from batching.analysis import resolve_width
 from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.shapes import ShapeTable, round_up, shape_table
-from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_shapes
+from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_frames_and_texts, symbol_counts
 from scripts.common import OPS_HEADING, markdown_table
 from training.config import RunConfig, resolve_config
 from training.hparams import load_hparams
@@ -85,18 +85,18 @@ def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
 def chosen_batches(args: argparse.Namespace, r: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], dict]:
     """(frames, text lengths, K batches of the strategy's epoch-0 plan at B0 = --batch-size spread over
     their cost, and the plan's shape table, or with --capture timed the part of it the K batches use)."""
-    frames, text_lengths = read_shapes(args.lengths)
+    frames, texts = read_frames_and_texts(args.lengths)
     keep = train_split(frames.size, 0.8, 0)
-    frames, text_lengths = frames[keep], text_lengths[keep]
+    frames, symbols = frames[keep], symbol_counts(texts, keep)
     config = BatchingConfig.from_dict({**BENCH_STRATEGIES[args.strategy], "seed": 0, "batch_size": args.batch_size})
     batches = plan_epoch(frames, resolve_width(frames, config)[0])
     costs = np.array([len(b) * -(-int(frames[b].max()) // r) for b in batches])
     timed = [batches[i] for i in pick_timed(costs, args.batches)]
-    table = shape_table(batches, frames, text_lengths, GRAPH_BUCKET)
+    table = shape_table(batches, frames, symbols, GRAPH_BUCKET)
     if args.capture == "timed":  # only the timed batches' shapes (the same shapes: their buckets' rows and text)
         buckets = {round_up(int(frames[b].max()), GRAPH_BUCKET) for b in timed}
         table = ShapeTable(GRAPH_BUCKET, {f: table.rows[f] for f in buckets}, {f: table.text[f] for f in buckets})
-    return frames, text_lengths, timed, table
+    return frames, symbols, timed, table
 
 
 def gradient(bench: Bench, batch, shape) -> dict:

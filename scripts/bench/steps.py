@@ -30,19 +30,23 @@ RECIPE_ROWS = {"SSB-DBS-BR-cost": {**EXPERIMENTS["SSB-DBS-BR"], "ssb_key": "cost
 BENCH_STRATEGIES = {**EXPERIMENTS, **RECIPE_ROWS}
 
 
-def read_shapes(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(mel frames, text ids) per utterance from a TSV with `frames` and `text` columns, or a filelist;
+def read_frames_and_texts(path: Path) -> tuple[np.ndarray, list[str]]:
+    """(mel frames, text) per utterance from a TSV with `frames` and `text` columns, or a filelist;
     a bad line is a LengthsFileError naming it (batching.read_lengths checks every line first)."""
     frames = read_lengths(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     header = lines[0].split("\t")
     if "\t" not in lines[0]:
-        texts = [u.text for u in read_filelist(path)]
-    elif "text" in header:
-        texts = [line.split("\t")[header.index("text")] for line in lines[1:] if line.strip()]
-    else:
-        raise LengthsFileError(f"{path}:1: TSV header has no 'text' column (columns: {', '.join(header)})")
-    return frames, np.array([len(text_to_sequence(t)) for t in texts], dtype=np.int64)
+        return frames, [u.text for u in read_filelist(path)]
+    if "text" in header:
+        return frames, [line.split("\t")[header.index("text")] for line in lines[1:] if line.strip()]
+    raise LengthsFileError(f"{path}:1: TSV header has no 'text' column (columns: {', '.join(header)})")
+
+
+def symbol_counts(texts: list[str], keep: np.ndarray) -> np.ndarray:
+    """Symbols per kept utterance, after the text front end: only those kept, as the front end takes
+    seconds over a corpus (LJSpeech: about 3 s on a CPU core) and a bench may keep a few hundred."""
+    return np.array([len(text_to_sequence(texts[i])) for i in keep], dtype=np.int64)
 
 
 def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:

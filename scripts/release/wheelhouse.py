@@ -14,8 +14,8 @@ For another Python on Linux it defaults to manylinux_2_28 (what PyPI's torch 2.1
 --target-has takes `pip list --format=freeze` of the target and leaves out the wheels of what it
 already has, so that only the missing ones travel.
 
-`install` runs in the target Python (`make install-offline PYTHON=...`): `pip install --no-index`
-from the folder only (pip's configuration and PIP_* variables are ignored), with the installed torch
+`install` runs in the target Python (`make install-offline PYTHON=...`): `pip install --no-index
+--no-compile` from the folder only (pip's configuration and PIP_* variables are ignored), with the installed torch
 pinned by a constraint, and it fails if torch changed all the same. --only-missing installs, without
 dependencies, just the wheels of distributions the target lacks and keeps its own numpy, scipy etc.
 (then `pip check` must find nothing wrong with what it installed).
@@ -216,6 +216,7 @@ def pip_install(
         done = offline_pip(
             "install",
             "--no-index",
+            "--no-compile",  # Python writes bytecode on first import: only for what runs, and a quarter of the time
             "-c",
             str(constraint),
             *pip_install_args(requirements, wheelhouse, chosen, only_missing),

@@ -11,6 +11,9 @@ usage: scripts/reproduction/quality.sh demo|espeak [options]
 
   --epochs N      epochs per run (default: demo 48, espeak 12, the README's)
   --seeds LIST    comma-separated seeds (default 0,1,2)
+  --only LIST     comma-separated experiments of the first sweep (default
+                  $FIVE); SSB-DBS-BR's two learning-rate
+                  rule runs follow it in any case
   --out DIR       run directories go to DIR/CORPUS, DIR/CORPUS-lr-sqrt, DIR/CORPUS-lr-linear
                   (default runs/quality)
   --tables DIR    tables and figures go to DIR/CORPUS-valid and DIR/CORPUS-padded
@@ -23,6 +26,7 @@ warmup_steps=0); espeak: 200 LJSpeech sentences spoken by eSpeak NG (corpora/esp
 EOF
 }
 
+FIVE=RAND,SB-BR,SSB-BR,ATS-BR,SSB-DBS-BR
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO"
 case "${1:-}" in
@@ -35,11 +39,12 @@ case "$corpus" in
     espeak) epochs=12 hparams=n_utterances=200,espeak_dir=corpora/espeak-200,progress=false ;;
     *) echo "error: unknown corpus '$corpus' (demo or espeak)" >&2; usage >&2; exit 2 ;;
 esac
-seeds=0,1,2 out=runs/quality tables=docs/quality
+seeds=0,1,2 out=runs/quality tables=docs/quality only=$FIVE
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --epochs) epochs=${2:?--epochs needs a value}; shift 2 ;;
         --seeds) seeds=${2:?--seeds needs a value}; shift 2 ;;
+        --only) only=${2:?--only needs a value}; shift 2 ;;
         --out) out=${2:?--out needs a value}; shift 2 ;;
         --tables) tables=${2:?--tables needs a value}; shift 2 ;;
         --hparams) hparams="$hparams,${2:?--hparams needs a value}"; shift 2 ;;
@@ -53,7 +58,7 @@ fi
 export PYTHON
 
 sweep=(scripts/reproduction/table2.sh --dataset "$corpus" --epochs "$epochs" --seeds "$seeds")
-"${sweep[@]}" --only RAND,SB-BR,SSB-BR,ATS-BR,SSB-DBS-BR --out "$out/$corpus" --hparams "$hparams"
+"${sweep[@]}" --only "$only" --out "$out/$corpus" --hparams "$hparams"
 for rule in sqrt linear; do
     "${sweep[@]}" --only SSB-DBS-BR --out "$out/$corpus-lr-$rule" --hparams "$hparams,lr_batch_scaling=$rule"
 done
