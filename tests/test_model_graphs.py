@@ -80,7 +80,10 @@ def test_bucketed_and_static_loop_runs_train_like_a_plain_one(tmp_path, demo_cor
         ("static", "graph_bucket=16,cuda_graphs=true,progress=true"),
     ):
         out = tmp_path / name
-        assert train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,{extra}", demo_corpus)]) == 0
+        assert (
+            train.main(["--hparams", tiny(out, f"epochs=2,validate_every=2,n_frames_per_step=4,{extra}", demo_corpus)])
+            == 0
+        )
         losses[name] = [(r["train_loss"], r.get("val_loss")) for r in read_metrics(out / "run")]
         logged = capsys.readouterr()
         if name == "static":

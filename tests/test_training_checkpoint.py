@@ -108,14 +108,14 @@ def position(run: Path) -> tuple[int, int]:
 @pytest.mark.slow
 def test_killed_anywhere_the_resumed_run_matches_an_uninterrupted_one(tmp_path, demo_corpus):
     run, resume = tmp_path / "run", ["--resume", str(tmp_path / "run")]
-    assert train.main(["--hparams", tiny(tmp_path, "epochs=2", demo_corpus)]) == 0
+    assert train.main(["--hparams", tiny(tmp_path, "epochs=2,n_frames_per_step=4", demo_corpus)]) == 0
     want = {"metrics": read_metrics(run), LAST: load_checkpoint(run / LAST), BEST: load_checkpoint(run / BEST)}
     # the kill points below count calls on this plan: 7 steps per epoch, 8 validation utterances
     assert [r["steps"] for r in want["metrics"]] == [7, 7]
 
     # the same run started over (overwrite=true), killed inside step 2, before its first checkpoint
     # (every 3 steps): the old run's checkpoints are gone, and --resume starts from the beginning
-    hparams = tiny(tmp_path, "epochs=2,checkpoint_every_steps=3,overwrite=true", demo_corpus)
+    hparams = tiny(tmp_path, "epochs=2,n_frames_per_step=4,checkpoint_every_steps=3,overwrite=true", demo_corpus)
     kill_at(tmp_path, ["--hparams", hparams], "train_step", 2, "after")
     assert not (run / LAST).exists() and not (run / BEST).exists() and read_metrics(run) == []
     # halfway through writing LAST at the end of epoch 0 (after BEST): the step-6 checkpoint stays

@@ -51,11 +51,16 @@ def test_run_writes_metrics_checkpoint_and_figures(tmp_path, demo_corpus):
 def test_interrupted_and_resumed_run_matches_an_uninterrupted_one(tmp_path, demo_corpus):
     """Stop inside epoch 1, resume: per-epoch losses equal those of a run that never stopped."""
     straight = tmp_path / "straight"
-    assert train.main(["--hparams", tiny(tmp_path, f"epochs=3,output_dir={straight}", demo_corpus)]) == 0
+    assert (
+        train.main(["--hparams", tiny(tmp_path, f"epochs=3,n_frames_per_step=4,output_dir={straight}", demo_corpus)])
+        == 0
+    )
     steps_epoch0 = read_metrics(straight)[0]["steps"]
 
     stopped = tmp_path / "stopped"
-    hp = tiny(tmp_path, f"epochs=3,output_dir={stopped},stop_after_steps={steps_epoch0 + 2}", demo_corpus)
+    hp = tiny(
+        tmp_path, f"epochs=3,n_frames_per_step=4,output_dir={stopped},stop_after_steps={steps_epoch0 + 2}", demo_corpus
+    )
     assert train.main(["--hparams", hp]) == 0
     assert len(read_metrics(stopped)) == 1  # stopped inside epoch 1
     assert load_checkpoint(stopped / LAST)["progress"]["step_in_epoch"] == 2
