@@ -184,13 +184,21 @@ class _Summed(torch.autograd.Function):
         return grad.to(ctx.dtype), None
 
 
+def accumulator_shapes(rows: int, text: int, scoring_rows: int, dim: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """StepSums' accumulators for `rows` utterances of `text` symbols: the processed memory's gradient
+    [rows, text, dim] and the scoring matrix's ([scoring_rows = 2K + 1, dim]) per-row partials
+    [rows, scoring_rows, dim]. Also what model/graphs.loop_memory counts: node attributes, not saved tensors."""
+    return (rows, text, dim), (rows, scoring_rows, dim)
+
+
 def step_sums(processed_memory: torch.Tensor, scoring: torch.Tensor, rows: int) -> StepSums | None:
     """StepSums for a loop over `rows` utterances, or None where no gradient will be taken."""
     if not torch.is_grad_enabled():
         return None
     acc = accumulation_dtype(processed_memory.dtype)
-    pm_acc = processed_memory.new_zeros(processed_memory.shape, dtype=acc)
-    part_acc = scoring.new_zeros((rows, *scoring.shape), dtype=acc)
+    pm_shape, part_shape = accumulator_shapes(rows, processed_memory.size(1), *scoring.shape)
+    pm_acc = processed_memory.new_zeros(pm_shape, dtype=acc)
+    part_acc = scoring.new_zeros(part_shape, dtype=acc)
     return StepSums(_Summed.apply(processed_memory, pm_acc), _Summed.apply(scoring, part_acc), pm_acc, part_acc)
 
 

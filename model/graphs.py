@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from torch.autograd.function import once_differentiable
 
 from .decoder import TeacherForcing
 from .fast_decoder import FastDecoder, LoopRunner
+from .fused_attention import accumulator_shapes
 from .kernel_support import accumulation_dtype
 from .shapes import LoopShape
 
@@ -260,7 +262,8 @@ def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = tor
     if meta.fused_attention:  # model/fused_attention.StepSums' accumulators (attributes too)
         scoring = 2 * meta.attention.kernel_size + 1
         acc_bytes = torch.finfo(accumulation_dtype(dtype)).bits // 8
-        rows_bytes += rows * (shape.text + scoring) * meta.attention.memory_layer.out_features * acc_bytes
+        shapes = accumulator_shapes(rows, shape.text, scoring, meta.attention.memory_layer.out_features)
+        rows_bytes += sum(math.prod(s) for s in shapes) * acc_bytes
     inputs = sum(_nbytes(x) for x in loop.inputs)
     grad_inputs = sum(_nbytes(x) for x, grad in zip(loop.inputs, NEEDS_GRAD) if grad)
     static = inputs + 2 * sum(_nbytes(o) for o in outputs) + grad_inputs + sum(_nbytes(p) for p in loop.params)
