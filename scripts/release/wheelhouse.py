@@ -15,8 +15,8 @@ For another Python on Linux it defaults to manylinux_2_28 (what PyPI's torch 2.1
 already has, so that only the missing ones travel.
 
 `install` runs in the target Python (`make install-offline PYTHON=...`): `pip install --no-index
---no-compile` from the folder only (pip's configuration and PIP_* variables are ignored), with the installed torch
-pinned by a constraint, and it fails if torch changed all the same. --only-missing installs, without
+--no-compile` from the folder only (pip's configuration and PIP_* variables are ignored), with the
+installed torch pinned by a constraint, and it fails if torch changed all the same. --only-missing installs, without
 dependencies, just the wheels of distributions the target lacks and keeps its own numpy, scipy etc.
 (then `pip check` must find nothing wrong with what it installed).
 Only the standard library: the target may have nothing else.
