@@ -133,8 +133,8 @@ def test_training_with_bload_runs_whole_blocks_and_the_losses_fall(tmp_path, dem
     every epoch is recorded, each batch runs whole decoder blocks in one step, and training and validation
     losses fall. That training on blocks learns what training on padded batches learns follows from three
     checks, so no learning run of its own repeats test_training_run.test_demo_learns_at_reduced_size (the
-    alignment turns diagonal): above, a packed utterance's outputs, loss and every gradient equal its
-    unpacked ones in float64; tests/test_batching_bload.py shows the sampler and collate lay each
+    alignment turns diagonal): above, a packed utterance's outputs and loss equal its unpacked ones, and
+    in float64 every gradient does; tests/test_batching_bload.py shows the sampler and collate lay each
     utterance's frames, gate and text out where the plan puts them."""
     import train
 
