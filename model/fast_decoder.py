@@ -68,7 +68,7 @@ from .decoder import Decoder, DecoderState, TeacherForcing
 from .fused_attention import StepSums, scoring_matrix, step_sums
 from .fused_attention import attend as attend_fused
 from .fused_lstm import cell_step
-from .kernel_support import accumulation_dtype
+from .kernel_support import accumulation_dtype, unit_columns
 from .packing import StepLayout
 from .shapes import LoopShape
 
@@ -233,7 +233,8 @@ class StepOutputs:
 
 class _Stacked(torch.autograd.Function):
     """torch.stack(tensors, 1), whose gradient goes to its StepOutputs, not to the tensors: autograd
-    runs it before any step's backward (each step's output is its input), so the kernels find it."""
+    runs it before any step's backward (each step's output is its input), so the kernels find it,
+    its last dimension unit-stride, as they read it (a loss may send it in any layout)."""
 
     @staticmethod
     def forward(ctx, outputs: StepOutputs, name: str, *tensors: torch.Tensor) -> torch.Tensor:
@@ -245,7 +246,7 @@ class _Stacked(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: torch.Tensor | None):
         if grad is not None:
-            ctx.outputs.grads[ctx.name] = grad
+            ctx.outputs.grads[ctx.name] = unit_columns(grad)
         return (None, None) + (None,) * ctx.n
 
 

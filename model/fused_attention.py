@@ -29,7 +29,7 @@ from typing import NamedTuple
 import torch
 from torch.autograd.function import once_differentiable
 
-from .kernel_support import accumulation_dtype
+from .kernel_support import accumulation_dtype, unit_columns
 
 #: Symbols a kernel program walks at once (a power of two >= 16): 16 keeps the forward within the
 #: registers at the full model's sizes (scripts/bench/kernels.py); the tests also walk several chunks.
@@ -150,8 +150,7 @@ class _AttentionStep(torch.autograd.Function):
         # the copy's gradient is read where it lies (rows apart by its stride: a column slice of a cell's)
         if d_ah_copy is None:
             d_ah_copy = query_weight.new_zeros(rows, query_weight.size(1), dtype=ctx.dtypes[0])
-        elif d_ah_copy.stride(1) != 1:
-            d_ah_copy = d_ah_copy.contiguous()
+        d_ah_copy = unit_columns(d_ah_copy)
         memory_grad = ctx.needs_input_grad[4]  # not for the fast loop's detached memory: it sums it over steps
         pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
         extras = (None, None) if ctx.extras is None else ctx.extras()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from torch.autograd.function import once_differentiable
 
-from .kernel_support import accumulation_dtype
+from .kernel_support import accumulation_dtype, unit_columns
 
 
 @torch.library.custom_op("tacotron2::lstm_step", mutates_args=("row",))
@@ -85,7 +85,7 @@ class _CellStep(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_h, d_c, _d_act):
         act, cell, new_cell, keep, weight = ctx.saved_tensors
-        d_h = torch.zeros_like(new_cell) if d_h is None else d_h if d_h.stride(1) == 1 else d_h.contiguous()
+        d_h = torch.zeros_like(new_cell) if d_h is None else unit_columns(d_h)
         d_c = torch.zeros_like(new_cell) if d_c is None else d_c.contiguous()
         d_h_extra = None if ctx.extra is None else ctx.extra()
         d_gates, d_cell, d_row = _lstm_step_backward(

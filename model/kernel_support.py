@@ -23,3 +23,9 @@ def unavailable(device: torch.device) -> str | None:
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     """float64 for float64 inputs, else float32 (bf16 and fp16 included): what sums are kept in."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def unit_columns(t: torch.Tensor) -> torch.Tensor:
+    """t itself if its last dimension is unit-stride, else a contiguous copy: the kernels take a
+    gradient's other strides (a column slice of a wider one is read where it lies), not that one."""
+    return t if t.stride(-1) == 1 else t.contiguous()

@@ -280,3 +280,32 @@ def test_the_fused_step_under_bf16_autocast_is_as_close_to_float32_as_the_unfuse
     for k, (error, unfused_error) in enumerate(errors):
         assert error <= max(1.5 * unfused_error, 0.01), (k, error, unfused_error)
     assert statistics.median(e for e, _ in errors) <= statistics.median(u for _, u in errors)
+
+
+@pytest.mark.parametrize("variant", ["fast", "fast+fused"])
+def test_output_gradients_in_any_layout_reach_every_gradient_in_float64(variant):
+    """A loss may send the loop's outputs gradients in any layout: here each output is read through a
+    transpose, so its gradient's last dimension is not unit-stride. The fused kernels read the
+    stacked outputs' gradients along unit-stride columns (model/fast_decoder._Stacked hands them on
+    so); memory's and every parameter's gradient still equal the plain loop's in float64. (Through
+    Tacotron2 the masking before the loss makes them contiguous, so only the decoder shows it.)"""
+    cfg = tiny_config(n_frames_per_step=2)
+    torch.manual_seed(0)
+    plain = Decoder(cfg).double().train()
+    fast = FastDecoder(dataclasses.replace(cfg, **VARIANTS[variant])).double().train()
+    fast.load_state_dict(plain.state_dict())
+    g = torch.Generator().manual_seed(1)
+    memory = torch.randn(3, 9, cfg.encoder_embedding_dim, generator=g, dtype=torch.float64)
+    mel = torch.randn(3, cfg.n_mel_channels, 12, generator=g, dtype=torch.float64)
+    grads = []
+    for decoder in (plain, fast):
+        leaf = memory.clone().requires_grad_()
+        torch.manual_seed(7)  # the same dropout masks
+        outputs = decoder(leaf, torch.zeros(memory.shape[:2], dtype=torch.float64), mel)
+        seed = torch.Generator().manual_seed(2)
+        loss = sum(
+            (o.transpose(-1, -2) * torch.randn(o.transpose(-1, -2).shape, generator=seed)).sum() for o in outputs
+        )
+        grads.append(torch.autograd.grad(loss, [leaf, *decoder.parameters()]))
+    for k, (got, want) in enumerate(zip(grads[1], grads[0])):
+        assert relative_error(got, want) < 1e-12, k
