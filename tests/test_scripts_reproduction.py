@@ -678,9 +678,9 @@ def markdown_tables(text: str) -> list[dict[str, list[str]]]:
 @pytest.mark.slow
 def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     """A synthetic lengths file and a tiny model: one batch through eager, fast, bucketed and graphed
-    (static buffers, eager on the CPU); the first losses agree (same weights, same dropout masks),
-    every variant's operations per decoder step are printed and positive, and the last line is the
-    ratio."""
+    (static buffers, eager on the CPU, asked for by name: the CPU's default is eager and fast); the
+    first losses agree (same weights, same dropout masks), every variant's operations per decoder step
+    are printed and positive, and the last line is the ratio."""
     lengths = synthetic_lengths(tmp_path, 60)
     out = run(
         sys.executable,
@@ -690,6 +690,8 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
         lengths,
         "--batches",
         "1",
+        "--variants",
+        "bucketed,graphed",
         "--hparams",
         f"n_frames_per_step=4,{TINY}",
     )
@@ -701,6 +703,21 @@ def test_bench_step_runs_every_variant_from_the_same_weights(tmp_path):
     assert max(losses) - min(losses) <= 1e-5 * abs(losses[0])
     assert all(float(row[4]) < 1e-4 for row in rows.values())  # gradient difference against eager
     assert re.fullmatch(r"fast/eager speed ratio: \d+\.\d\d", out.strip().splitlines()[-1])
+
+
+def test_bench_step_runs_eager_and_fast_on_the_small_model_by_default_on_the_cpu():
+    """On the CPU the default is what fits a laptop (a few minutes, a few GiB): eager and fast on the
+    small model; the graph-ready variants only when named; on CUDA every variant on the full model."""
+    import torch
+
+    from scripts.bench.step import VARIANTS, argument_parser, chosen_variants
+
+    args = argument_parser().parse_args([])
+    assert chosen_variants(args, torch.device("cpu")) == ["eager", "fast"] and args.preset == "small"
+    args = argument_parser().parse_args(["--variants", "graphed,bf16", "--preset", "full"])
+    assert chosen_variants(args, torch.device("cpu")) == ["eager", "fast", "graphed"] and args.preset == "full"
+    args = argument_parser().parse_args([])
+    assert chosen_variants(args, torch.device("cuda")) == list(VARIANTS) and args.preset == "full"
 
 
 def test_bench_step_refuses_an_unknown_variant(capsys):

@@ -30,7 +30,8 @@ first loss, relative gradient difference, speed against eager), then under its o
 ("ops per decoder step", which gpu_check's report uses as a heading) a second one of the
 operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
 
-    python -m scripts.bench.step                        # CPU, full model, 1 thread, 4 batches
+    python -m scripts.bench.step                        # CPU: small model, eager and fast, 1 thread, 4 batches
+    python -m scripts.bench.step --preset full --batches 2   # CPU, full model: about a minute a batch per variant
     python -m scripts.bench.step --device cuda --batches 16
     python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute,graphed+fused
     python -m scripts.bench.step --device cuda --batch-size 64 --capture timed --hparams matmul_precision=high
@@ -52,7 +53,15 @@ from batching.analysis import resolve_width
 from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.shapes import ShapeTable, round_up, shape_table
-from scripts.bench.steps import BENCH_STRATEGIES, Bench, device_name, pick_timed, read_frames_and_texts, symbol_counts
+from scripts.bench.steps import (
+    BENCH_STRATEGIES,
+    Bench,
+    device_name,
+    pick_timed,
+    read_frames_and_texts,
+    release_memory,
+    symbol_counts,
+)
 from scripts.common import OPS_HEADING, markdown_table
 from training.config import RunConfig, resolve_config
 from training.hparams import load_hparams
@@ -72,6 +81,10 @@ VARIANTS = {
     "graphed+fused": f"{GRAPHED},model.fused_attention=true,model.fused_lstm=true",
 }
 CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused")
+#: What runs without --variants and --preset. On the CPU: eager and fast on the small model, a few
+#: minutes in about 4 GiB. The graph-ready variants there only check the path (their static buffers
+#: for every shape of the epoch cost GiBs at the full model's size); ask for them with --variants.
+DEFAULTS = {"cpu": ("eager,fast", "small"), "cuda": (",".join(VARIANTS), "full")}
 
 
 def variant_config(args: argparse.Namespace, variant: str) -> RunConfig:
@@ -154,10 +167,12 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
         first = gradient(benches[v], inputs[0], shapes[v][0])
         reference = reference if reference is not None else first["grad"]
         rows[v].update(grad_diff=float((first.pop("grad") - reference).norm() / reference.norm()), **first)
+        release_memory()
     train_step(benches[variants[0]].parts, inputs[0])  # warm-up of the allocator and kernels
     for k, batch in enumerate(inputs):
         for v in variants[k % len(variants) :] + variants[: k % len(variants)]:
             seconds, peak = timed_step(benches[v], batch, shapes[v][k])
+            release_memory()
             rows[v]["seconds"].append(seconds)
             rows[v]["peak_gb"] = max(rows[v].get("peak_gb", 0.0), peak)
             rows[v]["steps"] += batch.mel.size(2) // r
@@ -242,17 +257,31 @@ def argument_parser() -> argparse.ArgumentParser:
         "timed batches' (timed: a shorter start)",
     )
     parser.add_argument("--batches", type=int, default=4, help="batches timed per variant (default 4)")
-    parser.add_argument("--preset", choices=("small", "full"), default="full", help="model preset (default full)")
+    parser.add_argument(
+        "--preset", choices=("small", "full"), help="model preset (default: full on CUDA, small on the CPU)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1)")
     parser.add_argument("--hparams", default="", help="extra train.py hparams for every variant")
     parser.add_argument(
         "--variants",
-        default=",".join(VARIANTS),
-        help="comma-separated variants to run (default all; eager and fast always run, the "
-        "reference and the ratio; the CUDA-only ones are left out on the CPU)",
+        help="comma-separated variants to run (default: all on CUDA, eager and fast on the CPU; eager and fast "
+        "always run, the reference and the ratio; the CUDA-only ones are left out on the CPU)",
     )
     return parser
+
+
+def chosen_variants(args: argparse.Namespace, device: torch.device) -> list[str]:
+    """The variants to run, in VARIANTS' order, with the device's defaults for --variants and --preset
+    filled into args; a UserError names an unknown variant."""
+    default_variants, default_preset = DEFAULTS["cuda" if device.type == "cuda" else "cpu"]
+    args.variants, args.preset = args.variants or default_variants, args.preset or default_preset
+    asked = {"eager", "fast", *args.variants.split(",")}
+    if asked - VARIANTS.keys():
+        raise UserError(
+            f"--variants {args.variants}: unknown {sorted(asked - VARIANTS.keys())}; choose from {', '.join(VARIANTS)}"
+        )
+    return [v for v in VARIANTS if v in asked and (device.type == "cuda" or v not in CUDA_ONLY)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,16 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    asked = {"eager", "fast", *args.variants.split(",")}
-    if asked - VARIANTS.keys():
+    try:
+        variants = chosen_variants(args, device)
         print(
-            f"error: --variants {args.variants}: unknown {sorted(asked - VARIANTS.keys())}; choose from "
-            f"{', '.join(VARIANTS)}",
+            f"bench.step: {', '.join(variants)} on {device} ({args.threads} thread{'s' * (args.threads > 1)}), "
+            f"model preset {args.preset}, {args.batches} batches of {args.strategy} at B0 {args.batch_size}; "
+            f"left out: {', '.join(v for v in VARIANTS if v not in variants) or 'none'}",
             file=sys.stderr,
         )
-        return 2
-    variants = [v for v in VARIANTS if v in asked and (device.type == "cuda" or v not in CUDA_ONLY)]
-    try:
         rows = measure(args, variants, device)
     except (UserError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -3,7 +3,10 @@ corpus, random text ids and mels of exactly those lengths, the one training step
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
+import gc
 import time
 from pathlib import Path
 
@@ -47,6 +50,17 @@ def symbol_counts(texts: list[str], keep: np.ndarray) -> np.ndarray:
     """Symbols per kept utterance, after the text front end: only those kept, as the front end takes
     seconds over a corpus (LJSpeech: about 3 s on a CPU core) and a bench may keep a few hundred."""
     return np.array([len(text_to_sequence(texts[i])) for i in keep], dtype=np.int64)
+
+
+def release_memory() -> None:
+    """Hand freed host memory back to the system between steps: glibc keeps the freed blocks of a
+    step's activations in its heap, so without a trim a process's resident set grows by about a step's
+    working set with every step and variant (bench.step on the small model, 2 batches of eager and
+    fast: 5.5 GiB resident at the end instead of 1.2). No-op where the C library has no malloc_trim (macOS, musl)."""
+    gc.collect()
+    trim = getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:
