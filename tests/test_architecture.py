@@ -46,6 +46,19 @@ def test_no_nested_function_and_none_over_60_lines(path):
         assert length <= 60, f"{path.name}:{func.lineno} {func.name} is {length} lines, its docstring left out"
 
 
+#: Packages whose modules each do one thing and stay short: a module over this many lines does two.
+SHORT_MODULES = ("data", "batching")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in project_files() if p.parts[len(REPO.parts)] in SHORT_MODULES],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
+def test_no_data_or_batching_module_over_400_lines(path):
+    assert len(path.read_text().splitlines()) <= 400, f"{path.relative_to(REPO)}: split it where it does two things"
+
+
 def imports_of(source: str, package: str) -> set[str]:
     """Every module a file's source imports, `package` being its own (for relative imports):
     those under `if TYPE_CHECKING:` too, since a circle held together by annotations is still one."""
