@@ -240,7 +240,8 @@ def test_one_reader_hands_on_the_frames_per_step():
     """The hparam n_frames_per_step is read once (training/config.py's frames_per_step), which hands
     r to the model config, its home, and a copy to the batching config for block plans; no other
     class holds it (the run reads the model's, the loss the model output's, the collates and the
-    benches take the model config's), and the loss takes none."""
+    benches take the model config's), and the loss takes none. (`python -m batching` reads hparams.yaml's
+    value itself, batching/recipe.py, into its BatchingConfig: it ships alone and imports nothing of training.)"""
     readers = {relative(p): lines for p in project_files() if (lines := hparam_reads(p, "n_frames_per_step"))}
     assert (
         readers == {"training/config.py": readers.get("training/config.py")} and len(readers["training/config.py"]) == 1
