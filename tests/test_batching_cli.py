@@ -211,3 +211,46 @@ def test_a_setting_that_makes_its_strategy_degenerate_is_a_warning(capsys, tmp_p
     code, _, err = run(capsys, "stats", "--lengths", str(lengths), "--hparams", hparams)
     assert code == 0 and warning in err and "warning: " in err
     assert run(capsys, "stats", "--lengths", str(lengths), "--hparams", "batching=ssb,lrf=0.1")[2].count("warning") == 0
+
+
+@pytest.mark.parametrize(
+    "hparams",
+    [
+        "",
+        "batching=ssb,lrf=0.2",
+        "batching=ssb,ssb_key=length",
+        "batching=ssb,ssb_key=null",
+        "batching=ssb,target_zpr=null",
+        "batching=ssb,target_pair_repeat=0.1",
+        "batching=bkt,bucket_size=64,dbs=false",
+        "batching=stream,max_length=800",
+        "dataset=ljspeech,batching=bload",
+        "dataset=espeak,batching=ats,n_bins=4,seed=3",
+        "dataset=filelist,train_filelist=t.txt,val_filelist=v.txt,batching=sb,dbs=true,capacity=3000,n_frames_per_step=3",
+    ],
+)
+def test_the_cli_resolves_hparams_to_the_batching_config_the_recipe_resolves(hparams):
+    """batching/recipe.py reads hparams.yaml itself (batching imports nothing of training): the config
+    it gives equals training's for the same string, frames per decoder step included."""
+    import dataclasses
+
+    from batching.recipe import recipe_batching
+    from training.config import resolve_config
+    from training.hparams import load_hparams
+
+    hp = load_hparams(hparams)
+    recipe = resolve_config(hp).batching
+    config, _ = recipe_batching(hparams)
+    assert config == dataclasses.replace(recipe, n_frames_per_step=hp["n_frames_per_step"])
+
+
+def test_the_cli_refuses_what_the_recipe_refuses(capsys, tmp_path):
+    lengths = tmp_path / "list.txt"
+    lengths.write_text("a|t|10\n")
+    for hparams, message in (
+        ("batching=ssb,lrf=0.2,target_zpr=5", "hparams 'lrf' and 'target_zpr' both set SSB's noise width"),
+        ("epoch=3", "unknown hparam(s) epoch"),
+        ("dataset=mine", "hparam 'dataset': 'mine' is not one of demo"),
+    ):
+        code, out, err = run(capsys, "stats", "--lengths", str(lengths), "--hparams", hparams)
+        assert code == 2 and out == "" and err.startswith(f"error: {message}") and err.count("\n") == 1, err
