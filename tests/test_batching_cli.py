@@ -153,10 +153,13 @@ def test_commands_that_switch_strategies_drop_the_options_of_the_given_one(capsy
     assert command == "calibrate" or Path(result["png"]).stat().st_size > 0
 
 
-@pytest.mark.parametrize("hparams", ["batching=ssb,dbs=true,br=true", "batching=bkt,bucket_size=8,dbs=false"])
+@pytest.mark.parametrize(
+    "hparams", ["batching=ssb,dbs=true,br=true", "batching=bkt,bucket_size=8,dbs=false", "target_zpr=0.01"]
+)
 def test_the_cli_plans_the_epoch_train_py_check_plans_from_the_same_hparams(capsys, tmp_path, demo_corpus, hparams):
     """One batching truth: hparams.yaml's defaults and the dataset's preset (the demo's two frames a
-    decoder step) under the same --hparams string, so the same ZPR and decoder steps on the training filelist."""
+    decoder step) under the same --hparams string, so the same ZPR and decoder steps on the training filelist;
+    a target out of reach plans SSB at lrf=0, and both say it is the same batches every epoch."""
     import re
 
     import train
@@ -178,6 +181,8 @@ def test_the_cli_plans_the_epoch_train_py_check_plans_from_the_same_hparams(caps
         and stats["config"]["n_frames_per_step"] == 2
     )
     assert f"lengths: all {stats['n_samples']} of " in err and "dataset=demo's preset" in err
+    same_batches = "warning: at lrf=0 SSB is a plain sort: every epoch holds the same batches"
+    assert (same_batches in checked) == (same_batches in err) == (hparams == "target_zpr=0.01")
 
 
 def test_every_command_says_its_split_and_stats_prints_a_table(capsys, tmp_path):
