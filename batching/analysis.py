@@ -8,6 +8,7 @@ import numpy as np
 
 from .budget import token_budget
 from .config import PAPER_TARGET, BatchingConfig
+from .degenerate import same_batches
 from .grouping import ceil_div
 from .metrics import randomness
 from .paper import PAPER_TABLE1, TABLE1_CONFIGS
@@ -233,12 +234,13 @@ def calibrated_line(record: dict) -> str:
         if sampled is None
         else f"ZPR {record['zpr']:.2f}% on the sample"
     )
+    warning = f"; warning: {same_batches(record['lrf'])}" if not record["lrf"] else ""
     if not record.get("reached", True):
         return (
             f"{record['target']} is out of reach on {where}: {key} plans at the nearest width, "
-            f"lrf={record['lrf']}: {figures}"
+            f"lrf={record['lrf']}: {figures}{warning}"
         )
-    return f"{key} lrf={record['lrf']} calibrated to {record['target']} on {where}: {figures}"
+    return f"{key} lrf={record['lrf']} calibrated to {record['target']} on {where}: {figures}{warning}"
 
 
 def _grid_value(low: float, k: int, step: float):

@@ -1,4 +1,10 @@
-"""Command-line analyser: stats, table1, sweep, calibrate and plot on a lengths file."""
+"""Command-line analyser: stats, table1, sweep, calibrate and plot on a lengths file.
+
+--hparams is the recipe's: in a checkout, hparams.yaml's defaults and the dataset's preset come
+first (batching/recipe.py), so the same string plans the same epoch as `train.py --check` on the
+same training filelist. Every command says on stderr which lengths it planned (its --split), where
+its defaults came from, and warns of settings that make a strategy degenerate on these lengths.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +27,11 @@ from .analysis import (
     sweep_grid,
     table1,
 )
-from .config import BatchingConfig
+from .degenerate import degenerate_settings
 from .errors import UserError
 from .lengths import read_lengths
 from .planner import plan_epoch
+from .recipe import RECIPE_HPARAMS, recipe_batching
 from .split import train_split
 
 
@@ -32,11 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         lengths = read_lengths(args.lengths)
+        total = lengths.size
         lengths = lengths[train_split(lengths.size, args.split, args.split_seed)]
-        config = dataclasses.replace(BatchingConfig.from_hparams(args.hparams), seed=args.seed)
+        config, defaults = recipe_batching(args.hparams, None if args.defaults == "none" else Path(args.defaults))
+        print(_split_line(args, lengths.size, total), file=sys.stderr)
+        print(f"defaults: {defaults}, then --hparams", file=sys.stderr)
+        config = config if args.seed is None else dataclasses.replace(config, seed=args.seed)
         config, calibration = resolve_width(lengths, config)  # target_zpr / target_pair_repeat: lrf set here
         if calibration:
             print(calibrated_line(calibration), file=sys.stderr)
+        for warning in degenerate_settings(lengths.size, config, calibrated=calibration is not None):
+            print(f"warning: {warning}", file=sys.stderr)
         result, text = args.run(args, lengths, config)
     except (UserError, OSError) as error:  # a user's mistake, or a file that cannot be read or written
         print(f"error: {error}", file=sys.stderr)
@@ -73,22 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, run, split, help_text in specs:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(run=run)
-        sub.add_argument(
-            "--lengths",
-            required=True,
-            type=Path,
-            help="filelist (path|text|frames), TSV with a 'frames' column, or one length per line",
-        )
-        sub.add_argument("--hparams", default="", help="batching options, e.g. batching=ssb,lrf=0.1,dbs=true,br=true")
-        sub.add_argument(
-            "--split",
-            type=float,
-            default=split,
-            help=f"train fraction of a seeded random split (default {split}; 1.0 = all)",
-        )
-        sub.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
-        sub.add_argument("--seed", type=int, default=0, help="planning seed (default 0)")
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        _common_arguments(sub, split)
         if name in ("sweep", "plot"):
             sub.add_argument("--out", type=Path, default=Path("."), help="output folder (default .)")
     sub = commands.choices["stats"]
@@ -106,9 +104,59 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _split_line(args, kept: int, total: int) -> str:
+    """Which lengths the command plans: all of the file, or the training part of its seeded split."""
+    if kept == total:
+        return f"lengths: all {total:,} of {args.lengths} (--split {args.split})"
+    return (
+        f"lengths: {kept:,} of {total:,} in {args.lengths}, the training part of the seeded split "
+        f"(--split {args.split}, --split-seed {args.split_seed}; --split 1 plans all)"
+    )
+
+
+def _common_arguments(sub: argparse.ArgumentParser, split: float) -> None:
+    """The arguments every command takes: the lengths, the recipe's hparams and defaults, the split and seeds."""
+    sub.add_argument(
+        "--lengths",
+        required=True,
+        type=Path,
+        help="filelist (path|text|frames), TSV with a 'frames' column, or one length per line",
+    )
+    sub.add_argument(
+        "--hparams",
+        default="",
+        help="the recipe's hparams, as train.py takes them; the batching ones count (e.g. batching=ssb,lrf=0.1)",
+    )
+    sub.add_argument(
+        "--defaults",
+        default=str(RECIPE_HPARAMS) if RECIPE_HPARAMS.is_file() else "none",
+        help="the hparams.yaml whose defaults and dataset presets --hparams starts from (default: the "
+        "checkout's); none: BatchingConfig's own (the paper's: rand, no dbs, no br)",
+    )
+    sub.add_argument(
+        "--split",
+        type=float,
+        default=split,
+        help=f"train fraction of a seeded random split (default {split}; 1.0 = all)",
+    )
+    sub.add_argument("--split-seed", type=int, default=0, help="seed of the split (default 0)")
+    sub.add_argument("--seed", type=int, default=None, help="planning seed (default: the hparams' seed)")
+    sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
 def _stats(args, lengths, config):
-    result = dict(config=config.to_dict(), **describe(lengths, config, args.epoch))
-    return result, "\n".join(f"{key}: {value}" for key, value in result.items())
+    figures = describe(lengths, config, args.epoch)
+    result = dict(config=config.to_dict(), **figures)
+    settings = ", ".join(f"{k}={v}" for k, v in config.to_dict().items() if v is not None)
+    rows = [dict(figure=key, value=_figure(key, value)) for key, value in figures.items()]
+    return result, f"{settings}\n\n" + _markdown(rows, ["figure", "value"])
+
+
+def _figure(key: str, value):
+    """A stats cell: percentages and frame means with 2 decimals, fractions with 4, counts with separators."""
+    if isinstance(value, float):
+        return f"{value:.4f}" if key.startswith("pair_repeat") or key.endswith("fraction") else f"{value:,.2f}"
+    return f"{value:,}" if isinstance(value, int) else value
 
 
 def _table1(args, lengths, config):

@@ -7,9 +7,9 @@ problems (a missing or empty filelist) have no line number: `FILELIST: ...`. The
 read only for float clips (FLOAT, DOUBLE), the only ones that can hold NaN or infinite samples, which
 would make every step that meets them skip silently.
 
-Accepted audio: a WAV (or WAVE_FORMAT_EXTENSIBLE) container holding PCM_16, PCM_24, PCM_32, FLOAT or
-DOUBLE samples, mono, at the mel sample rate. 8-bit, mu-law, A-law and ADPCM clips are refused
-even though libsndfile decodes them: their quantisation noise ends up in the mel targets.
+Three passes over the lines that parse: the clips (data/clipcheck.py, which says what audio is
+accepted), the texts (data/textcheck.py) and duplicates (here). A `wav_path|text` line (NVIDIA's)
+takes its frames from the header the clip pass reads.
 
 No pool: the per-clip cost is Python/cffi overhead under the GIL, not I/O, so neither threads nor
 processes made header reads faster, and a whole cold check of LJSpeech takes seconds (docs/data.md, "The data
@@ -18,7 +18,8 @@ data/textcheck.py, once per distinct text, since inflect's number expansion is t
 
 With a cache folder, the report is stored under a hash of both filelists, every clip's
 (path, size, mtime_ns), the mel settings, the limits and this checker's code; a rerun on unchanged
-data costs one stat() per clip.
+data costs one stat() per clip. Every line that normalisation rewrote is written beside it,
+`rewrites-KEY.txt`, whose path the report's text notes print.
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
 from data.atomic import atomic_open
-from data.audio import MelConfig, n_frames
+from data.audio import MelConfig
+from data.clipcheck import SUPPORTED_FORMATS, SUPPORTED_SUBTYPES, CheckLimits, Entry, Problem, check_clip
 
 # the loader's own parser and encoding: the check accepts what it accepts
-from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_line
+from data.filelist import FILELIST_ENCODING, FilelistError, Utterance, parse_fields
 from data.textcheck import TextNotes, check_texts
 
 __all__ = [
@@ -53,9 +54,6 @@ __all__ = [
     "SUPPORTED_SUBTYPES",
 ]
 
-SUPPORTED_FORMATS = ("WAV", "WAVEX")
-SUPPORTED_SUBTYPES = ("PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE")
-_FLOAT_DTYPES = {"FLOAT": "float32", "DOUBLE": "float64"}  # subtypes whose samples can be NaN or infinite
 MAX_SHOWN = 200  # problems printed by error_message(); the rest are counted
 # The code that decides the verdict: editing any of it invalidates cached reports.
 _HERE = Path(__file__).parent
@@ -63,33 +61,12 @@ _CODE_DIGEST = hashlib.sha256(
     b"".join(
         path.read_bytes()
         for path in (
-            *(_HERE / name for name in ("audio.py", "filelist.py", "textcheck.py", "check.py")),
+            *(_HERE / name for name in ("audio.py", "filelist.py", "textcheck.py", "clipcheck.py", "check.py")),
             *sorted((_HERE / "text").glob("*.py")),
         )
     )
 ).hexdigest()
-_PARSE_FIX = "write it as wav_path|text|frames (3 fields, non-empty text without '|', frames a positive integer)"
-
-
-@dataclass(frozen=True)
-class CheckLimits:
-    """The longest training utterance the batching takes, decided by the caller, and why (for the
-    message); it applies to the train filelist only."""
-
-    max_frames: int | None = None
-    source: str = "no limit"
-
-
-@dataclass(frozen=True)
-class Problem:
-    filelist: str
-    line: int | None  # None: the whole filelist
-    what: str
-    fix: str
-
-    def __str__(self) -> str:
-        where = self.filelist if self.line is None else f"{self.filelist}:{self.line}"
-        return f"{where}: {self.what}; {self.fix}"
+_PARSE_FIX = "write it as wav_path|text|frames or wav_path|text (non-empty text without '|', frames a positive integer)"
 
 
 @dataclass(frozen=True)
@@ -120,16 +97,6 @@ class CheckReport:
         return "\n".join(lines)
 
 
-@dataclass
-class _Entry:
-    """A line that parses."""
-
-    filelist: str
-    line: int
-    utt: Utterance
-    stat: os.stat_result | None
-
-
 @dataclass(frozen=True)
 class _Line:
     """A non-blank filelist line and the stat of the wav path it names, from plain strings: this is all a
@@ -147,15 +114,6 @@ class _Listing:
     data: bytes
     lines: list[_Line] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Header:
-    sample_rate: int
-    channels: int
-    n_samples: int
-    format: str
-    subtype: str
 
 
 def check_filelists(
@@ -186,8 +144,18 @@ def check_filelists(
     report = _load_cached(Path(cache_dir), key)
     if report is None:
         report = _run_checks(listings, mel_cfg, limits, progress, unknown_chars)
+        report.text.rewrites_file = _write_rewrites(Path(cache_dir) / f"rewrites-{key}.txt", report.text.rewrites)
         _save_cached(Path(cache_dir), key, report)
     return report
+
+
+def _write_rewrites(path: Path, rewrites: list[str]) -> str:
+    """Every rewritten line, one a line, FILELIST:LINE: 'raw' -> 'spoken'; the path ("" for none)."""
+    if not rewrites:
+        return ""
+    with atomic_open(path) as out:
+        out.writelines(f"{rewrite}\n" for rewrite in rewrites)
+    return str(path)
 
 
 def _run_checks(
@@ -199,7 +167,7 @@ def _run_checks(
     no_limit = CheckLimits()
     for entry in tqdm(entries, desc="checking clips", unit="clip", disable=None if progress else True):
         # the length limit is the training batches' (validation runs unpacked batches of its own size)
-        problems += _check_clip(entry, mel_cfg, limits if entry.filelist == listings[0].name else no_limit)
+        problems += check_clip(entry, mel_cfg, limits if entry.filelist == listings[0].name else no_limit)
     text_problems, notes = check_texts(((e.filelist, e.line, e.utt.text) for e in entries), unknown_chars)
     problems += [Problem(*problem) for problem in text_problems]
     problems += _check_duplicates(entries)
@@ -233,7 +201,7 @@ def _read_listing(path: Path) -> _Listing:
             listing.lines.append(_Line(number, line.rstrip("\n"), wav, _stat(wav)))
     if not listing.lines:
         listing.problems.append(
-            Problem(name, None, "holds no utterances", "list at least one wav_path|text|frames line")
+            Problem(name, None, "holds no utterances", "list at least one wav_path|text|frames (or wav_path|text) line")
         )
     return listing
 
@@ -253,12 +221,14 @@ def _not_utf8(name: str, data: bytes, err: UnicodeDecodeError) -> Problem:
     )
 
 
-def _parse(listing: _Listing, problems: list[Problem]) -> list[_Entry]:
+def _parse(listing: _Listing, problems: list[Problem]) -> list[Entry]:
     """The lines that parse as the loader parses them; the others become problems."""
     entries, folder = [], Path(listing.name).parent
     for line in listing.lines:
         try:
-            entries.append(_Entry(listing.name, line.number, parse_line(line.text, folder), line.stat))
+            wav, text, frames = parse_fields(line.text)
+            utt = Utterance(folder / wav, text, frames or 0, f"{listing.name}:{line.number}")
+            entries.append(Entry(listing.name, line.number, utt, line.stat, frames is not None))
         except FilelistError as err:
             problems.append(Problem(listing.name, line.number, f"{err}: {line.text.rstrip()!r}", _PARSE_FIX))
     return entries
@@ -278,199 +248,10 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
-def _read_header(path: Path) -> _Header | str:
-    """The header fields, or libsndfile's reason for refusing the file; the audio is not decoded."""
-    try:
-        with sf.SoundFile(str(path)) as wav:
-            return _Header(wav.samplerate, wav.channels, wav.frames, wav.format, wav.subtype)
-    except (RuntimeError, OSError) as err:  # sf.LibsndfileError is a RuntimeError
-        return str(err)
-
-
-def _convert(path: Path, mel_cfg: MelConfig) -> str:
-    """The ffmpeg command that turns any clip into what the loader expects."""
-    return f"ffmpeg -i {shlex.quote(str(path))} -ar {mel_cfg.sample_rate} -ac 1 -c:a pcm_s16le fixed.wav"
-
-
-def _check_clip(entry: _Entry, mel_cfg: MelConfig, limits: CheckLimits) -> list[Problem]:
-    """Existence, format, rate, channels, length and the frames field of one clip, from its header."""
-    utt, where = entry.utt, (entry.filelist, entry.line)
-    if entry.stat is None:
-        folder = Path(entry.filelist).parent
-        return [
-            Problem(
-                *where,
-                f"clip {utt.path} not found",
-                f"fix the path (a relative one starts at the filelist's folder, {folder}) or restore the file",
-            )
-        ]
-    if entry.stat.st_size == 0:
-        return [
-            Problem(
-                *where,
-                f"{utt.path} is an empty file (0 bytes; a failed export or copy)",
-                "export or copy the clip again from its source, or remove the line",
-            )
-        ]
-    header = _read_header(utt.path)
-    if isinstance(header, str):
-        return [
-            Problem(
-                *where,
-                f"cannot read the header of {utt.path} ({header})",
-                f"replace the file, or convert it: {_convert(utt.path, mel_cfg)}",
-            )
-        ]
-    problems = _check_format(entry, header, mel_cfg) + _check_truncated(entry, header)
-    if header.sample_rate != mel_cfg.sample_rate:  # its sample count means nothing until it is resampled
-        return problems + _check_length(entry, utt.frames, limits, mel_cfg)
-    frames = n_frames(header.n_samples, mel_cfg.hop_length)
-    problems += _check_finite(entry, header, mel_cfg)
-    return problems + _check_samples(entry, header.n_samples, mel_cfg) + _check_length(entry, frames, limits, mel_cfg)
-
-
-def _check_truncated(entry: _Entry, header: _Header) -> list[Problem]:
-    """A RIFF WAV whose data chunk declares more bytes than the file holds: an export cut off
-    (libsndfile then reads what is there, so the clip would silently lose its end)."""
-    declared = _declared_data(entry.utt.path)
-    if declared is None:
-        return []
-    offset, size, block_align = declared
-    if size in (0, 0xFFFFFFFF) or size <= entry.stat.st_size - offset or not block_align:  # 0, ~0: streamed
-        return []
-    return [
-        Problem(
-            entry.filelist,
-            entry.line,
-            f"{entry.utt.path} is cut short: its header declares {size // block_align} samples, the file "
-            f"holds {header.n_samples} (a truncated export or copy)",
-            "export or copy the clip again from its source, or remove the line",
-        )
-    ]
-
-
-def _declared_data(path: Path) -> tuple[int, int, int] | None:
-    """(offset, declared size in bytes, bytes per sample frame) of a RIFF WAV's data chunk, from the
-    chunk headers alone (a few small reads); None for anything else."""
-    try:
-        with open(path, "rb") as wav:
-            if wav.read(12)[8:] != b"WAVE":
-                return None
-            block_align = 0
-            while len(head := wav.read(8)) == 8:
-                chunk, size = head[:4], int.from_bytes(head[4:], "little")
-                if chunk == b"data":
-                    return wav.tell(), size, block_align
-                if chunk == b"fmt ":
-                    block_align = int.from_bytes(wav.read(14)[12:14], "little")
-                    size -= 14
-                wav.seek(size + (size & 1), os.SEEK_CUR)
-    except OSError:
-        return None
-    return None
-
-
-def _check_finite(entry: _Entry, header: _Header, mel_cfg: MelConfig) -> list[Problem]:
-    """NaN or infinite samples of a float clip (a broken export), with the time of the first."""
-    dtype = _FLOAT_DTYPES.get(header.subtype)
-    if dtype is None or header.format not in SUPPORTED_FORMATS:
-        return []
-    try:
-        samples, _ = sf.read(str(entry.utt.path), dtype=dtype, always_2d=True)
-    except (RuntimeError, OSError) as err:
-        return [
-            Problem(
-                entry.filelist,
-                entry.line,
-                f"cannot read the audio of {entry.utt.path} ({err})",
-                f"replace the file, or convert it: {_convert(entry.utt.path, mel_cfg)}",
-            )
-        ]
-    bad = ~np.isfinite(samples).all(axis=1)
-    if not bad.any():
-        return []
-    first = int(np.argmax(bad)) / header.sample_rate
-    return [
-        Problem(
-            entry.filelist,
-            entry.line,
-            f"{entry.utt.path} holds {int(bad.sum())} NaN or infinite sample(s), the first at {first:.3f} s "
-            "(a broken float export; training would skip every step that meets it)",
-            "re-export the clip from its source, or remove the line",
-        )
-    ]
-
-
-def _check_format(entry: _Entry, header: _Header, mel_cfg: MelConfig) -> list[Problem]:
-    path, where, command = entry.utt.path, (entry.filelist, entry.line), _convert(entry.utt.path, mel_cfg)
-    problems = []
-    if header.format not in SUPPORTED_FORMATS or header.subtype not in SUPPORTED_SUBTYPES:
-        problems.append(
-            Problem(
-                *where,
-                f"{path} holds {header.format}/{header.subtype} audio, not a WAV of {', '.join(SUPPORTED_SUBTYPES)}",
-                f"convert it: {command}",
-            )
-        )
-    if header.channels != 1:
-        problems.append(
-            Problem(*where, f"{path} has {header.channels} channels, expected mono", f"mix it down to mono: {command}")
-        )
-    if header.sample_rate != mel_cfg.sample_rate:
-        problems.append(
-            Problem(
-                *where,
-                f"{path} is at {header.sample_rate} Hz, expected {mel_cfg.sample_rate} Hz",
-                f"resample it, then regenerate its frames field: {command}",
-            )
-        )
-    return problems
-
-
-def _check_samples(entry: _Entry, n_samples: int, mel_cfg: MelConfig) -> list[Problem]:
-    """The frames field against the header, and the STFT's minimum length (reflect padding)."""
-    utt, where, hop = entry.utt, (entry.filelist, entry.line), mel_cfg.hop_length
-    problems = []
-    if n_samples <= mel_cfg.n_fft // 2:
-        problems.append(
-            Problem(
-                *where,
-                f"{utt.path} has only {n_samples} samples, too short for the reflect padding "
-                f"of a {mel_cfg.n_fft}-point STFT (needs more than {mel_cfg.n_fft // 2})",
-                "remove the line",
-            )
-        )
-    expected = n_frames(n_samples, hop)
-    if utt.frames != expected:
-        problems.append(
-            Problem(
-                *where,
-                f"frames field {utt.frames} does not match {utt.path} ({n_samples} samples)",
-                f"regenerate the frames field: it should be 1 + {n_samples} // {hop} = {expected}",
-            )
-        )
-    return problems
-
-
-def _check_length(entry: _Entry, frames: int, limits: CheckLimits, mel_cfg: MelConfig) -> list[Problem]:
-    if limits.max_frames is None or frames <= limits.max_frames:
-        return []
-    seconds = frames * mel_cfg.hop_length / mel_cfg.sample_rate
-    return [
-        Problem(
-            entry.filelist,
-            entry.line,
-            f"{entry.utt.path} is {frames} frames ({seconds:.1f} s), longer than the {limits.max_frames} "
-            f"allowed by {limits.source}",
-            "split the clip or remove the line, or raise the bound",
-        )
-    ]
-
-
-def _check_duplicates(entries: Sequence[_Entry]) -> list[Problem]:
+def _check_duplicates(entries: Sequence[Entry]) -> list[Problem]:
     """A clip (the same file, through symlinks and hard links too) or an id (file stem) seen on an earlier line."""
-    by_file: dict[object, _Entry] = {}
-    by_id: dict[str, _Entry] = {}
+    by_file: dict[object, Entry] = {}
+    by_id: dict[str, Entry] = {}
     problems = []
     for entry in entries:
         path, stem = entry.utt.path, entry.utt.path.stem
@@ -485,7 +266,7 @@ def _check_duplicates(entries: Sequence[_Entry]) -> list[Problem]:
     return problems
 
 
-def _duplicate(entry: _Entry, first: _Entry, same: str, fix: str) -> Problem:
+def _duplicate(entry: Entry, first: Entry, same: str, fix: str) -> Problem:
     if first.filelist == entry.filelist:
         return Problem(entry.filelist, entry.line, f"duplicate {same}, already at line {first.line}", fix)
     return Problem(
@@ -496,7 +277,7 @@ def _duplicate(entry: _Entry, first: _Entry, same: str, fix: str) -> Problem:
     )
 
 
-def _counts(name: str, entries: list[_Entry], mel_cfg: MelConfig) -> FilelistCounts:
+def _counts(name: str, entries: list[Entry], mel_cfg: MelConfig) -> FilelistCounts:
     frames = sum(e.utt.frames for e in entries)
     return FilelistCounts(name, len(entries), frames, frames * mel_cfg.hop_length / mel_cfg.sample_rate / 3600)
 
@@ -516,6 +297,8 @@ def _cache_key(listings: list[_Listing], mel_cfg: MelConfig, limits: CheckLimits
 def _load_cached(cache_dir: Path, key: str) -> CheckReport | None:
     try:
         stored = json.loads((cache_dir / f"check-{key}.json").read_text(encoding="utf-8"))
+        if stored["text"]["rewrites_file"] and not os.path.isfile(stored["text"]["rewrites_file"]):
+            return None  # the list of rewrites was removed: check again, which writes it again
         return CheckReport(
             [Problem(**p) for p in stored["problems"]],
             [FilelistCounts(**c) for c in stored["counts"]],

@@ -220,7 +220,8 @@ def build_datasets(
     damaged cache entries are recomputed, counted on stderr."""
     cache = Path(cache_dir) if cache_dir else None
     sets = tuple(
-        TextMelDataset(read_filelist(path), mel_cfg, cache_dir=cache, unknown_chars=unknown_chars) for path in filelists
+        TextMelDataset(read_filelist(path, mel_cfg), mel_cfg, cache_dir=cache, unknown_chars=unknown_chars)
+        for path in filelists
     )
     if cache is not None:
         healed = [entry for dataset in sets for entry in precompute_mels(dataset, progress=progress).healed]

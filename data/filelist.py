@@ -1,14 +1,18 @@
-"""Filelists: one utterance per line, `wav_path|text|frames`, no header; UTF-8 (a byte-order mark
-is skipped), any line ending (LF, CRLF, CR).
+"""Filelists: one utterance per line, `wav_path|text|frames` or NVIDIA's `wav_path|text`, no header;
+UTF-8 (a byte-order mark is skipped), any line ending (LF, CRLF, CR).
 
 The frame count is stored so that the batch planner can plan a whole epoch without opening any
-audio; relative wav paths are relative to the filelist's own directory (never the working
-directory), so a corpus can be moved and a run started from anywhere.
+audio; a `wav_path|text` line has its frames read from the clip's header (once per process and
+clip: header_frames caches them by path, size, mtime and mel settings). Relative wav paths are
+relative to the filelist's own directory (never the working directory), so a corpus can be moved
+and a run started from anywhere.
 """
 
 from __future__ import annotations
 
+import functools
 import io
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +22,7 @@ from batching.errors import UserError
 from batching.lengths import parse_frames
 from batching.split import train_split
 from data.atomic import atomic_open
-from data.audio import MelConfig, check_format, n_frames, wav_info
+from data.audio import AudioFormatError, MelConfig, check_format, n_frames, wav_info
 
 __all__ = [
     "FILELIST_ENCODING",
@@ -28,6 +32,7 @@ __all__ = [
     "write_filelist",
     "wav_info",
     "wav_frames",
+    "header_frames",
     "split_train_val",
     "summarize",
 ]
@@ -48,25 +53,50 @@ class Utterance:
     origin: str = field(default="", compare=False)  # `FILELIST:LINE` when read from a filelist, for messages
 
 
-def parse_line(line: str, base_dir: Path, origin: str = "") -> Utterance:
-    """One `wav_path|text|frames` line (relative paths against base_dir); FilelistError says what is wrong."""
+def parse_fields(line: str) -> tuple[str, str, int | None]:
+    """(wav path, text, frames) of a `wav_path|text|frames` line, frames None for a `wav_path|text`
+    line (NVIDIA's); FilelistError says what is wrong."""
     fields = line.split("|")
-    if len(fields) != 3:
-        raise FilelistError(f"expected 3 fields 'wav_path|text|frames', found {len(fields)}")
-    wav, text, frames = (field.strip() for field in fields)
+    if len(fields) not in (2, 3):
+        raise FilelistError(f"expected 'wav_path|text|frames' or 'wav_path|text', found {len(fields)} fields")
+    wav, text = fields[0].strip(), fields[1].strip()
     if not wav:
         raise FilelistError("empty wav path")
     if not text:
         raise FilelistError("empty text")
+    if len(fields) == 2:
+        return wav, text, None
     try:
-        count = parse_frames(frames)
+        return wav, text, parse_frames(fields[2].strip())
     except ValueError as error:
         raise FilelistError(str(error)) from None
-    return Utterance(base_dir / wav, text, count, origin)
 
 
-def read_filelist(path: str | Path) -> list[Utterance]:
-    """Parse a filelist; blank lines are skipped, any other bad line is an error naming path:line."""
+def parse_line(line: str, base_dir: Path, origin: str = "", mel_cfg: MelConfig = MelConfig()) -> Utterance:
+    """One filelist line (relative paths against base_dir); a `wav_path|text` line's frames come from
+    the clip's header at mel_cfg's rate and hop. FilelistError says what is wrong."""
+    wav, text, frames = parse_fields(line)
+    path = base_dir / wav
+    return Utterance(path, text, header_frames(path, mel_cfg) if frames is None else frames, origin)
+
+
+def header_frames(path: Path, mel_cfg: MelConfig = MelConfig()) -> int:
+    """A clip's mel frames from its header (wav_frames), cached by path, size, mtime and mel settings."""
+    try:
+        stat = os.stat(path)
+        return _cached_frames(str(path), stat.st_size, stat.st_mtime_ns, mel_cfg)
+    except (OSError, AudioFormatError) as err:
+        raise FilelistError(f"a 'wav_path|text' line's frames come from its clip's header: {err}") from None
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _cached_frames(path: str, size: int, mtime_ns: int, mel_cfg: MelConfig) -> int:
+    return wav_frames(path, mel_cfg)
+
+
+def read_filelist(path: str | Path, mel_cfg: MelConfig = MelConfig()) -> list[Utterance]:
+    """Parse a filelist; blank lines are skipped, any other bad line is an error naming path:line.
+    mel_cfg gives the frames of `wav_path|text` lines (from their headers)."""
     path = Path(path)
     utterances = []
     try:
@@ -79,7 +109,7 @@ def read_filelist(path: str | Path) -> list[Utterance]:
         if not line.strip():
             continue
         try:
-            utterances.append(parse_line(line.rstrip("\n"), path.parent, f"{path}:{number}"))
+            utterances.append(parse_line(line.rstrip("\n"), path.parent, f"{path}:{number}", mel_cfg))
         except FilelistError as err:
             raise FilelistError(f"{path}:{number}: {err}: {line.rstrip()!r}") from None
     return utterances

@@ -1,9 +1,10 @@
 """The text part of the data check: what each line will be read as, and what cannot be said.
 
-A text the cleaner cannot read, one empty after cleaning, or (unknown_chars=error) one with
-characters outside the symbol table is a problem of its line. Otherwise the check notes, for
-`train.py --check` and the run's log, the lines that normalisation rewrote (the first few, and a
-count) and, with unknown_chars=drop, every dropped character with the lines it was dropped from.
+A text the cleaner cannot read, one empty after cleaning, one with phonemes in braces (NVIDIA's
+ARPAbet) or (unknown_chars=error) one with characters outside the symbol table is a problem of its
+line. Otherwise the check notes, for `train.py --check` and the run's log, every line that
+normalisation rewrote (the first few are shown, all of them written to a file by data/check.py)
+and, with unknown_chars=drop, every dropped character with the lines it was dropped from.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from data.text import PUNCTUATION, clean_text, unknown_in
+from data.text import PUNCTUATION, arpabet_in, arpabet_problem, clean_text, unknown_in
 
-MAX_EXAMPLES = 5  # rewritten lines shown by TextNotes.lines(); the rest are counted
+MAX_EXAMPLES = 5  # rewritten lines shown by TextNotes.lines(); all are in rewrites_file
 MAX_PLACES = 5  # lines named per dropped character; the rest are counted
 _SPACES = re.compile(r"\s+")
 
@@ -23,18 +24,20 @@ _SPACES = re.compile(r"\s+")
 class TextNotes:
     """What the check found usable but worth telling: rewritten lines and dropped characters."""
 
-    rewritten: int = 0
-    examples: list[str] = field(default_factory=list)  # "FILELIST:LINE: 'raw' -> 'spoken'"
+    rewrites: list[str] = field(default_factory=list)  # every "FILELIST:LINE: 'raw' -> 'spoken'"
     dropped: dict[str, list[str]] = field(default_factory=dict)  # character -> ["FILELIST:LINE", ...]
+    rewrites_file: str = ""  # where all the rewrites are written (data/check.py: beside its cached report)
 
     def lines(self) -> list[str]:
         out = []
-        if self.rewritten:
+        if self.rewrites:
+            shown = self.rewrites[:MAX_EXAMPLES]
+            where = f"all of them in {self.rewrites_file}" if self.rewrites_file else "set mel_cache_dir to list all"
             out.append(
-                f"text: normalisation rewrote {self.rewritten} line(s) (numbers, symbols, abbreviations...); "
-                f"the first {len(self.examples)}:"
+                f"text: normalisation rewrote {len(self.rewrites)} line(s) (numbers, symbols, abbreviations...); "
+                f"the first {len(shown)} ({where}):"
             )
-            out += [f"  {example}" for example in self.examples]
+            out += [f"  {rewrite}" for rewrite in shown]
         if self.dropped:
             total = sum(len(places) for places in self.dropped.values())
             out.append(
@@ -57,6 +60,9 @@ class Reading:
 
 
 def read_text(raw: str, unknown_chars: str) -> Reading:
+    spans = arpabet_in(raw)
+    if spans:  # whatever unknown_chars says: dropping the braces would read the phonemes as letters
+        return Reading("", (), arpabet_problem(spans))
     try:
         spoken = clean_text(raw)
     except Exception as err:  # inflect raises its own exception classes (e.g. NumOutOfRangeError)
@@ -95,9 +101,7 @@ def check_texts(
             problems.append((filelist, number, *reading.problem))
             continue
         if rewritten(raw, reading.spoken):
-            notes.rewritten += 1
-            if len(notes.examples) < MAX_EXAMPLES:
-                notes.examples.append(f"{where}: {raw!r} -> {reading.spoken!r}")
+            notes.rewrites.append(f"{where}: {raw!r} -> {reading.spoken!r}")
         for char in reading.unknown:
             notes.dropped.setdefault(char, []).append(where)
     return problems, notes

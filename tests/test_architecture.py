@@ -46,6 +46,19 @@ def test_no_nested_function_and_none_over_60_lines(path):
         assert length <= 60, f"{path.name}:{func.lineno} {func.name} is {length} lines, its docstring left out"
 
 
+#: Packages whose modules each do one thing and stay short: a module over this many lines does two.
+SHORT_MODULES = ("data", "batching")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in project_files() if p.parts[len(REPO.parts)] in SHORT_MODULES],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
+def test_no_data_or_batching_module_over_400_lines(path):
+    assert len(path.read_text().splitlines()) <= 400, f"{path.relative_to(REPO)}: split it where it does two things"
+
+
 def imports_of(source: str, package: str) -> set[str]:
     """Every module a file's source imports, `package` being its own (for relative imports):
     those under `if TYPE_CHECKING:` too, since a circle held together by annotations is still one."""
@@ -227,7 +240,8 @@ def test_one_reader_hands_on_the_frames_per_step():
     """The hparam n_frames_per_step is read once (training/config.py's frames_per_step), which hands
     r to the model config, its home, and a copy to the batching config for block plans; no other
     class holds it (the run reads the model's, the loss the model output's, the collates and the
-    benches take the model config's), and the loss takes none."""
+    benches take the model config's), and the loss takes none. (`python -m batching` reads hparams.yaml's
+    value itself, batching/recipe.py, into its BatchingConfig: it ships alone and imports nothing of training.)"""
     readers = {relative(p): lines for p in project_files() if (lines := hparam_reads(p, "n_frames_per_step"))}
     assert (
         readers == {"training/config.py": readers.get("training/config.py")} and len(readers["training/config.py"]) == 1

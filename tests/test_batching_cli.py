@@ -1,6 +1,7 @@
 """python -m batching: Table 1 on the real LJSpeech lengths, the other commands, and clean errors."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def test_stats_sweep_calibrate_plot(capsys, tmp_path):
     code, out, _ = run(capsys, "sweep", "--lengths", str(lengths), "--out", str(tmp_path))
     assert code == 0 and (tmp_path / "sweep.png").stat().st_size > 0 and "| lrf |" in out
     assert (tmp_path / "tradeoff.png").stat().st_size > 0 and "| bucket_interval |" in out and "| rand | - |" in out
-    code, out, _ = run(capsys, "calibrate", "--lengths", str(lengths), "--target-zpr", "15", "--json")
+    code, out, _ = run(
+        capsys, "calibrate", "--lengths", str(lengths), "--target-zpr", "15", "--json", "--defaults", "none"
+    )
     best = json.loads(out)
     assert code == 0 and best["bkt"]["zpr"] <= 15 and best["ats"]["n_bins"] >= 1
     assert best["ssb"]["zpr"] <= 15 and best["ssb"]["lrf"] > 0 and best["stream"]["bucket_interval"] >= 1
@@ -102,7 +105,7 @@ def test_calibrate_finds_the_ssb_lrf_of_a_target_zpr_on_ljspeech(capsys, ljspeec
     [
         ("a|t|10\nb|t|x\n", "", r"^error: .*list\.txt:2: frames 'x' is not an integer\n$"),
         ("a|t|10\n", "batching=fast", r"^error: BatchingConfig\.batching='fast' is invalid: expected one of .*\n$"),
-        ("a|t|10\n", "capacity=100", r"^error: capacity=100 is a token budget .* add dbs=true.*\n$"),
+        ("a|t|10\n", "capacity=100,dbs=false", r"^error: capacity=100 is a token budget .* add dbs=true.*\n$"),
     ],
 )
 def test_errors_are_one_line_and_exit_2(capsys, tmp_path, text, hparams, message):
@@ -139,7 +142,7 @@ def test_commands_that_switch_strategies_drop_the_options_of_the_given_one(capsy
     code, out, err = run(
         capsys, command, "--lengths", str(lengths), "--hparams", "batching=stream,max_length=800", "--json", *extra
     )
-    assert code == 0 and err == "", err
+    assert code == 0 and [line.split(":")[0] for line in err.splitlines()] == ["lengths", "defaults"], err
     expected = {
         "calibrate": {"target_zpr", "bkt", "ats", "ssb", "stream"},
         "sweep": {"png", "curves", "points", "tradeoff_png"},
@@ -148,3 +151,111 @@ def test_commands_that_switch_strategies_drop_the_options_of_the_given_one(capsy
     result = json.loads(out)
     assert set(result) == expected[command]
     assert command == "calibrate" or Path(result["png"]).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "hparams", ["batching=ssb,dbs=true,br=true", "batching=bkt,bucket_size=8,dbs=false", "target_zpr=0.01"]
+)
+def test_the_cli_plans_the_epoch_train_py_check_plans_from_the_same_hparams(capsys, tmp_path, demo_corpus, hparams):
+    """One batching truth: hparams.yaml's defaults and the dataset's preset (the demo's two frames a
+    decoder step) under the same --hparams string, so the same ZPR and decoder steps on the training filelist;
+    a target out of reach plans SSB at lrf=0, and both say it is the same batches every epoch."""
+    import re
+
+    import train
+    from tests.kit import tiny
+
+    hp = tiny(tmp_path, hparams, demo_corpus)
+    assert train.main(["--check", "--hparams", hp]) == 0
+    checked = capsys.readouterr().out
+    zpr = re.search(r"batches per epoch, ZPR ([\d.]+)%", checked).group(1)
+    steps = re.search(r"decoder steps per epoch: (\d+)", checked).group(1)
+    code, out, err = run(
+        capsys, "stats", "--lengths", str(demo_corpus.demo_dir / "train.txt"), "--hparams", hp, "--json"
+    )
+    stats = json.loads(out)
+    assert (
+        code == 0
+        and f"{stats['zpr']:.2f}" == zpr
+        and stats["decoder_steps"] == int(steps)
+        and stats["config"]["n_frames_per_step"] == 2
+    )
+    assert f"lengths: all {stats['n_samples']} of " in err and "dataset=demo's preset" in err
+    same_batches = "warning: at lrf=0 SSB is a plain sort: every epoch holds the same batches"
+    assert (same_batches in checked) == (same_batches in err) == (hparams == "target_zpr=0.01")
+
+
+def test_every_command_says_its_split_and_stats_prints_a_table(capsys, tmp_path):
+    lengths = tmp_path / "list.txt"
+    lengths.write_text("".join(f"w{i}.wav|text|{20 + (i * 37) % 700}\n" for i in range(50)))
+    code, out, err = run(capsys, "stats", "--lengths", str(lengths), "--hparams", "batching=ssb,lrf=0.1")
+    assert code == 0 and f"lengths: all 50 of {lengths} (--split 1.0)" in err
+    assert "| figure | value |" in out and re.search(r"^\| zpr \| \d+\.\d\d \|$", out, re.M) and "{" not in out
+    code, out, err = run(capsys, "calibrate", "--lengths", str(lengths), "--target-zpr", "20")
+    assert code == 0 and f"lengths: 40 of 50 in {lengths}, the training part of the seeded split (--split 0.8" in err
+
+
+@pytest.mark.parametrize(
+    "hparams, warning",
+    [
+        ("batching=bkt", "bucket_size=1024 >= the 32 lengths: one bucket, shuffled whole, so bkt plans as rand does"),
+        (
+            "batching=ats",
+            "n_bins=58 >= the 32 lengths: bins of at most one, nothing to sort, so ats plans as rand does",
+        ),
+        ("batching=ssb,lrf=0", "at lrf=0 SSB is a plain sort: every epoch holds the same batches"),
+        (
+            "batching=ssb,target_zpr=0.01",
+            "out of reach on these lengths: ssb_key=cost plans at the nearest width, lrf=0",
+        ),
+    ],
+)
+def test_a_setting_that_makes_its_strategy_degenerate_is_a_warning(capsys, tmp_path, hparams, warning):
+    lengths = tmp_path / "list.txt"
+    lengths.write_text("".join(f"w{i}.wav|text|{20 + (i * 37) % 700}\n" for i in range(32)))
+    code, _, err = run(capsys, "stats", "--lengths", str(lengths), "--hparams", hparams)
+    assert code == 0 and warning in err and "warning: " in err
+    assert run(capsys, "stats", "--lengths", str(lengths), "--hparams", "batching=ssb,lrf=0.1")[2].count("warning") == 0
+
+
+@pytest.mark.parametrize(
+    "hparams",
+    [
+        "",
+        "batching=ssb,lrf=0.2",
+        "batching=ssb,ssb_key=length",
+        "batching=ssb,ssb_key=null",
+        "batching=ssb,target_zpr=null",
+        "batching=ssb,target_pair_repeat=0.1",
+        "batching=bkt,bucket_size=64,dbs=false",
+        "batching=stream,max_length=800",
+        "dataset=ljspeech,batching=bload",
+        "dataset=espeak,batching=ats,n_bins=4,seed=3",
+        "dataset=filelist,train_filelist=t.txt,val_filelist=v.txt,batching=sb,dbs=true,capacity=3000,n_frames_per_step=3",
+    ],
+)
+def test_the_cli_resolves_hparams_to_the_batching_config_the_recipe_resolves(hparams):
+    """batching/recipe.py reads hparams.yaml itself (batching imports nothing of training): the config
+    it gives equals training's for the same string, frames per decoder step included."""
+    import dataclasses
+
+    from batching.recipe import recipe_batching
+    from training.config import resolve_config
+    from training.hparams import load_hparams
+
+    hp = load_hparams(hparams)
+    recipe = resolve_config(hp).batching
+    config, _ = recipe_batching(hparams)
+    assert config == dataclasses.replace(recipe, n_frames_per_step=hp["n_frames_per_step"])
+
+
+def test_the_cli_refuses_what_the_recipe_refuses(capsys, tmp_path):
+    lengths = tmp_path / "list.txt"
+    lengths.write_text("a|t|10\n")
+    for hparams, message in (
+        ("batching=ssb,lrf=0.2,target_zpr=5", "hparams 'lrf' and 'target_zpr' both set SSB's noise width"),
+        ("epoch=3", "unknown hparam(s) epoch"),
+        ("dataset=mine", "hparam 'dataset': 'mine' is not one of demo"),
+    ):
+        code, out, err = run(capsys, "stats", "--lengths", str(lengths), "--hparams", hparams)
+        assert code == 2 and out == "" and err.startswith(f"error: {message}") and err.count("\n") == 1, err

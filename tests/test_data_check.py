@@ -73,7 +73,7 @@ def test_progress_bar_stays_off_when_not_a_terminal(tmp_path, capsys):
 @pytest.mark.parametrize(
     "bad_line, message",
     [
-        ("wavs/good.wav|hello", "expected 3 fields"),
+        ("wavs/good.wav|hel|lo|8", "found 4 fields"),
         ("wavs/good.wav|hello|eight", "not an integer"),
         ("wavs/good.wav|hello|0", "must be a positive integer"),
         ("wavs/good.wav|   |8", "empty text"),
@@ -168,10 +168,10 @@ def test_clip_too_short_for_the_stft(tmp_path):
 
 def test_text_empty_after_cleaning(tmp_path):
     only(
-        train_problems(tmp_path, make_wav(tmp_path, "smile.wav", text="\U0001f642")),
+        train_problems(tmp_path, make_wav(tmp_path, "space.wav", text="\u200b")),  # a zero-width space
         f"{tmp_path / 'train.txt'}:2: ",
         "empty after cleaning",
-        repr("\U0001f642"),
+        repr("\u200b"),
     )
 
 
@@ -402,6 +402,28 @@ def test_the_text_notes_are_cached_with_the_report_and_keyed_by_unknown_chars(tm
     first = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
     again = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache, unknown_chars="drop")
     assert first.ok and again.from_cache and again.text == first.text
-    assert first.text.dropped == {"^": [f"{train}:2"]} and first.text.rewritten == 1
+    assert first.text.dropped == {"^": [f"{train}:2"]} and len(first.text.rewrites) == 1
     refused = check_filelists(train, val, CFG, NO_LIMIT, cache_dir=cache)
     assert not refused.from_cache and [p.line for p in refused.problems] == [2]
+
+
+def test_an_nvidia_style_wav_text_line_takes_its_frames_from_the_header(tmp_path):
+    train, val = write_lists(tmp_path, [make_wav(tmp_path, "a.wav").rsplit("|", 1)[0], make_wav(tmp_path, "b.wav")])
+    report = check_filelists(train, val, CFG, NO_LIMIT)
+    assert report.ok and report.counts[0].frames == 2 * n_frames(2205, CFG.hop_length)
+    (tmp_path / "wavs" / "a.wav").unlink()
+    only([str(p) for p in check_filelists(train, val, CFG, NO_LIMIT).problems], f"{train}:1: clip ", "not found")
+
+
+def test_arpabet_in_braces_is_refused_by_file_line_and_braces(tmp_path):
+    problems = train_problems(tmp_path, make_wav(tmp_path, "b.wav", text="turn left on {HH AW1 S T AH0 N} street."))
+    only(problems, f"{tmp_path / 'train.txt'}:2: ARPAbet in braces {{HH AW1 S T AH0 N}}", "write the words in letters")
+
+
+def test_every_rewritten_line_is_written_to_a_file_beside_the_cached_report(tmp_path):
+    lines = [make_wav(tmp_path, f"{i}.wav", text=f"It cost ${i}.") for i in range(8)]
+    report = check_filelists(*write_lists(tmp_path, lines), CFG, NO_LIMIT, cache_dir=tmp_path / "cache")
+    written = Path(report.text.rewrites_file).read_text(encoding="utf-8").splitlines()
+    assert written == report.text.rewrites and len(written) == 8
+    assert written[7] == f"{tmp_path / 'train.txt'}:8: 'It cost $7.' -> 'it cost seven dollars.'"
+    assert f"the first 5 (all of them in {report.text.rewrites_file}):" in report.text.lines()[0]

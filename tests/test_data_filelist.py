@@ -19,8 +19,8 @@ def test_round_trip_with_relative_and_absolute_paths(tmp_path):
 @pytest.mark.parametrize(
     "bad_line, message",
     [
-        ("a.wav|text", "expected 3 fields"),
-        ("a.wav|te|xt|5", "expected 3 fields"),
+        ("a.wav|te|xt|5", "found 4 fields"),
+        ("missing.wav|text", "frames come from its clip's header: .*missing.wav"),
         ("a.wav|text|five", "not an integer"),
         ("a.wav|text|0", "must be a positive integer"),
         ("a.wav|text|-3", "must be a positive integer"),
@@ -52,3 +52,22 @@ def test_split_is_seeded_and_sized_like_the_paper():
 def test_summarize():
     utts = [Utterance(Path("a"), "a", 80), Utterance(Path("b"), "b", 160)]
     assert summarize("train", utts) == "train: 2 utterances, 0.00 h, frames min/mean/max 80/120.0/160"
+
+
+def test_a_wav_text_line_reads_its_frames_from_the_header_once(tmp_path, monkeypatch):
+    import numpy as np
+    import soundfile as sf
+
+    import data.filelist as filelist
+    from data.audio import MelConfig, n_frames
+
+    sf.write(str(tmp_path / "a.wav"), np.zeros(5000, np.float32), 22050, subtype="PCM_16")
+    (tmp_path / "list.txt").write_text("a.wav|NVIDIA style.\na.wav|with frames.|9\n")
+    expected = [
+        Utterance(tmp_path / "a.wav", "NVIDIA style.", n_frames(5000, 276)),
+        Utterance(tmp_path / "a.wav", "with frames.", 9),
+    ]
+    assert read_filelist(tmp_path / "list.txt") == expected
+    assert read_filelist(tmp_path / "list.txt", MelConfig(hop_length=100))[0].frames == n_frames(5000, 100)
+    monkeypatch.setattr(filelist, "wav_frames", lambda *args: pytest.fail("the header was read again"))
+    assert read_filelist(tmp_path / "list.txt") == expected

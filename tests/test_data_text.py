@@ -10,6 +10,7 @@ from data.text import (
     N_SYMBOLS,
     SYMBOLS,
     UnknownSymbolError,
+    arpabet_problem,
     clean_text,
     find_unknown_symbols,
     sequence_to_text,
@@ -131,12 +132,12 @@ def test_the_check_notes_rewritten_lines_and_what_drop_drops():
     ]
     problems, notes = check_texts(lines, "drop")
     assert problems == []
-    assert notes.rewritten == 2 + 8 and len(notes.examples) == MAX_EXAMPLES  # lines 2, 3 and the numbers; 5 only
-    # changes case and spaces
-    assert notes.examples[0] == "t.txt:2: 'It cost $5.' -> 'it cost five dollars.'"
+    assert len(notes.rewrites) == 2 + 8  # lines 2, 3 and the numbers; 5 only changes case and spaces
+    assert notes.rewrites[0] == "t.txt:2: 'It cost $5.' -> 'it cost five dollars.'"
     assert notes.dropped == {"^": ["t.txt:3", "t.txt:4"], "{": ["t.txt:4"]}
     shown = "\n".join(notes.lines())
-    assert "normalisation rewrote 10 line(s)" in shown and "'^' in 2 line(s): t.txt:3, t.txt:4" in shown
+    assert f"normalisation rewrote 10 line(s) (numbers, symbols, abbreviations...); the first {MAX_EXAMPLES}" in shown
+    assert "'^' in 2 line(s): t.txt:3, t.txt:4" in shown
 
 
 def test_the_check_refuses_unknown_characters_by_default_and_empty_lines_after_dropping():
@@ -155,3 +156,37 @@ def test_a_demo_check_never_imports_inflect(tmp_path, demo_corpus):
         "assert code == 0 and 'inflect' not in sys.modules, (code, 'inflect' in sys.modules)"
     )
     run_command(sys.executable, "-c", probe, tiny(tmp_path, corpus=demo_corpus))
+
+
+@pytest.mark.parametrize(
+    "raw, spoken",
+    [
+        ("Call +1 800 555 0199.", "call plus one, eight hundred, five five five, zero one nine nine."),
+        ("+44 20 7946 0958", "plus four four, two zero, seven nine four six, zero nine five eight"),
+        ("(212) 555-0199 ext. 204", "two one two, five five five, zero one nine nine extension two zero four"),
+        ("Ext 12 or extension 4021", "extension one two or extension four zero two one"),
+    ],
+)
+def test_telephone_numbers_with_spaces_and_extensions_are_read_digit_by_digit(raw, spoken):
+    assert clean_text(raw) == spoken
+
+
+def test_a_character_without_a_transliteration_is_never_dropped_unseen():
+    """An emoji is an unknown character: an error by default, dropped and counted with drop."""
+    raw = "That was great 😀 honestly."
+    problems, _ = check_texts([("t.txt", 1, raw)], "error")
+    assert problems[0][:2] == ("t.txt", 1) and "'😀'" in problems[0][2]
+    with pytest.raises(UnknownSymbolError, match="😀"):
+        text_to_sequence(raw)
+    _, notes = check_texts([("t.txt", 1, raw)], "drop")
+    assert notes.dropped == {"😀": ["t.txt:1"]} and notes.rewrites == []  # case only: reported as dropped
+    assert sequence_to_text(text_to_sequence(raw, "drop")) == "that was great honestly."
+
+
+def test_arpabet_in_braces_is_refused_whatever_unknown_chars_says():
+    raw = "turn left on {HH AW1 S T AH0 N} street."
+    for mode in ("error", "drop"):
+        problems, _ = check_texts([("t.txt", 4, raw)], mode)
+        assert problems == [("t.txt", 4, *arpabet_problem(["{HH AW1 S T AH0 N}"]))]
+        with pytest.raises(UnknownSymbolError, match=r"ARPAbet in braces \{HH AW1 S T AH0 N\}"):
+            text_to_sequence(raw, mode)

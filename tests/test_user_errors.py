@@ -104,12 +104,16 @@ def test_missing_filelist(tmp_path, capsys):
 
 
 def test_bad_filelist_line(tmp_path, capsys):
-    (tmp_path / "train.txt").write_text("a.wav|text\n")
+    (tmp_path / "train.txt").write_text("a.wav|te|xt|5\n")
     hp = tiny(
         tmp_path, f"dataset=filelist,train_filelist={tmp_path / 'train.txt'},val_filelist={tmp_path / 'train.txt'}"
     )
     expect_error(
-        train.main, ["--hparams", hp], capsys, f"{tmp_path / 'train.txt'}:1: expected 3 fields", tmp_path / "run"
+        train.main,
+        ["--hparams", hp],
+        capsys,
+        f"{tmp_path / 'train.txt'}:1: expected 'wav_path|text|frames' or 'wav_path|text', found 4 fields",
+        tmp_path / "run",
     )
 
 
@@ -363,6 +367,25 @@ def test_check_shows_what_normalisation_rewrote_and_what_drop_drops(tmp_path, ca
         "five dollars, fifty cents on january second, twenty twenty for three percent and second-rate goods ^_^'" in out
     )
     assert f"'^' in 1 line(s): {train_list}:2" in out and f"'_' in 1 line(s): {train_list}:2" in out
+
+
+def test_check_takes_nvidia_style_lines_and_refuses_arpabet_naming_the_line(tmp_path, capsys):
+    """`wav|text` lines (NVIDIA's filelists) are taken, their frames read from the headers; ARPAbet in
+    braces is one error naming the file, the line and the braces."""
+    train_list, val_list, lines = user_corpus(tmp_path / "corpus")
+    hp = tiny(tmp_path, write_corpus_lists(train_list, val_list, [line.rsplit("|", 1)[0] for line in lines]))
+    assert train.main(["--check", "--hparams", hp]) == 0
+    out = capsys.readouterr().out
+    assert f"{train_list}: 4 utterances" in out and "batches per epoch, ZPR" in out
+    lines[2] = lines[2].replace("clip number 2.", "turn left on {HH AW1 S T AH0 N} street.")
+    write_corpus_lists(train_list, val_list, lines)
+    expect_error(
+        train.main,
+        ["--check", "--hparams", hp],
+        capsys,
+        f"{train_list}:3: ARPAbet in braces {{HH AW1 S T AH0 N}}",
+        tmp_path / "run",
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

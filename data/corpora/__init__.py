@@ -4,7 +4,8 @@ table.py holds CORPUS_TABLE (a row per corpus: its name, i.e. the `dataset` hpar
 giving its (train, validation) filelists from a DataConfig and the MelConfig; a one-line summary;
 the settings it cannot do without) and DataConfig, the corpus settings, validated against the table.
 The builders: demo.py (the embedded tone corpus), espeak.py (English speech spoken by eSpeak NG),
-ljspeech.py (LJSpeech-1.1 -> filelists, for scripts/tools/prepare_ljspeech.py); generated.py is what the
+ljspeech.py (LJSpeech-1.1 -> filelists, for scripts/tools/prepare_ljspeech.py) over metadata.py (any
+corpus's metadata file or folder of clips -> filelists, for scripts/tools/prepare_filelist.py); generated.py is what the
 generated ones share; espeak_engine.py drives eSpeak NG for espeak.py; errors.py holds CorpusError,
 the one error type every builder raises. training/ imports this package only, never a builder
 (tests/test_architecture.py).

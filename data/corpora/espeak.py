@@ -78,7 +78,7 @@ def _transcript_format(first_line: str) -> str:
 
 
 def _parse_metadata(line: str, number: int) -> Transcript:
-    """`id|text|normalized text`: the normalized text wins unless empty, as in data/corpora/ljspeech.py."""
+    """`id|text|normalized text`: the normalized text wins unless empty, as in data/corpora/metadata.py."""
     fields = line.split("|")
     if len(fields) not in (2, 3) or not fields[0].strip():
         raise ValueError("expected 'id|text|normalized text'")

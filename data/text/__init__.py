@@ -9,6 +9,7 @@ silently: a model cannot learn to say what it never sees, and a silent drop hide
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
@@ -43,16 +44,41 @@ _TYPOGRAPHY = [
 _WHITESPACE_RE = re.compile(r"\s+")
 
 
+#: NVIDIA's filelists mark ARPAbet phonemes with braces ('{HH AH0 L OW1}'); this table has no phonemes.
+_ARPABET = re.compile(r"\{[^{}]*\}")
+
+
 class UnknownSymbolError(UserError):
-    """Cleaned text holds characters that the symbol table lacks."""
+    """Cleaned text holds characters that the symbol table lacks (or phonemes in braces)."""
+
+
+def arpabet_in(text: str) -> list[str]:
+    """The `{...}` spans of a raw text: NVIDIA's ARPAbet, which this character table cannot say; read as
+    letters ('{HH AW1 S T AH0 N}' 'hh aw one s t ah zero n') they would teach the model nonsense."""
+    return _ARPABET.findall(text)
+
+
+def arpabet_problem(spans: list[str]) -> tuple[str, str]:
+    """(what is wrong, what to do) for phonemes in braces: the one wording of the refusal."""
+    return (
+        f"ARPAbet in braces {', '.join(spans)}: this recipe's symbol table holds letters, not phonemes",
+        "write the words in letters (NVIDIA's filelists mark phonemes with braces; this recipe reads characters)",
+    )
 
 
 def to_ascii(text: str) -> str:
     """Typography (curly quotes, dashes, ellipses) as ASCII, accented letters transliterated
-    ('Müller' 'Muller'); currency and degree signs kept for the rules to read."""
+    ('Müller' 'Muller'); currency and degree signs kept for the rules to read. A character with no
+    transliteration (an emoji, a variation selector) is kept as it is, so that the symbol check names
+    it (an error, or dropped and counted with unknown_chars=drop): nothing is removed unseen."""
+    text = unicodedata.normalize("NFC", text)  # a letter and its combining accent as one character
     for pattern, then in _TYPOGRAPHY:
         text = pattern.sub(then, text)
-    return _NOT_ASCII.sub(lambda m: unidecode(m.group(0)), text)
+    return _NOT_ASCII.sub(_transliterate, text)
+
+
+def _transliterate(match: re.Match) -> str:
+    return "".join(unidecode(ch) or ch for ch in match.group(0))
 
 
 def clean_text(text: str) -> str:
@@ -82,6 +108,9 @@ def find_unknown_symbols(texts: Iterable[str]) -> Counter:
 def text_to_sequence(text: str, unknown_chars: str = "error") -> list[int]:
     """Clean the text and map it to symbol ids. Characters outside the table raise
     UnknownSymbolError (unknown_chars="error") or are dropped ("drop")."""
+    spans = arpabet_in(text)
+    if spans:
+        raise UnknownSymbolError("; ".join(arpabet_problem(spans)) + f": {text!r}")
     cleaned = clean_text(text)
     unknown = unknown_in(cleaned)
     if unknown and unknown_chars == "drop":
