@@ -168,7 +168,7 @@ class WarmStart:
     line: str
 
     def load_into(self, model: torch.nn.Module) -> None:
-        missing, unexpected = model.load_state_dict(self.tensors, strict=False)
+        _, unexpected = model.load_state_dict(self.tensors, strict=False)  # the missing ones stay fresh, by plan
         if unexpected:  # the plan is made against this model's own names
             raise RuntimeError(f"warm start: tensors the model does not have: {unexpected}")
 
