@@ -3,6 +3,7 @@
     python train.py                                        # the embedded demo corpus, CPU-sized
     python train.py --hparams batching=ssb,dbs=true,br=true,dataset=ljspeech
     python train.py --resume runs/demo                     # continue the last checkpoint
+    python train.py --hparams dataset=filelist,...,init_checkpoint=runs/demo   # fine-tune: a new run
     torchrun --nproc_per_node=4 train.py --hparams dataset=ljspeech
 
 Read top to bottom: resolve the config, build the run, then one epoch = plan -> train ->
@@ -18,7 +19,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from batching.analysis import calibrated_line
 from batching.errors import UserError
 from data.corpora import corpus_filelists
 from training import distributed as dist_utils
@@ -27,8 +27,9 @@ from training.config import RunConfig, resolve_config
 from training.datacheck import check_data, plan_summary
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
-from training.run import Run, build_run
+from training.run import Run, build_run, describe, pick_device
 from training.rundir import check_writable, has_checkpoint, hold_run_dir
+from training.warm_start import WarmStart, warm_start
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,11 +49,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, ResumePoint | None]:
+def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, ResumePoint | None, WarmStart | None]:
     """Fresh run: hparams.yaml + overrides. Resume: the run's own hparams + the few allowed changes.
-    Returns the flat hparams, the typed config and where the last checkpoint left the run (or None).
-    Every key and value is validated before the run directory is judged, so a typo is reported
-    as such whatever output_dir holds."""
+    Returns the flat hparams, the typed config, where the last checkpoint left the run (or None)
+    and the weights init_checkpoint starts it from (None without one, or when a checkpoint of the
+    run itself is there to resume). Every key and value is validated before the run directory is
+    judged, so a typo is reported as such whatever output_dir holds."""
     ckpt = None
     if args.resume:
         ckpt, stored = resume_point(Path(args.resume))
@@ -61,7 +63,8 @@ def resolve(args: argparse.Namespace) -> tuple[dict[str, Any], RunConfig, Resume
         hp = load_hparams(args.hparams)
     cfg = resolve_config(hp)
     check_writable(Path(cfg.train.output_dir))
-    return hp, cfg, None if ckpt is None else ResumePoint.from_checkpoint(ckpt)
+    init = warm_start(hp, cfg.model, cfg.mel) if ckpt is None else None
+    return hp, cfg, None if ckpt is None else ResumePoint.from_checkpoint(ckpt), init
 
 
 def hold_output_dir(output_dir: str):
@@ -94,37 +97,10 @@ def train(run: Run, state: RunState, position: EpochPosition | None) -> None:
             run.log(f"parameters identical on all {run.info.world_size} ranks (sha1 {digest[:12]})")
 
 
-def describe(run: Run, state: RunState, resumed: bool) -> None:
-    if resumed:
-        run.log(f"resumed {run.run_dir} at epoch {state.epoch}, step {state.step_in_epoch} of that epoch")
-    n_params = sum(p.numel() for p in run.parts.core.parameters())
-    batching = run.batching
-    loaders = run.loaders
-    run.log(
-        f"{len(loaders.train_set)} train / {len(loaders.val_set)} val utterances | "
-        f"{n_params / 1e6:.2f}M parameters | "
-        f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
-        f"{run.run_dir}"
-    )
-    if loaders.train_sampler.calibration:
-        run.log(calibrated_line(loaders.train_sampler.calibration))
-    if run.shapes is not None:
-        graphs = run.parts.graphs
-        how = (
-            "eager"
-            if graphs is None
-            else f"CUDA graphs, captured in {graphs.seconds:.1f} s"
-            if graphs.captured
-            else f"static buffers, eager, built in {graphs.seconds:.1f} s"
-        )
-        run.log(
-            f"decoder loop: {len(run.shapes.shapes())} padded shapes (graph_bucket={run.shapes.graph_bucket}), {how}"
-        )
-
-
-def check_only(cfg: RunConfig) -> None:
-    """`--check`: the data check and the epoch plan's figures, without training or writing a run
-    (batch_size=auto plans at the paper's B0: the probe needs the run's GPU)."""
+def check_only(cfg: RunConfig, init: WarmStart | None) -> None:
+    """`--check`: the data check, the warm start's plan and the epoch plan's figures, without
+    training or writing a run (batch_size=auto plans at the paper's B0: the probe needs the run's GPU)."""
+    pick_device(cfg.train.device, local_rank=0)  # device=cuda where no GPU is seen: an error now
     paths = corpus_filelists(cfg.data, cfg.mel)
     report = check_data(paths, cfg.mel, cfg.batching, cfg.data, progress=cfg.train.progress)
     print(f"data check passed{' (cached)' if report.from_cache else ''}")
@@ -135,21 +111,39 @@ def check_only(cfg: RunConfig) -> None:
         )
     for line in report.text.lines():
         print(line)
+    if init is not None:
+        print(init.line)
     print(plan_summary(cfg.batching, cfg.model.n_frames_per_step, paths[0], report))
+
+
+def finished(state: RunState, epochs: int, run_dir: str) -> bool:
+    """Whether a resumed run has trained all its epochs already (then it says so: nothing to do)."""
+    if state.epoch < epochs:
+        return False
+    if dist_utils.launch_rank() == 0:
+        print(
+            f"{run_dir} has finished all {epochs} epochs: nothing left to do. To train it further: "
+            f"python train.py --resume {run_dir} --hparams epochs=N (N > {epochs})"
+        )
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        hp, cfg, resume = resolve(args)
+        hp, cfg, resume, init = resolve(args)
         if args.check:
-            check_only(cfg)
+            check_only(cfg, init)
+            return 0
+        if resume is not None and finished(resume.state, cfg.train.epochs, args.resume):
             return 0
         with hold_output_dir(cfg.train.output_dir):
             refuse_overwrite(args, hp)
-            run = build_run(cfg, hp, resume)
+            if init is not None and dist_utils.launch_rank() == 0:
+                print(init.line)
+            run = build_run(cfg, hp, resume, init)
             state, position = (resume.state, resume.position) if resume else (RunState(), None)
-            del resume  # the weights are in the model now: no frame keeps the checkpoint's copy alive
+            del resume, init  # the weights are in the model now: no frame keeps the checkpoint's copy alive
             return run_training(args, cfg, run, state, position)
     except UserError as err:  # a user's mistake: one line, no traceback (programming errors keep theirs)
         print(f"error: {err}", file=sys.stderr)

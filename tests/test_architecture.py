@@ -353,3 +353,10 @@ def test_triton_lives_in_the_kernel_modules_imported_on_first_use():
                     importers.setdefault(kernels, set()).add((rel, node.col_offset > 0))
     assert importers == {k: {(wrapper, True)} for k, wrapper in KERNEL_MODULES.items()}, importers
     assert math_importers == KERNEL_MATH[1], math_importers
+
+
+def test_one_atomic_writer_makes_the_temporary_files_of_outputs():
+    """Every file the recipe writes goes through data.atomic.atomic_open, which gives it the user's
+    umask: a mkstemp anywhere else would leave outputs at mode 0o600, unreadable to colleagues."""
+    makers = [relative(path) for path in project_files() if calls_of(ast.parse(path.read_text()), "mkstemp")]
+    assert makers == ["data/atomic.py"], f"mkstemp outside data/atomic.py (use atomic_open): {makers}"

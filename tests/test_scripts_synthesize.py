@@ -72,3 +72,13 @@ def test_a_one_frame_synthesis_is_silence_with_a_warning(tmp_path, capsys, check
 def test_synthesis_errors_are_one_line(tmp_path, capsys):
     assert script.main(["--checkpoint", str(tmp_path / "missing.pt"), "--text", "hello"]) == 2
     assert "no checkpoint at" in capsys.readouterr().err
+
+
+def test_max_decoder_steps_and_unknown_chars_as_options(tmp_path, capsys, checkpoint):
+    """--max-decoder-steps caps the run's limit (12 steps here); --unknown-chars drop reads a text
+    that the default (error, as the hparam unknown_chars) refuses."""
+    argv = ["--checkpoint", str(checkpoint), "--text", "hi ~ there", "--out", str(tmp_path), "--griffin-lim-iters", "2"]
+    assert script.main(argv) == 2
+    assert "unknown_chars=drop" in capsys.readouterr().err
+    assert script.main([*argv, "--unknown-chars", "drop", "--max-decoder-steps", "3"]) == 0
+    assert 0 < np.load(tmp_path / "mel.npy").shape[1] <= 3 * 2  # r = 2 frames per decoder step

@@ -24,7 +24,7 @@ import train
 import training.loop
 from data.atomic import atomic_open
 from tests.kit import tiny
-from training.checkpoint import CheckpointClock, load_checkpoint
+from training.checkpoint import CheckpointClock, atomic_torch_save, load_checkpoint
 from training.rundir import BEST, LAST, read_metrics
 
 FORK = multiprocessing.get_context("fork")
@@ -173,3 +173,16 @@ class SaveRecorder:
     def __call__(self, obj, path):
         self.saves.append(obj["progress"])
         return self.real(obj, path)
+
+
+def test_files_written_atomically_get_the_users_umask(tmp_path):
+    """A checkpoint (and every file the atomic writer makes) is 0o666 less the umask, as open()
+    makes files: 0o644 under a umask of 0o022, so colleagues can read it (mkstemp alone gives 0o600)."""
+    before = os.umask(0o022)
+    try:
+        atomic_torch_save({"weights": torch.zeros(2)}, tmp_path / LAST)
+        with atomic_open(tmp_path / "notes.txt") as out:
+            out.write("text")
+    finally:
+        os.umask(before)
+    assert [oct((tmp_path / name).stat().st_mode & 0o777) for name in (LAST, "notes.txt")] == ["0o644", "0o644"]

@@ -29,7 +29,9 @@ def test_the_default_ssb_is_the_cost_key_calibrated_to_the_papers_ssbs_zpr():
         config("target_zpr=6.62").batching.target_zpr == 6.62
         and config("target_zpr=paper").batching.target_zpr == "paper"
     )
-    with pytest.raises(HParamsError, match=r"target_zpr='six' is invalid: expected a number in \(0, 100.0\), 'paper'"):
+    with pytest.raises(
+        HParamsError, match=r"hparam 'target_zpr': 'six' is invalid: expected a number in \(0, 100.0\), 'paper'"
+    ):
         config("target_zpr=six")
 
 
@@ -178,11 +180,14 @@ def test_resume_keeps_the_runs_settings_and_allows_few_changes():
         ("log_every=0", "log_every"),
         ("lr_batch_scaling=cube", "'lr_batch_scaling': 'cube' is not one of none, sqrt, linear"),
         ("model_preset=huge", "'model_preset': 'huge' is not one of full, small, tiny, micro"),
-        ("batch_size=0", "batch_size=0 is invalid: expected an integer >= 1"),
-        ("capacity=abc", "capacity='abc' is invalid: expected an integer >= 1, or null (None) to leave it unset"),
-        ("capacity=-1", "capacity=-1 is invalid: expected an integer >= 1, or null"),
-        ("capacity=0", "capacity=0 is invalid: expected an integer >= 1, or null (None) to leave it unset"),
-        ("batching=stream,max_length=1.5", "max_length=1.5 is invalid: expected an integer >= 1, or null"),
+        ("batch_size=0", "hparam 'batch_size': 0 is invalid: expected an integer >= 1"),
+        (
+            "capacity=abc",
+            "hparam 'capacity': 'abc' is invalid: expected an integer >= 1, or null (None) to leave it unset",
+        ),
+        ("capacity=-1", "hparam 'capacity': -1 is invalid: expected an integer >= 1, or null"),
+        ("capacity=0", "hparam 'capacity': 0 is invalid: expected an integer >= 1, or null (None) to leave it unset"),
+        ("batching=stream,max_length=1.5", "hparam 'max_length': 1.5 is invalid: expected an integer >= 1, or null"),
         ("batching=bload,block_length=[1", "'block_length': '[1' is not a value"),
         ("model.atention_dim=3", "unknown Tacotron2Config key(s) ['atention_dim']"),
         ("dbs=maybe", "'dbs': 'maybe' is not a boolean"),

@@ -15,6 +15,7 @@ import training.step
 from tests.kit import TINY_MODEL, check_demo_learns, tiny
 from training.checkpoint import load_checkpoint
 from training.config import resolve_config
+from training.hparams import load_hparams
 from training.rundir import LAST, read_metrics, write_hparams
 
 
@@ -103,7 +104,7 @@ def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys, demo_corpus):
     for bad in ("capacity=abc", "capacity=0", "batching=stream,max_length=1.5"):
         assert train.main(["--hparams", tiny(tmp_path, bad)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("error: BatchingConfig.") and "or null" in err and err.count("\n") == 1, err
+        assert err.startswith("error: hparam '") and "or null" in err and err.count("\n") == 1, err
 
 
 def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path, demo_corpus):
@@ -250,3 +251,15 @@ def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, 
     assert f"{tmp_path / 'train.txt'}:3: " in err and "'{'" in err
     assert f"{tmp_path / 'val.txt'}:1: train and val overlap" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_resuming_a_finished_run_says_there_is_nothing_left_to_do(tmp_path, capsys):
+    """A run that trained all its epochs: --resume says so and exits 0 without building the run."""
+    run = tmp_path / "finished"
+    run.mkdir()
+    hp = load_hparams(tiny(tmp_path, "epochs=2"))
+    progress = {"epoch": 2, "step_in_epoch": 0, "global_step": 16}
+    torch.save({"model": {}, "optimizer": {}, "scaler": {}, "hparams": hp, "progress": progress}, run / LAST)
+    assert train.main(["--resume", str(run)]) == 0
+    assert f"{run} has finished all 2 epochs: nothing left to do" in capsys.readouterr().out
+    assert sorted(p.name for p in run.iterdir()) == [LAST]

@@ -57,13 +57,13 @@ def test_kill_9_leaves_nothing_to_clean_up(tmp_path):
 
 def test_the_lock_ends_with_its_holder_and_check_takes_none(tmp_path, demo_corpus):
     """A run after the first ended (fresh or --resume, tests/test_training_run.py) takes the folder
-    again; --check writes nothing there and runs beside a training run. What the lock created
-    (the file, an empty folder) goes with it."""
+    again; --check writes nothing there and runs beside a training run. The lock file goes with
+    its holder, a stale one a killed run left included, and so does an empty folder it created."""
     with hold_run_dir(tmp_path / "run"):
         assert train.main(["--check", "--hparams", tiny(tmp_path, "epochs=1", demo_corpus)]) == 0
     assert not (tmp_path / "run").exists()
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / LOCK).write_text("12345\n")  # a lock file left by a killed run is taken over, and kept
+    (tmp_path / "run" / LOCK).write_text("12345\n")  # a lock file left by a killed run is taken over, and removed
     with hold_run_dir(tmp_path / "run"):
         (tmp_path / "run" / LAST).write_text("a checkpoint")
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == sorted([LAST, LOCK])
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [LAST]

@@ -82,7 +82,7 @@ def test_model_field_of_the_wrong_type(tmp_path, capsys):
         train.main,
         ["--hparams", tiny(tmp_path, "model.attention_dim=wide")],
         capsys,
-        "Tacotron2Config.attention_dim must be an int, got 'wide'",
+        "hparam 'model.attention_dim' must be an int, got 'wide'",
         tmp_path / "run",
     )
 
@@ -405,6 +405,95 @@ def test_fused_attention_without_the_fast_decoder(tmp_path, capsys):
         train.main,
         ["--hparams", tiny(tmp_path, "fast_decoder=false,model.fused_attention=true")],
         capsys,
-        "fused_attention=True needs fast_decoder=true",
+        "hparam 'model.fused_attention': True needs fast_decoder=true",
+        tmp_path / "run",
+    )
+
+
+def test_a_misspelled_hparam_gets_the_nearest_name(tmp_path, capsys):
+    expect_error(
+        train.main, ["--hparams", tiny(tmp_path, "learnig_rate=0.01")], capsys, "did you mean learning_rate?", tmp_path
+    )
+
+
+def test_a_config_error_names_the_hparam_typed(tmp_path, capsys):
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, "batch_size=0")],
+        capsys,
+        "error: hparam 'batch_size': 0 is invalid",  # not BatchingConfig.batch_size, the class's field
+        tmp_path,
+    )
+
+
+def test_an_empty_output_dir_is_refused_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    expect_error(train.main, ["--hparams", tiny(tmp_path, "output_dir=")], capsys, "'output_dir' is empty", tmp_path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_check_refuses_a_gpu_this_machine_lacks(tmp_path, capsys, demo_corpus):
+    hp = tiny(tmp_path, "device=cuda", demo_corpus)
+    expect_error(train.main, ["--check", "--hparams", hp], capsys, "'device': cuda:0 asked for", tmp_path / "run")
+
+
+def test_resume_of_a_checkpoint_file_says_it_takes_a_folder(stored_run, capsys):
+    expect_error(
+        train.main,
+        ["--resume", str(stored_run / "checkpoint_last.pt")],
+        capsys,
+        f"error: --resume takes a run folder, not a file: --resume {stored_run} continues the run that wrote "
+        f"checkpoint_last.pt; to start a new run from its weights, use --hparams "
+        f"init_checkpoint={stored_run / 'checkpoint_last.pt'}",
+        stored_run,
+    )
+
+
+def nvidia_statedict(path: Path) -> Path:
+    """A tiny model's weights under NVIDIA Tacotron2's names (training/warm_start.py's key map)."""
+    from training.warm_start import to_nvidia_key
+
+    model = Tacotron2(resolve_config(load_hparams(tiny(path.parent, "n_frames_per_step=1"))).model)
+    torch.save({"state_dict": {to_nvidia_key(k): v for k, v in model.state_dict().items()}}, path)
+    return path
+
+
+def test_init_checkpoint_trained_on_other_mel_features(tmp_path, capsys):
+    path = nvidia_statedict(tmp_path / "tacotron2_statedict.pt")
+    expect_error(
+        train.main,
+        ["--check", "--hparams", tiny(tmp_path, f"init_checkpoint={path}")],
+        capsys,
+        "was trained on other mel features: win_length 1024 (this run: 1103); hop_length 256 (this run: 276); "
+        "n_fft 1024 (this run: 2048). Fine-tune on its features with --hparams sample_rate=22050,win_ms=46.44,"
+        "hop_ms=11.6,n_fft=1024,n_mels=80,fmin=0,fmax=8000",
+        tmp_path / "run",
+    )
+
+
+def test_init_checkpoint_of_this_recipe_with_other_mel_features(tmp_path, capsys, stored_run):
+    hp = tiny(tmp_path, f"hop_ms=10,init_checkpoint={stored_run}")
+    expect_error(train.main, ["--hparams", hp], capsys, "hop_length 276 (this run: 221)", tmp_path / "run")
+
+
+def test_init_checkpoint_that_is_no_checkpoint(tmp_path, capsys):
+    torch.save({"weights": {}}, tmp_path / "other.pt")
+    expect_error(
+        train.main,
+        ["--hparams", tiny(tmp_path, f"init_checkpoint={tmp_path / 'other.pt'}")],
+        capsys,
+        "is neither a checkpoint of this recipe (model, hparams, progress) nor an NVIDIA Tacotron2 state dict",
+        tmp_path / "run",
+    )
+
+
+def test_init_ignore_that_names_no_layer(tmp_path, capsys):
+    path = nvidia_statedict(tmp_path / "tacotron2_statedict.pt")
+    hp = tiny(tmp_path, f"init_checkpoint={path},init_mel_check=false,init_ignore=embeding")
+    expect_error(
+        train.main,
+        ["--hparams", hp],
+        capsys,
+        "'init_ignore': no layer of the model starts with 'embeding'",
         tmp_path / "run",
     )

@@ -82,6 +82,19 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}: was the run started with this output_dir?")
+    ckpt = read_torch_file(path)
+    if not is_recipe_checkpoint(ckpt):
+        raise CheckpointError(f"{path} is not a checkpoint of this recipe (no model, hparams and progress)")
+    return ckpt
+
+
+def is_recipe_checkpoint(ckpt: Any) -> bool:
+    """Whether a loaded file is this recipe's checkpoint (a dict with model, hparams and progress)."""
+    return isinstance(ckpt, dict) and {"model", "hparams", "progress"} <= set(ckpt)
+
+
+def read_torch_file(path: Path) -> Any:
+    """torch.load on the CPU; a damaged file is a CheckpointError that says what to do."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except (EOFError, RuntimeError, pickle.UnpicklingError, ValueError) as err:
@@ -89,8 +102,6 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             f"{path} is damaged and cannot be read ({type(err).__name__}: {err}); copy a good "
             f"checkpoint (e.g. checkpoint_best.pt) over it, or start a new run"
         ) from None
-    if not isinstance(ckpt, dict) or not {"model", "hparams", "progress"} <= set(ckpt):
-        raise CheckpointError(f"{path} is not a checkpoint of this recipe (no model, hparams and progress)")
     return ckpt
 
 
@@ -135,6 +146,11 @@ def resume_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     checkpoint has only hparams.json: it resumes from its beginning (None), so `--resume` works
     whenever the run was started."""
     run_dir = Path(run_dir)
+    if run_dir.is_file():
+        raise CheckpointError(
+            f"--resume takes a run folder, not a file: --resume {run_dir.parent} continues the run that wrote "
+            f"{run_dir.name}; to start a new run from its weights, use --hparams init_checkpoint={run_dir}"
+        )
     stored = read_hparams(run_dir)
     if stored is not None and not (run_dir / LAST).is_file():
         return None, stored

@@ -14,6 +14,7 @@ which a resume resolves the same RunConfig.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,8 @@ class TrainConfig:
                 "threads",
             ),
         )
+        if not self.output_dir.strip():
+            raise HParamsError("hparam 'output_dir' is empty: name the run's folder, e.g. output_dir=runs/my_voice")
         device = self.device
         if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
             raise HParamsError(f"hparam 'device': '{device}' is not one of auto, cpu, cuda, cuda:N")
@@ -143,7 +146,7 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
         UserError,
         ModelConfigError,
     ) as err:  # DataConfig, BatchingConfig, Tacotron2Config, MelConfig name the field
-        raise HParamsError(str(err)) from None
+        raise HParamsError(as_hparam(str(err))) from None
     if auto and batching.plans_blocks:
         raise HParamsError(
             f"hparam 'batch_size': auto is not available for batching={batching.batching} (its batches "
@@ -158,6 +161,21 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
             "loop the few fixed shapes a graph replays"
         )
     return RunConfig(train, data, batching, model, mel, auto)
+
+
+#: A config class's field as its messages name it, and the hparam a user typed for it (model.* for the model's).
+_CONFIG_FIELD = re.compile(r"^(BatchingConfig|DataConfig|MelConfig|Tacotron2Config)\.(\w+)(=?)")
+
+
+def as_hparam(message: str) -> str:
+    """A config's error as the hparam the user typed: `BatchingConfig.batch_size=0 is invalid` ->
+    `hparam 'batch_size': 0 is invalid`, `Tacotron2Config.attention_dim must be` -> `hparam
+    'model.attention_dim' must be`."""
+    match = _CONFIG_FIELD.match(message)
+    if not match:
+        return message
+    name = f"model.{match[2]}" if match[1] == "Tacotron2Config" else match[2]
+    return f"hparam '{name}'{': ' if match[3] else ''}{message[match.end() :]}"
 
 
 def _auto_batch_size(value: Any) -> bool:

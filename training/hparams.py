@@ -9,6 +9,7 @@ typed, validated configs the recipe uses. Torch-free, so scripts can use it chea
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEF
     flat = {k: v for k, v in given.items() if not k.startswith("model.")}
     unknown = sorted(set(flat) - set(base))
     if unknown:
-        raise HParamsError(f"unknown hparam(s) {', '.join(unknown)}; known: {', '.join(sorted(base))}")
+        raise HParamsError(unknown_message(unknown, sorted(base)))
     dataset = _typed("dataset", flat.get("dataset", base["dataset"]), "")
     if dataset not in presets:
         raise HParamsError(f"hparam 'dataset': '{dataset}' is not one of {', '.join(presets)}")
@@ -124,6 +125,15 @@ def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEF
         raise HParamsError(f"hparam 'model_preset': '{hp['model_preset']}' is not one of {', '.join(model_presets)}")
     hp["model"] = {**model_presets[hp["model_preset"]], **hp["model"]}
     return hp
+
+
+def unknown_message(unknown: list[str], known: list[str]) -> str:
+    """The error for misspelled hparams: each with its nearest known name (difflib), else every known name."""
+    guesses = {key: difflib.get_close_matches(key, known, n=1) for key in unknown}
+    if all(guesses.values()):
+        meant = ", ".join(f"{key} (did you mean {guesses[key][0]}?)" for key in unknown)
+        return f"unknown hparam(s) {meant}; every setting is in hparams.yaml"
+    return f"unknown hparam(s) {', '.join(unknown)}; known: {', '.join(known)}"
 
 
 def _ssb_width(hp: dict[str, Any], given: set[str]) -> None:

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from batching import BatchingConfig, plan_global
+from batching.analysis import calibrated_line
 from batching.sampler import PlanBatchSampler
 from data.audio import MelConfig
 from data.collate import TextMelCollate
@@ -26,12 +27,13 @@ from model import Tacotron2Config
 from model.shapes import ShapeTable, shape_table_of
 from training import distributed as dist_utils
 from training.auto_batch import resolve_batch_size
-from training.checkpoint import CheckpointClock, ResumePoint
+from training.checkpoint import CheckpointClock, ResumePoint, RunState
 from training.config import RunConfig, TrainConfig
 from training.datacheck import check_data
 from training.hparams import HParamsError
 from training.run_logger import RunLogger
 from training.step import StepParts, build_step_parts, load_optimizer_state, with_graphs
+from training.warm_start import WarmStart
 
 
 class StopFlag:
@@ -191,21 +193,29 @@ def uses_cuda(device: str) -> bool:
 
 
 def restored_parts(
-    train: TrainConfig, model: Tacotron2Config, device: torch.device, resume: ResumePoint | None
+    train: TrainConfig,
+    model: Tacotron2Config,
+    device: torch.device,
+    resume: ResumePoint | None,
+    init: WarmStart | None = None,
 ) -> StepParts:
-    """The training step's parts, with the weights and the optimiser's and scaler's states of `resume`."""
+    """The training step's parts, with the weights and the optimiser's and scaler's states of `resume`,
+    or a new run's model started from `init`'s weights (a fresh optimiser)."""
     parts = build_step_parts(train, model, device)
     if resume is not None:
         parts.core.load_state_dict(resume.weights.model)
         load_optimizer_state(parts.optimizer, resume.weights.optimizer)
         parts.scaler.load_state_dict(resume.weights.scaler)
+    elif init is not None:
+        init.load_into(parts.core)
     return parts
 
 
-def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) -> Run:
+def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None, init: WarmStart | None = None) -> Run:
     """The composition root: set up everything in the recipe's order (ranks, data, B0 for
-    batch_size=auto, model, restored from `resume` if given), handing each part the configs it
-    reads. A rank that dies or stalls meanwhile makes the others raise dist_utils.RankFailure."""
+    batch_size=auto, model, restored from `resume` if given, else started from `init`'s weights),
+    handing each part the configs it reads. A rank that dies or stalls meanwhile makes the others
+    raise dist_utils.RankFailure."""
     device_kind = "cuda" if uses_cuda(cfg.train.device) else "cpu"
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
@@ -230,7 +240,7 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
             )
             cfg = RunConfig(train_cfg, cfg.data, batching, cfg.model, cfg.mel)
         loaders = build_loaders(cfg.train, cfg.batching, train_set, val_set, cfg.model.n_frames_per_step, info, device)
-        parts = restored_parts(cfg.train, cfg.model, device, resume)
+        parts = restored_parts(cfg.train, cfg.model, device, resume, init)
         shapes = run_shape_table(cfg.train, loaders.train_sampler.config, loaders.train_set, info.world_size)
         parts = with_graphs(parts, cfg.train.cuda_graphs, shapes, device, cfg.train.progress and info.is_main)
         if info.enabled:
@@ -261,3 +271,32 @@ def build_run(cfg: RunConfig, hp: dict[str, Any], resume: ResumePoint | None) ->
         clock=CheckpointClock(cfg.train.checkpoint_every_minutes * 60),
         shapes=shapes,
     )
+
+
+def describe(run: Run, state: RunState, resumed: bool) -> None:
+    """The run's opening lines: where it resumed, its data, model size, device, batching and decoder loop."""
+    if resumed:
+        run.log(f"resumed {run.run_dir} at epoch {state.epoch}, step {state.step_in_epoch} of that epoch")
+    n_params = sum(p.numel() for p in run.parts.core.parameters())
+    batching = run.batching
+    loaders = run.loaders
+    run.log(
+        f"{len(loaders.train_set)} train / {len(loaders.val_set)} val utterances | "
+        f"{n_params / 1e6:.2f}M parameters | "
+        f"{run.device} x{run.info.world_size} | batching={batching.batching} dbs={batching.dbs} br={batching.br} | "
+        f"{run.run_dir}"
+    )
+    if loaders.train_sampler.calibration:
+        run.log(calibrated_line(loaders.train_sampler.calibration))
+    if run.shapes is not None:
+        graphs = run.parts.graphs
+        how = (
+            "eager"
+            if graphs is None
+            else f"CUDA graphs, captured in {graphs.seconds:.1f} s"
+            if graphs.captured
+            else f"static buffers, eager, built in {graphs.seconds:.1f} s"
+        )
+        run.log(
+            f"decoder loop: {len(run.shapes.shapes())} padded shapes (graph_bucket={run.shapes.graph_bucket}), {how}"
+        )

@@ -89,34 +89,35 @@ LOCK = "run.lock"  # held (flock) by the run's main process for as long as it li
 @contextmanager
 def hold_run_dir(run_dir: Path) -> Iterator[None]:
     """Hold run_dir for this process: a second run into it stops with a RunDirError naming the
-    holder's PID. The operating system releases the lock when the process ends, kill -9 included,
-    so nothing is left to clean up. What this call created (the lock file, an empty run_dir) is
-    removed on the way out, so a run that stopped early leaves the folder as it found it."""
+    holder's PID. The operating system releases the lock when the process ends, kill -9 included;
+    the file a killed run leaves (its PID in it, no lock held) is taken over and removed on the way
+    out, as is an empty run_dir this call created, so a run that stopped early leaves the folder
+    as it found it."""
     run_dir = Path(run_dir)
     created_dir = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd, created_file = _take_lock(run_dir / LOCK, run_dir)
+    fd = _take_lock(run_dir / LOCK, run_dir)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
     finally:
-        if created_file:  # unlinked while still locked: a run that opened it meanwhile retries (_take_lock)
-            (run_dir / LOCK).unlink(missing_ok=True)
+        # unlinked while still locked: a run that opened it meanwhile retries (_take_lock)
+        (run_dir / LOCK).unlink(missing_ok=True)
         if created_dir and not any(run_dir.iterdir()):
             run_dir.rmdir()
         os.close(fd)  # releases the lock
 
 
-def _take_lock(path: Path, run_dir: Path) -> tuple[int, bool]:
-    """(fd of the locked file, whether this call created it). The lock counts only while `path`
-    still names the locked file: a holder that ended may have unlinked it, then we try again."""
+def _take_lock(path: Path, run_dir: Path) -> int:
+    """The fd of the locked file. The lock counts only while `path` still names the locked file: a
+    holder that ended may have unlinked it, then we try again."""
     while True:
         try:
-            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             try:
-                fd, created = os.open(path, os.O_RDWR), False
+                fd = os.open(path, os.O_RDWR)
             except FileNotFoundError:  # unlinked between the two opens
                 continue
         try:
@@ -129,7 +130,7 @@ def _take_lock(path: Path, run_dir: Path) -> tuple[int, bool]:
                 f"{path}); wait for it to end or stop it, or choose another output_dir"
             ) from None
         if _same_file(fd, path):
-            return fd, created
+            return fd
         os.close(fd)
 
 
