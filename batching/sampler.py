@@ -97,11 +97,15 @@ class PlanBatchSampler(Sampler[list]):
         """What each batch of `plan` yields for `rank`: the sample indices."""
         return plan.batches(rank)
 
+    def _view(self) -> tuple[int | None, int]:
+        """(the rank whose batches are yielded, None for every rank's; batches a step)."""
+        return (None, self.world_size) if self._all_ranks else (self.rank, 1)
+
     def remaining_batches(self) -> list[np.ndarray]:
         """The batches the next iteration yields; after a full pass, a new pass without
         set_epoch replays the whole epoch (as torch's DistributedSampler does). Under Accelerate's
         shard, every rank's batches step-major, so that the shard's pick is this rank's."""
-        rank, per_step = (None, self.world_size) if self._all_ranks else (self.rank, 1)
+        rank, per_step = self._view()
         if self._exhausted:
             return self._items(self.plan, rank)
         return self._items(self._current(), rank)[self._consumed * per_step :]
@@ -130,7 +134,7 @@ class PlanBatchSampler(Sampler[list]):
         after a resume yields the rest (remaining_batches)."""
         if self._exhausted:
             return len(self.remaining_batches())
-        rank, per_step = (None, self.world_size) if self._all_ranks else (self.rank, 1)
+        rank, per_step = self._view()
         run_before = sum(consumed for _, consumed in self._history)  # steps on the earlier world sizes
         return len(self._items(self._current(), rank)) + run_before * per_step
 
