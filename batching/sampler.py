@@ -18,6 +18,7 @@ from .accelerate_shard import refuse_unannounced_shard
 from .analysis import resolve_width
 from .config import BatchingConfig
 from .errors import UserError
+from .lightning_guard import refuse_lightning_wrapper
 from .plan import GlobalPlan, as_lengths
 from .planner import plan_global
 
@@ -27,7 +28,8 @@ class PlanBatchSampler(Sampler[list]):
 
     Use as DataLoader(dataset, batch_sampler=PlanBatchSampler(...)) and call set_epoch(e)
     before each epoch. state_dict() records how many batches this rank has consumed; all
-    ranks run in lock-step, so that count is the same on every rank.
+    ranks run in lock-step, so that count is the same on every rank. len() is the epoch's
+    batch count on this rank, also after a resume (Lightning's and torchdata's reading).
 
     Hook for subclasses: `_items(plan, rank)`, what each batch of a plan yields (None: all
     ranks, step-major, as the digest needs).
@@ -95,11 +97,15 @@ class PlanBatchSampler(Sampler[list]):
         """What each batch of `plan` yields for `rank`: the sample indices."""
         return plan.batches(rank)
 
+    def _view(self) -> tuple[int | None, int]:
+        """(the rank whose batches are yielded, None for every rank's; batches a step)."""
+        return (None, self.world_size) if self._all_ranks else (self.rank, 1)
+
     def remaining_batches(self) -> list[np.ndarray]:
         """The batches the next iteration yields; after a full pass, a new pass without
         set_epoch replays the whole epoch (as torch's DistributedSampler does). Under Accelerate's
         shard, every rank's batches step-major, so that the shard's pick is this rank's."""
-        rank, per_step = (None, self.world_size) if self._all_ranks else (self.rank, 1)
+        rank, per_step = self._view()
         if self._exhausted:
             return self._items(self.plan, rank)
         return self._items(self._current(), rank)[self._consumed * per_step :]
@@ -107,6 +113,7 @@ class PlanBatchSampler(Sampler[list]):
     def __iter__(self):
         if not self._all_ranks:
             refuse_unannounced_shard(self)
+        refuse_lightning_wrapper(self)
         return self._iterate()
 
     def _iterate(self):
@@ -121,8 +128,15 @@ class PlanBatchSampler(Sampler[list]):
         self._exhausted = True
 
     def __len__(self) -> int:
-        """Batches the next iteration yields: the whole epoch, or what is left after a resume."""
-        return len(self.remaining_batches())
+        """This rank's batches in the epoch, those run before a resume included (the same on every
+        rank): the epoch's length, as torchdata's samplers report it and as Lightning reads
+        len(loader), counting the steps it restored from a checkpoint against it. An iteration
+        after a resume yields the rest (remaining_batches)."""
+        if self._exhausted:
+            return len(self.remaining_batches())
+        rank, per_step = self._view()
+        run_before = sum(consumed for _, consumed in self._history)  # steps on the earlier world sizes
+        return len(self._items(self._current(), rank)) + run_before * per_step
 
     @property
     def exhausted(self) -> bool:

@@ -3,7 +3,7 @@
 table decides), one way to switch a config's strategy, and one home for a rule: whether a plan is a block
 plan, the decoder's frames per step; the batch crosses into the model and the loss whole, build_loaders'
 record is read by name, a Run is built by keyword; Triton is imported by the kernel modules only, and
-those on first use."""
+those on first use; every sampler pass refuses the engines' wrappers that would deal its ranks again."""
 
 import ast
 import inspect
@@ -297,6 +297,23 @@ def test_the_lhotse_samplers_write_their_batch_source_only():
         "StreamCutSampler": set(),
         "SharCutSampler": set(),
     }, samplers
+
+
+def test_every_sampler_pass_refuses_the_engines_wrappers():
+    """A sampler that deals the ranks itself loses batches, silently, under a wrapper that deals them
+    again: every sampler's __iter__ in batching/ (a class with __iter__ and state_dict) asks about
+    Accelerate's shard and Lightning's DistributedSamplerWrapper (batching/accelerate_shard.py,
+    batching/lightning_guard.py)."""
+    guards = {"refuse_unannounced_shard", "refuse_lightning_wrapper"}
+    passes = {}
+    for path in sorted((REPO / "batching").rglob("*.py")):
+        classes = [c for c in ast.walk(ast.parse(path.read_text())) if isinstance(c, ast.ClassDef)]
+        for cls in classes:
+            methods = {f.name: f for f in functions(cls)}
+            if {"__iter__", "state_dict"} <= set(methods):
+                calls = [n.func for n in ast.walk(methods["__iter__"]) if isinstance(n, ast.Call)]
+                passes[f"{relative(path)}:{cls.name}"] = guards <= {f.id for f in calls if isinstance(f, ast.Name)}
+    assert passes and all(passes.values()), passes
 
 
 def test_train_py_reads_as_a_short_recipe():

@@ -161,7 +161,7 @@ def test_wheel_ships_batching_with_numpy_and_numba_only(wheel):
     # torch only in the extras, as a range from the oldest supported version: a pin would refuse
     # every other project's torch.
     torch = [r for r in reqs if r.name == "torch"]
-    assert sorted(str(r.marker) for r in torch) == ['extra == "lhotse"', 'extra == "torch"']
+    assert sorted(str(r.marker) for r in torch) == ['extra == "lhotse"', 'extra == "lightning"', 'extra == "torch"']
     assert all(str(r.specifier) == f">={OLDEST_TORCH}" for r in torch)
     meta = metadata(wheel)
     assert meta["License-Expression"] == "BSD-3-Clause" and meta.get_all("License-File") == ["LICENSE"]

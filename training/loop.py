@@ -210,7 +210,7 @@ def train_epoch(run: Run, state: RunState, epoch: int, position: EpochPosition |
     dev = DeviceSums.for_epoch(dataclasses.asdict(sums), run.device)
     bar = tqdm(
         device_batches(run.loaders.train_loader, run.device),
-        total=len(sampler) + state.step_in_epoch,
+        total=len(sampler),  # the epoch's steps, those before a resume included
         initial=state.step_in_epoch,
         desc=f"epoch {epoch}",
         leave=False,

@@ -12,6 +12,7 @@ damaged-state errors) and pickling (everything but a running pass, with dill whe
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -23,6 +24,7 @@ from lhotse.lazy import is_dill_enabled
 
 from ..accelerate_shard import refuse_unannounced_shard
 from ..errors import UserError
+from ..lightning_guard import refuse_lightning_wrapper
 
 #: The version of the samplers' state layout; a state without one was saved before versions (1).
 STATE_VERSION = 1
@@ -106,6 +108,7 @@ class BaseCutSampler(CutSampler):
         next() on the sampler itself): start the pass, then __next__ yields its batches."""
         if not self.yields_all_ranks:
             refuse_unannounced_shard(self)
+        refuse_lightning_wrapper(self)
         self._pass = self._start_pass()
         return self
 
@@ -153,7 +156,7 @@ class BaseCutSampler(CutSampler):
                 f"{STATE_VERSION}: load it with the version of batching that saved it, or start afresh"
             )
         try:
-            parsed = self._parse_state(state)
+            parsed = self._parse_state(copy.deepcopy(state))  # Lhotse's diagnostics empty the dict they load
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, UserError):
                 raise

@@ -234,8 +234,8 @@ class PlanCutSampler(BaseCutSampler):
         return self
 
     def __len__(self) -> int:
-        """Batches the next iteration yields on this rank (the same on every rank); to Accelerate's
-        shard, every rank's."""
+        """This rank's batches in the epoch, those run before a resume included (the same on every
+        rank; PlanBatchSampler.__len__); to Accelerate's shard, every rank's."""
         return len(self._sampler)
 
     @property
