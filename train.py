@@ -113,7 +113,7 @@ def check_only(cfg: RunConfig, init: WarmStart | None) -> None:
         print(line)
     if init is not None:
         print(init.line)
-    print(plan_summary(cfg.batching, cfg.model.n_frames_per_step, paths[0], report))
+    print(plan_summary(cfg.batching, cfg.model.n_frames_per_step, paths[0], cfg.mel, report))
 
 
 def finished(state: RunState, epochs: int, run_dir: str) -> bool:

@@ -23,7 +23,7 @@ from .strategies import STRATEGY_TABLE
 RECIPE_HPARAMS = Path(__file__).resolve().parents[1] / "hparams.yaml"
 #: The hparams that are BatchingConfig's fields (its n_frames_per_step is the recipe's frames per decoder step).
 BATCHING_KEYS = tuple(f.name for f in dataclasses.fields(BatchingConfig) if f.name != "n_frames_per_step")
-_TARGETS = ("target_zpr", "target_pair_repeat")
+TARGETS = ("target_zpr", "target_pair_repeat")
 
 
 def recipe_batching(overrides: str, defaults_file: Path | None = RECIPE_HPARAMS) -> tuple[BatchingConfig, str]:
@@ -67,14 +67,14 @@ def ssb_width_rule(hp: dict[str, Any], given: set[str]) -> None:
     hp.update({key: None for key in OWNED_OPTIONS if key not in owned and key not in given})
     if "ssb_key" not in owned:
         return
-    targets = [key for key in _TARGETS if key in given and not _unset(hp[key])]
+    targets = [key for key in TARGETS if key in given and not _unset(hp[key])]
     if targets and "lrf" in given:
         raise OptionError(
             f"hparams 'lrf' and '{targets[0]}' both set SSB's noise width: keep lrf (a fixed width) "
             f"or {targets[0]} (calibrated on the training lengths at start-up)"
         )
     if targets or "lrf" in given or ("ssb_key" in given and (_unset(hp["ssb_key"]) or hp["ssb_key"] == "length")):
-        hp.update({key: None for key in _TARGETS if key not in given})
+        hp.update({key: None for key in TARGETS if key not in given})
 
 
 def _unset(value: Any) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 
 from batching import BatchingConfig, plan_global, strategy_of
 from batching.analysis import calibrated_line, resolve_width
+from batching.degenerate import degenerate_settings
 from batching.errors import UserError
 from data.audio import MelConfig
 from data.check import CheckLimits, CheckReport, check_filelists
@@ -41,12 +42,18 @@ def check_data(
 
 
 def plan_summary(
-    batching: BatchingConfig, n_frames_per_step: int, train_filelist: Path, report: CheckReport, world_size: int = 1
+    batching: BatchingConfig,
+    n_frames_per_step: int,
+    train_filelist: Path,
+    mel: MelConfig,
+    report: CheckReport,
+    world_size: int = 1,
 ) -> str:
     """What an epoch of this run does (epoch 0's plan), against RAND batches of the same B0:
     batches, ZPR, ABL, decoder steps, the largest batch, and the time saved as far as decoder
-    steps tell (the decoder loop dominates a Tacotron2 step)."""
-    frames = np.array([u.frames for u in read_filelist(train_filelist)], dtype=np.int64)
+    steps tell (the decoder loop dominates a Tacotron2 step); a warning for a setting that makes the
+    strategy act as another on this corpus. `mel` gives the frames of `wav|text` lines."""
+    frames = np.array([u.frames for u in read_filelist(train_filelist, mel)], dtype=np.int64)
     r = n_frames_per_step
     batching, calibration = resolve_width(frames, batching)
     plan = plan_global(frames, batching, 0, world_size)
@@ -65,6 +72,7 @@ def plan_summary(
     ]
     if calibration:
         lines.append(calibrated_line(calibration))
+    lines += [f"warning: {w}" for w in degenerate_settings(frames.size, batching, calibrated=calibration is not None)]
     if stats.get("skipped"):
         lines.append(
             f"skipped: {stats['skipped']} utterances that batching={batching.batching} leaves out "

@@ -15,10 +15,9 @@ from typing import Any
 
 import yaml
 
-from batching.config import OWNED_OPTIONS
 from batching.errors import UserError
 from batching.options import OptionError, coerce, parse_overrides
-from batching.strategies import STRATEGY_TABLE
+from batching.recipe import TARGETS, ssb_width_rule
 
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "hparams.yaml"
 
@@ -49,7 +48,6 @@ NULLABLE = frozenset({"ssb_key", "target_zpr"})
 #: Settings read as YAML whatever their default's type: the nullable ones, and graph_bucket and
 #: batch_size (a number or auto; training/config.py checks them).
 _READ_AS_YAML = NULLABLE | {"graph_bucket", "batch_size"}
-_TARGETS = ("target_zpr", "target_pair_repeat")
 
 
 class HParamsError(UserError):
@@ -119,7 +117,10 @@ def load_hparams(overrides: str | dict[str, Any] = "", defaults_file: Path = DEF
     given = {**presets[dataset], **flat}
     for key, value in given.items():
         hp[key] = dict(value) if key == "model" else _typed(key, value, base[key])
-    _ssb_width(hp, set(given))
+    try:
+        ssb_width_rule(hp, set(given))
+    except OptionError as err:
+        raise HParamsError(str(err)) from None
     hp["model"] = {**hp.get("model", {}), **{k: _yaml_value(f"model.{k}", v) for k, v in model_overrides.items()}}
     if hp["model_preset"] not in model_presets:
         raise HParamsError(f"hparam 'model_preset': '{hp['model_preset']}' is not one of {', '.join(model_presets)}")
@@ -134,29 +135,6 @@ def unknown_message(unknown: list[str], known: list[str]) -> str:
         meant = ", ".join(f"{key} (did you mean {guesses[key][0]}?)" for key in unknown)
         return f"unknown hparam(s) {meant}; every setting is in hparams.yaml"
     return f"unknown hparam(s) {', '.join(unknown)}; known: {', '.join(known)}"
-
-
-def _ssb_width(hp: dict[str, Any], given: set[str]) -> None:
-    """The one rule between SSB's width settings, in place. The default target calibrates the
-    default key; a setting given (by the dataset's preset or --hparams) takes its place:
-    - another strategy than ssb: the settings other strategies own (SSB's key and target among
-      them) that were not given are unset (the chosen strategy would refuse them);
-    - a target given: the other target's default is unset; lrf given as well is an error (both
-      set the width);
-    - lrf given, or ssb_key=length (the paper's key), without a target: the width is lrf (0.1 by
-      default), the default target unset: `ssb_key=length` alone is the paper's SSB."""
-    owned = STRATEGY_TABLE[hp["batching"]].options if hp["batching"] in STRATEGY_TABLE else ()
-    hp.update({key: None for key in OWNED_OPTIONS if key not in owned and key not in given})
-    if "ssb_key" not in owned:
-        return
-    targets = [key for key in _TARGETS if key in given and hp[key] is not None]
-    if targets and "lrf" in given:
-        raise HParamsError(
-            f"hparams 'lrf' and '{targets[0]}' both set SSB's noise width: keep lrf (a fixed width) "
-            f"or {targets[0]} (calibrated on the training lengths at start-up)"
-        )
-    if targets or "lrf" in given or ("ssb_key" in given and hp["ssb_key"] in (None, "length")):
-        hp.update({key: None for key in _TARGETS if key not in given})
 
 
 def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
@@ -176,6 +154,6 @@ def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
     # Runs written before the cost key was the default stored no SSB key and target: they planned
     # with the paper's. A stored target made the width; the lrf stored beside it is unused.
     known = {**dict.fromkeys(NULLABLE), **known}
-    if any(known.get(key) is not None for key in _TARGETS):
+    if any(known.get(key) is not None for key in TARGETS):
         known.pop("lrf", None)
     return load_hparams({**known, **changes})
