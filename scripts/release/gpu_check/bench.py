@@ -13,11 +13,7 @@ from scripts.common import OPS_HEADING, markdown_tables
 from .checks import TINY_MODEL, Check, Setup, run_logged, tail
 
 TABLE3 = "RAND,SB-BR,SSB-BR,SSB-DBS-BR,SSB-DBS-BR-cost"  # and the recipe's default SSB (scripts/bench/epoch.py)
-
-
 TABLE3_TINY = "RAND,SSB-DBS-BR-cost"  # --tiny: the reference and the recipe's default, a check of the path
-
-
 #: bench.step's variants that the bench part times (graphed+recompute is left to a run of its own: one more
 #: capture of every shape would not fit the part's 10-minute call)
 BENCH_STEP_VARIANTS = "eager,fast,bucketed,graphed,bf16,graphed+bf16"

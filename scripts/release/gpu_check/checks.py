@@ -12,11 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-
-
 TINY_MODEL = "model_preset=micro"  # hparams.yaml's model_presets
-
-
 #: The demo's decoder loop at padded shapes replayed as CUDA graphs (the demo's r = 2 divides 16)
 GRAPHED_DEMO = "graph_bucket=16,cuda_graphs=true"
 

@@ -1,4 +1,4 @@
-"""The whole GPU measurement in one command: every check the first GPU session needs, one report.
+"""The whole GPU measurement in one command: every check a first run on a GPU needs, one report.
 
     make gpu-check                                   # every part on CUDA (longer than one 10-minute call)
     make gpu-check ARGS="--parts env,tests,train"    # some parts: each fits in 10 minutes
@@ -46,8 +46,6 @@ from .tests import tests_part
 from .train import train_part
 
 PARTS = ("env", "tests", "train", "bench", "graphed", "fill")
-
-
 PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
     "env": env_part,
     "tests": tests_part,
@@ -79,7 +77,11 @@ def write_report(setup: Setup, checks: list[Check]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.release.gpu_check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
     parser.add_argument("--tiny", action="store_true", help="toy sizes: every part in about a minute on a CPU")
     parser.add_argument(

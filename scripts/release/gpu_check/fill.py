@@ -9,11 +9,9 @@ from scripts.common import OPS_HEADING, markdown_tables
 
 from .checks import TINY_MODEL, Check, Setup, run_logged, tail
 
-#: The fill part's cells, (B0, precision): what decides issue 38's targets (B0 16 in fp32, 64 in TF32,
-#: 128 fitting) and their neighbours; each is one scripts.bench.step run on the recipe's default SSB
+#: The fill part's cells, (B0, precision): what decides the recipe's fill targets (B0 16 in fp32,
+#: 64 in TF32, 128 fitting) and their neighbours; each is one scripts.bench.step run on the recipe's default SSB
 FILL_CELLS = ((16, "fp32"), (32, "tf32"), (64, "tf32"), (64, "bf16"), (128, "tf32"))
-
-
 #: The hparams of each precision: fp32 (the paper's), TF32 matrix products, bf16 autocast
 PRECISIONS = {"fp32": "matmul_precision=highest", "tf32": "matmul_precision=high", "bf16": "amp=bf16"}
 
