@@ -33,7 +33,7 @@ test-quick: $(VENV)/.installed
 bench-planner: $(VENV)/.installed
 	$(PY) -m scripts.bench.planner
 
-# The GPU measurement (scripts/release/gpu_check.py). Needs no venv where torch and the requirements are
+# The GPU measurement (scripts/release/gpu_check/). Needs no venv where torch and the requirements are
 # already installed (a GPU machine without a registry): it uses the venv's Python if there is one.
 GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:

@@ -66,7 +66,7 @@ def demo_corpus(tmp_path_factory) -> DemoCorpus:
     under pytest's tmp base (under pytest-xdist once per worker: half a second, less than workers
     waiting on a lock). Tests only read it (kit.tiny(tmp_path, extra, demo_corpus)): runs add at most
     cache entries of their own settings to its mel cache. Defined here rather than in conftest.py so
-    that tests/test_cuda.py has it when scripts/release/gpu_check.py runs that file alone with --noconftest."""
+    that tests/test_cuda.py has it when scripts/release/gpu_check/ runs that file alone with --noconftest."""
     return build_demo_corpus(tmp_path_factory.mktemp("demo_corpus"))
 
 

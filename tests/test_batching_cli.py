@@ -10,7 +10,7 @@ import pytest
 from batching.cli import main
 from tests.kit import run_command
 
-ACCEPTANCE = {  # issue 2: ZPR within 0.6 points, ABL within 1 %
+ACCEPTANCE = {  # the paper's Table 1: ZPR within 0.6 points, ABL within 1 %
     "RAND": (32.02, 773.82),
     "SB": (0.16, 526.43),
     "SSB": (6.22, 556.22),
@@ -81,7 +81,7 @@ def test_stats_resolves_a_target_before_planning(capsys, tmp_path):
 
 
 def test_calibrate_finds_the_ssb_lrf_of_a_target_zpr_on_ljspeech(capsys, ljspeech_lengths_tsv):
-    """Issue 22's acceptance: target 4 % gives an lrf whose ZPR (checked with `stats`) is within 0.5 points."""
+    """The calibration's promise: target 4 % gives an lrf whose ZPR (checked with `stats`) is within 0.5 points."""
     code, out, _ = run(
         capsys,
         "calibrate",

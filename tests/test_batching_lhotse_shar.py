@@ -150,6 +150,13 @@ def test_cuts_keep_their_audio_and_mistakes_are_one_error(tmp_path):
         PlanCutSampler(CutSet.from_shar(in_dir=tmp_path / "shar"), max_duration=3.0)
     with pytest.raises(UserError, match=r"cuts.000000.jsonl.gz:\d+ lasts .* over max_duration=0.5 s"):
         SharCutSampler(CutSet.from_shar(in_dir=tmp_path / "shar"), max_duration=0.5)
+    for bad, message in (
+        (dict(max_duration=0), "max_duration=0 must be a positive number"),  # the settings PlanCutSampler reads
+        (dict(max_duration=3.0, frame_shift=-1), "frame_shift=-1 must be a positive number of seconds"),
+        (dict(max_duration=3.0, bucket_interval=0), "bucket_interval=0 must be a positive number of seconds"),
+    ):
+        with pytest.raises(UserError, match=message):
+            SharCutSampler(CutSet.from_shar(in_dir=tmp_path / "shar"), **bad)
     with pytest.raises(UserError, match="not saved by SharCutSampler"):
         sampler.load_state_dict(PlanCutSampler(CutSet.from_cuts(cuts), max_duration=3.0).state_dict())
     with pytest.raises(UserError, match="SharCutSampler state is damaged"):

@@ -1,4 +1,4 @@
-"""PlanCutSampler over one-pass and infinite sources (batching/lhotse/stream.py): a generator of
+"""PlanCutSampler over one-pass and infinite sources (batching/lhotse/stream_sampler.py): a generator of
 TextExamples, a CutSet repeated without end, planned a window at a time; every example read
 yielded once, never over the budget, equal steps on every rank, resume on a re-iterable stream."""
 
@@ -19,7 +19,7 @@ from lhotse.testing.dummies import dummy_cut  # noqa: E402
 from batching import BatchingConfig  # noqa: E402
 from batching.errors import UserError  # noqa: E402
 from batching.lhotse import PlanCutSampler  # noqa: E402
-from batching.lhotse.stream import DEFAULT_WINDOW, StreamCutSampler, is_one_pass, is_stream  # noqa: E402
+from batching.lhotse.stream_sampler import DEFAULT_WINDOW, StreamCutSampler, is_one_pass, is_stream  # noqa: E402
 
 
 def text_stream(tokens):

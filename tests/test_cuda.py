@@ -1,6 +1,6 @@
 """What only a CUDA GPU can show (marker `cuda`; each test skips with the reason on a machine
-without one). Written and run on the CPU-only machine as skips only, until the GPU issue runs them
-(`make gpu-check` runs this file as its `tests` part):
+without one). On a CPU-only machine they all skip; `make gpu-check` runs this file as its `tests` part
+(on a GPU):
 
 * one training step on CUDA equals the CPU step in fp32 with TF32 off, plain and fast decoder;
 * a non-finite gradient skips the fused Adam step on CUDA, weights and moments bit-identical;

@@ -1,5 +1,5 @@
 """The front end on NeMo's English normalisation cases (tests/data/nemo_en, scored as docs/text.md says),
-the sentences of issue 39, and the classes it reads (telephone numbers, addresses, e-mail, ...)."""
+sentences that mix those classes, and the classes it reads (telephone numbers, addresses, e-mail, ...)."""
 
 import re
 
@@ -62,7 +62,7 @@ def test_the_score_prints_a_table_and_refuses_a_folder_without_cases(tmp_path, c
 
 @pytest.mark.parametrize(
     "written, said",
-    [  # issue 39's table, last column
+    [  # each written form, then how a person says it
         ("1,000th and 9,000,000th", "one thousandth and nine millionth"),
         ("Vitamin B12, Y2K, es3, B2A23C", "vitamin b twelve, y two k, es three, b two a twenty-three c"),
         (
@@ -82,7 +82,7 @@ def test_the_score_prints_a_table_and_refuses_a_folder_without_cases(tmp_path, c
         ("23rd july, 1998", "the twenty-third of july, nineteen ninety-eight"),
     ],
 )
-def test_the_issues_sentences_read_as_a_person_says_them(written, said):
+def test_mixed_sentences_read_as_a_person_says_them(written, said):
     assert clean_text(written) == said
 
 

@@ -1,6 +1,6 @@
-"""scripts/release/gpu_check.py, the one command of the first GPU session, run at toy sizes on the CPU so
-that it cannot rot before a GPU comes: every part runs, the CUDA-only checks say they were
-skipped and why, nothing fails, and the report names every check."""
+"""scripts/release/gpu_check/, the one command of a first run on a GPU (command.py and a module
+per part), run at toy sizes on the CPU so that it cannot rot before a GPU comes: every part runs, the
+CUDA-only checks say they were skipped and why, nothing fails, and the report names every check."""
 
 import functools
 import inspect
@@ -19,7 +19,7 @@ def run_gpu_check(out: Path, parts: str, skipped_at_most: set[str], capsys) -> t
     process of its own anyway, and one start-up less saves seconds): it runs those parts and only
     them, nothing fails, the CUDA-only checks (at most `skipped_at_most`) are skipped, the report has
     a row for every check and the summary is the last line. Its checks by name, and report.md."""
-    from scripts.release import gpu_check
+    from scripts.release.gpu_check import command as gpu_check
 
     assert gpu_check.main(["--device", "cpu", "--tiny", "--parts", parts, "--out", str(out)]) == 0
     checks = {c["name"]: c for c in json.loads((out / "report.json").read_text())}
@@ -49,15 +49,15 @@ def test_gpu_check_trains_resumes_synthesises_and_runs_ddp_on_the_cpu(tmp_path, 
 
 def stub_part(part: str, setup) -> list:
     """A part that only names itself (test_every_part_runs_by_default_into_one_report)."""
-    from scripts.release import gpu_check
+    from scripts.release.gpu_check.checks import Check
 
-    return [gpu_check.Check(part, f"{part}-stub", True, 0.0, f"{setup.device} stub")]
+    return [Check(part, f"{part}-stub", True, 0.0, f"{setup.device} stub")]
 
 
 def test_every_part_runs_by_default_into_one_report(tmp_path, monkeypatch, capsys):
     """Without --parts, gpu_check runs env, tests, train, bench, graphed and fill in that order, and one
     report (report.json, report.md) and the summary line name every check."""
-    from scripts.release import gpu_check
+    from scripts.release.gpu_check import command as gpu_check
 
     for part in gpu_check.PARTS:
         monkeypatch.setitem(gpu_check.PART_RUNNERS, part, functools.partial(stub_part, part))
@@ -70,7 +70,7 @@ def test_every_part_runs_by_default_into_one_report(tmp_path, monkeypatch, capsy
 
 
 def test_gpu_check_refuses_cuda_without_a_gpu_and_unknown_parts(tmp_path):
-    from scripts.release import gpu_check
+    from scripts.release.gpu_check import command as gpu_check
 
     assert gpu_check.main(["--parts", "env,nope", "--out", str(tmp_path)]) == 2
     if not gpu_check.cuda_available():
@@ -101,17 +101,18 @@ def test_the_cuda_tests_ask_for_no_fixture_of_conftest():
 def test_the_report_puts_each_table_of_bench_step_under_its_own_heading(tmp_path):
     """bench.step prints its timing table and its ATen ops per decoder step; the report shows each
     under its own heading, not glued into one table."""
-    from scripts.common import markdown_tables
-    from scripts.release import gpu_check
+    from scripts.common import OPS_HEADING, markdown_tables
+    from scripts.release.gpu_check import command as gpu_check
+    from scripts.release.gpu_check.checks import Check, Setup
 
     output = (
         "Training step, ...\n\n| variant | us / decoder step |\n|---|---|\n| eager | 10 |\n\n"
         "ops per decoder step: ATen compute operations\n\n| variant | forward |\n|---|---|\n| eager | 47.0 |\n"
         "\nfast/eager speed ratio: 1.30\n"
     )
-    tables = dict(zip(("bench-step", gpu_check.OPS_HEADING), markdown_tables(output)))
-    setup = gpu_check.Setup("cpu", True, tmp_path, 1)
-    gpu_check.write_report(setup, [gpu_check.Check("bench", "bench-step", True, 1.0, "exit 0", {"tables": tables})])
+    tables = dict(zip(("bench-step", OPS_HEADING), markdown_tables(output)))
+    setup = Setup("cpu", True, tmp_path, 1)
+    gpu_check.write_report(setup, [Check("bench", "bench-step", True, 1.0, "exit 0", {"tables": tables})])
     report = (tmp_path / "report.md").read_text()
     step, ops = report.split("## bench-step\n\n", 1)[1].split("\n\n## ops per decoder step\n\n")
     assert step.splitlines() == ["| variant | us / decoder step |", "|---|---|", "| eager | 10 |"]
@@ -135,7 +136,8 @@ def test_gpu_check_measures_tests_benches_and_graphs_on_the_cpu(tmp_path, capsys
 def test_the_fill_part_measures_a_cell_and_skips_what_needs_cuda(tmp_path, ljspeech_lengths_tsv):
     """--tiny on the CPU: B0 4 in fp32 through scripts.bench.step on the recipe's default SSB (its
     two tables under their headings, the graphed variant's figures in the detail), TF32 skipped."""
-    from scripts.release.gpu_check import Setup, fill_part
+    from scripts.release.gpu_check.checks import Setup
+    from scripts.release.gpu_check.fill import fill_part
 
     fp32, tf32 = fill_part(Setup("cpu", True, tmp_path, 300))
     assert (fp32.name, fp32.ok, tf32.name, tf32.ok) == ("fill-b0-4-fp32", True, "fill-b0-4-tf32", None)

@@ -281,7 +281,7 @@ def test_compare_sweeps_reads_two_saved_tables_at_equal_epochs_and_steps(tmp_pat
     cost = {s: synthetic(10, 3 + s) for s in (0, 1)}
     for seed, records in cost.items():
         write_run(other, "SSB-DBS-BR", records, seed=seed)
-    from scripts.reproduction.make_tables import build
+    from scripts.reproduction.table_numbers import build
 
     for root in (base, other):
         (root / "tables.json").write_text(json.dumps(build(root, "valid")))
@@ -729,7 +729,7 @@ def test_bench_step_refuses_an_unknown_variant(capsys):
 
 
 def test_equal_time_leaves_unfinished_runs_out_until_they_have_trained_that_long():
-    from scripts.reproduction.make_tables import loss_within
+    from scripts.reproduction.curves import loss_within
 
     row = {
         "epochs": 4,

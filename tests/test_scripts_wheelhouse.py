@@ -240,7 +240,7 @@ def test_shared_dir_names_the_copy_a_gpu_machine_reads(tmp_path):
     """data/shared.py: ../shared beside the checkout by default, SHARED_DIR's folder when it is set
     (a copy carried to a machine that gets only the checkout); gpu_check, the benchmarks and the
     eSpeak corpus take the path from there (the probe imports only what is torch-free)."""
-    probe = "from scripts.release import gpu_check; print(gpu_check.LJSPEECH_LENGTHS)"
+    probe = "from scripts.release.gpu_check import bench; print(bench.LJSPEECH_LENGTHS)"
     default = run(sys.executable, "-c", probe).stdout.strip()
     beside = Path(os.environ.get("SHARED_DIR") or REPO.parent / "shared")  # CI may set it already
     assert default == str(beside / "data" / "ljspeech" / "lengths.tsv")

@@ -135,7 +135,7 @@ def test_optional_settings_are_null_and_a_given_value_is_read_as_yaml():
 
 
 def test_resume_reads_the_zero_an_older_run_stored_for_unset_as_null():
-    """Runs written before 2026-11-24 stored 0 for unset capacity, max_length and block_length."""
+    """Runs written by older versions stored 0 for unset capacity, max_length and block_length."""
     stored = load_hparams("batching=stream") | {"capacity": 0, "max_length": 0, "block_length": 0}
     hp = resume_hparams(stored, "epochs=5")
     assert (hp["capacity"], hp["max_length"], hp["block_length"], hp["epochs"]) == (None, None, None, 5)

@@ -108,7 +108,7 @@ def test_bad_hparams_exit_with_a_clear_message(tmp_path, capsys, demo_corpus):
 
 
 def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path, demo_corpus):
-    """Runs written before 2026-11-24 stored 0 for unset capacity, max_length and block_length (now
+    """Runs written by older versions stored 0 for unset capacity, max_length and block_length (now
     null; a new run's 0 is an error): --resume reads that 0 as null and records null."""
     run = tmp_path / "run"
     assert train.main(["--hparams", tiny(tmp_path, "epochs=2,stop_after_steps=2", demo_corpus)]) == 0
@@ -122,7 +122,7 @@ def test_a_run_that_stored_zero_for_unset_options_resumes(tmp_path, demo_corpus)
 
 
 def test_a_checkpoint_with_the_unread_config_entry_resumes_alike(tmp_path, demo_corpus):
-    """Checkpoints written before 2026-11-25 also held "config" (the RunConfig as a dict), which no
+    """Checkpoints written by older versions also held "config" (the RunConfig as a dict), which no
     resume read; new ones leave it out. An old one resumes mid-epoch exactly as a new one does."""
     new, old = tmp_path / "new", tmp_path / "old"
     assert train.main(["--hparams", tiny(tmp_path, f"epochs=2,stop_after_steps=2,output_dir={new}", demo_corpus)]) == 0

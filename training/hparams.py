@@ -147,7 +147,7 @@ def resume_hparams(stored: dict[str, Any], overrides: str) -> dict[str, Any]:
             f"--resume: '{refused[0]}' cannot change in a resumed run (allowed: {', '.join(sorted(RESUME_MAY_CHANGE))})"
         )
     base, _, _ = read_defaults()
-    # Runs written before 2026-11-24 stored 0 for "unset" in the settings whose default is now null
+    # Runs written by older versions stored 0 for "unset" in the settings whose default is now null
     # (capacity, max_length, block_length, n_utterances): a resume reads that 0 as null. Only here: a new
     # run's 0 is an error.
     known = {k: None if base[k] is None and type(v) is int and v == 0 else v for k, v in stored.items() if k in base}

@@ -6,11 +6,11 @@ The samplers here are Lhotse `CutSampler`s built on one base (base.py, in the ma
 own: the base does `__next__`, filter and map, diagnostics, dataloading info, the `_dup<k>` renaming,
 the state envelope and pickling), each writing its batch source only:
 
-- PlanCutSampler (plan.py): an epoch planned whole by the planner; a lazy JSONL manifest is indexed
-  in bounded memory (manifest.py). It takes Lhotse's constructor (options.py, measure.py).
-- StreamCutSampler (stream.py): what PlanCutSampler(...) returns for a one-pass or infinite source
+- PlanCutSampler (plan_sampler.py): an epoch planned whole by the planner; a lazy JSONL manifest is indexed
+  in bounded memory (manifest.py). It takes Lhotse's constructor (settings.py, measure.py).
+- StreamCutSampler (stream_sampler.py): what PlanCutSampler(...) returns for a one-pass or infinite source
   (a generator, `.repeat()`), planned a window at a time.
-- SharCutSampler (shar.py): a CutSet read from Shar shards, through the streaming strategy.
+- SharCutSampler (shar_sampler.py): a CutSet read from Shar shards, through the streaming strategy.
 - cut_batch_loader (loader.py): a DataLoader with the sampler as its batch sampler, which Hugging Face
   Accelerate can prepare (then pass it to batching.accelerate_shard.shard_aware).
 
@@ -19,8 +19,8 @@ Needs `pip install 'tacotron2-batching[lhotse]'`; nothing else in `batching` imp
 """
 
 from .loader import cut_batch_loader
-from .plan import PlanCutSampler
-from .shar import SharCutSampler
-from .stream import StreamCutSampler
+from .plan_sampler import PlanCutSampler
+from .shar_sampler import SharCutSampler
+from .stream_sampler import StreamCutSampler
 
 __all__ = ["PlanCutSampler", "SharCutSampler", "StreamCutSampler", "cut_batch_loader"]

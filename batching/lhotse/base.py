@@ -13,6 +13,7 @@ damaged-state errors) and pickling (everything but a running pass, with dill whe
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -26,6 +27,8 @@ from ..accelerate_shard import refuse_unannounced_shard
 from ..errors import UserError
 from ..lightning_guard import refuse_lightning_wrapper
 
+#: The Lhotse wing's one logger (calibrated widths, skipped examples, knobs without effect, manifest caches).
+log = logging.getLogger("batching.lhotse")
 #: The version of the samplers' state layout; a state without one was saved before versions (1).
 STATE_VERSION = 1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader, Dataset
 
-from .plan import PlanCutSampler
+from .plan_sampler import PlanCutSampler
 
 
 class CutSetBatches(Dataset):

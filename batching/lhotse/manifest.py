@@ -1,5 +1,5 @@
 """Lazy JSONL manifests planned in bounded memory: per cut a byte offset and a duration, the cut read
-again by seeking (PlanCutSampler, plan.py).
+again by seeking (PlanCutSampler, plan_sampler.py).
 
 Lhotse 1.33 reads a lazy manifest only in order; its unreleased 2.0 branch adds `lhotse index`
 sidecars of byte offsets into an uncompressed JSONL. This is the same idea on 1.33: one pass over
@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -32,13 +31,13 @@ from lhotse.lazy import LazyIteratorChain, LazyManifestIterator
 from lhotse.serialization import deserialize_item
 
 from ..errors import UserError
+from .base import log
 
 OFFSET_BITS = 48
 MAX_FILES = 2 ** (63 - OFFSET_BITS)
 #: A line as Lhotse writes a MonoCut (json.dumps of to_dict): its top-level duration is the third key.
 _MONO_CUT = re.compile(rb'\{"id": "(?:[^"\\]|\\.)*", "start": [-+.\deE]+, "duration": ([-+.\deE]+), ')
 _MONO_CUT_END = b'"type": "MonoCut"}'
-log = logging.getLogger("batching.lhotse")
 
 
 def default_cache() -> Path:

@@ -9,7 +9,6 @@ constraint (padding included) holds for it. A constraint that cannot be mapped i
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 
@@ -18,8 +17,8 @@ from lhotse.dataset.sampling.base import TimeConstraint, TokenConstraint
 from lhotse.dataset.sampling.dynamic_bucketing import FixedBucketBatchSizeConstraint
 
 from ..errors import UserError
-
-log = logging.getLogger("batching.lhotse")
+from ..grouping import ceil_div
+from .base import log
 
 #: The largest budget in planning lengths (batch sizes per bucket are planned as lcm / size, exactly).
 MAX_CAPACITY = 2**40
@@ -129,7 +128,7 @@ def fit_budget(
         else:  # alone: as long as the budget, so nothing joins it
             lengths = np.minimum(lengths, capacity)
     if measure.max_cuts is not None:
-        lengths = np.maximum(lengths, -(-capacity // measure.max_cuts))
+        lengths = np.maximum(lengths, ceil_div(capacity, measure.max_cuts))
     return kept, lengths, skipped
 
 

@@ -1,8 +1,8 @@
 """Planner speed: one epoch of 10M lengths (ssb + dbs + br, with each ssb_key) against numpy.argsort,
 and LJSpeech's train set.
 
-Targets: at most 3x argsort of the same array (issue 2), 1.5x with ssb_key=cost (issue 32: the key
-is one histogram and one pass); the 10,480 LJSpeech lengths well under 10 ms.
+Targets: at most 3x argsort of the same array, 1.5x with ssb_key=cost (the key is one histogram
+and one pass); the 10,480 LJSpeech lengths well under 10 ms.
 The numba JIT warm-up (compilation, or loading its cache) is done first and not timed.
 """
 

@@ -1,4 +1,5 @@
-"""The paper's reproduction (table1.sh, table2.sh, quality.sh, make_tables.py, compare_sweeps.py) and what it shares
+"""The paper's reproduction (table1.sh, table2.sh, quality.sh, make_tables.py over table_numbers.py,
+table_markdown.py and fig4.py, compare_sweeps.py) and what it shares
 with the benchmarks (paper.py: the experiments and the published figures; parse_seeds).
 
 Kept in one place so the experiment names, their hyper-parameters and the paper's published

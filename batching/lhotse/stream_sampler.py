@@ -29,9 +29,9 @@ from ..analysis import calibrated_line, resolve_width
 from ..config import BatchingConfig
 from ..errors import UserError
 from ..planner import plan_global
-from .base import BaseCutSampler, Drawn, occurrences
+from .base import BaseCutSampler, Drawn, log, occurrences
 from .measure import fit_budget
-from .options import check_padded, lazy_chain, log, sampler_settings
+from .settings import check_padded, lazy_chain, sampler_settings
 
 #: Examples read a window when buffer_size is not given (Lhotse's DynamicBucketingSampler default).
 DEFAULT_WINDOW = 20_000

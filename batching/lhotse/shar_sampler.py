@@ -37,6 +37,8 @@ from ..sharding import halve_largest
 from ..stream import bucket_ids, stream_cuts
 from .base import BaseCutSampler, Drawn, occurrences
 from .manifest import line_duration
+from .measure import Measure
+from .settings import sampler_settings
 
 
 class SharCutSampler(BaseCutSampler):
@@ -71,21 +73,21 @@ class SharCutSampler(BaseCutSampler):
         :param frame_shift: seconds a planning frame; default 0.01.
         """
         super().__init__(world_size=world_size, rank=rank, seed=seed)
-        if not (max_duration > 0 and bucket_interval > 0 and frame_shift > 0):
-            raise UserError(
-                f"max_duration={max_duration}, bucket_interval={bucket_interval} and "
-                f"frame_shift={frame_shift} must be positive numbers of seconds"
-            )
         self.shards = shar_shards(cuts)
+        if not bucket_interval > 0:
+            raise UserError(f"bucket_interval={bucket_interval} must be a positive number of seconds")
+        self.measure = sampler_settings(
+            (cuts,), self.world_size, False, max_duration=max_duration, frame_shift=frame_shift
+        ).measure
         if len(self.shards) < self.world_size:
             raise UserError(
                 f"{len(self.shards)} Shar shards for {self.world_size} ranks: every rank needs a shard; "
                 "write the corpus in smaller shards (shard_size) or use fewer ranks"
             )
-        self.capacity = int(max_duration / frame_shift + 1e-9)
+        self.capacity = self.measure.capacity
         self.interval = max(1, round(bucket_interval / frame_shift))
         self.max_duration, self.frame_shift = max_duration, frame_shift
-        self._all_lengths = [shard_lengths(Path(shard["cuts"]), frame_shift, self.capacity) for shard in self.shards]
+        self._all_lengths = [shard_lengths(Path(shard["cuts"]), self.measure) for shard in self.shards]
         self.lengths = self._all_lengths  # of the cuts that pass the filter, per shard
         self._passes: list[np.ndarray | None] = [None] * len(self.shards)  # per shard: which pass (None: all)
         self._yielded = 0  # batches of this epoch this rank has yielded
@@ -235,17 +237,16 @@ def shar_shards(cuts: CutSet) -> list[dict]:
     return list(reader.shards)
 
 
-def shard_lengths(path: Path, frame_shift: float, capacity: int) -> np.ndarray:
-    """The cut lengths in frames (rounded up) of a shard's cuts file; a cut over the budget is an error."""
+def shard_lengths(path: Path, measure: Measure) -> np.ndarray:
+    """The cut lengths in planning frames of a shard's cuts file; a cut over the budget is an error."""
     with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as lines:
         durations = np.array([line_duration(line, path, number) for number, line in enumerate(lines, 1)], np.float64)
-    frames = np.maximum(np.ceil(np.round(durations / frame_shift, 6)).astype(np.int64), 1)
-    over = np.flatnonzero(frames > capacity)
+    frames = measure.lengths(durations)
+    over = np.flatnonzero(frames > measure.capacity)
     if over.size:
         raise UserError(
-            f"{path}:{over[0] + 1} lasts {durations[over[0]]:g} s, over max_duration="
-            f"{capacity * frame_shift:g} s ({over.size} such cuts in this shard): raise max_duration or "
-            "leave such cuts out of the Shar"
+            f"{path}:{over[0] + 1} {measure.over_limit(durations[over[0]])} ({over.size} such cuts in this "
+            "shard): raise max_duration or leave such cuts out of the Shar"
         )
     return frames
 

@@ -1,13 +1,13 @@
 """Lhotse's sampler constructor arguments, checked and mapped onto a BatchingConfig for PlanCutSampler
-(plan.py) and its windowed twin for streams (stream.py): the positional
-forms, zipped and lazy CutSets, max_duration / max_cuts / shuffle / drop_last / seed /
-quadratic_duration / constraint / too_long, and the bucketing knobs that have no effect here.
+(plan_sampler.py), its windowed twin for streams (stream_sampler.py) and SharCutSampler
+(shar_sampler.py): the positional forms, zipped and lazy CutSets, max_duration / max_cuts / shuffle /
+drop_last / seed / quadratic_duration / constraint / too_long, and the bucketing knobs that have no
+effect here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ from lhotse.shar.readers.lazy import LazySharIterator
 
 from ..config import PAPER_TARGET, BatchingConfig
 from ..errors import UserError
+from .base import log
 from .measure import Measure, measure_from
 
 #: SSB with dynamic batch sizes (budget B0 x L_max unless max_duration is given) and shuffled batches,
@@ -38,7 +39,6 @@ NO_EFFECT_KNOBS = (
 )
 _logged_knobs: set[str] = set()
 TOO_LONG = ("error", "skip", "alone")
-log = logging.getLogger("batching.lhotse")
 
 
 @dataclass(frozen=True)

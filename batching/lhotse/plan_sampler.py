@@ -22,11 +22,11 @@ from ..analysis import calibrated_line
 from ..config import BatchingConfig
 from ..errors import UserError
 from ..sampler import PlanBatchSampler
-from .base import BaseCutSampler, Drawn, occurrences
+from .base import BaseCutSampler, Drawn, log, occurrences
 from .manifest import IndexedManifest, cut_source
 from .measure import fit_budget
-from .options import as_cut_sets, check_padded, check_zipped, log, resolved_seed, sampler_settings
-from .stream import StreamCutSampler, is_stream
+from .settings import as_cut_sets, check_padded, check_zipped, resolved_seed, sampler_settings
+from .stream_sampler import StreamCutSampler, is_stream
 
 
 class PlanCutSampler(BaseCutSampler):
@@ -35,7 +35,7 @@ class PlanCutSampler(BaseCutSampler):
     applying to the first, as Lhotse's DynamicBucketingSampler does. Lhotse's CutSampler protocol
     (filter, map, diagnostics, get_report, dataloading_info, allow_iter_to_reset_state) comes from
     the base (batching/lhotse/base.py); this class writes the source: the epoch's plan.
-    A one-pass or infinite source (stream.is_stream) makes a StreamCutSampler instead.
+    A one-pass or infinite source (stream_sampler.is_stream) makes a StreamCutSampler instead.
     Call set_epoch(e) before each epoch; save state_dict() with checkpoints.
     """
 
@@ -70,7 +70,7 @@ class PlanCutSampler(BaseCutSampler):
         :param cuts: the CutSets (eager, lazy or lists of examples; several are zipped), then optionally the
             budget in seconds (as SimpleCutSampler's max_duration) or a BatchingConfig, positionally.
         :param config: the BatchingConfig planning the batches, any strategy whose plan is not a block plan;
-            its capacity in frames of frame_shift seconds. Default: options.DEFAULT_CONFIG (SSB-DBS-BR on the
+            its capacity in frames of frame_shift seconds. Default: settings.DEFAULT_CONFIG (SSB-DBS-BR on the
             cost key calibrated to the paper's SSB's ZPR on the cuts).
         :param max_duration: the budget in seconds a batch, padding included (sets dbs and capacity); default
             None (the config's budget).
@@ -90,7 +90,7 @@ class PlanCutSampler(BaseCutSampler):
             "alone" (each in a batch of its own, as Lhotse).
         :param manifest_cache: the folder for a lazy manifest's index and a `.jsonl.gz`'s uncompressed copy;
             default None (manifest.default_cache(), under XDG_CACHE_HOME).
-        :param bucketing: Lhotse's bucketing and buffering knobs (options.NO_EFFECT_KNOBS), accepted without
+        :param bucketing: Lhotse's bucketing and buffering knobs (settings.NO_EFFECT_KNOBS), accepted without
             effect and logged once; default none.
         """
         super().__init__(world_size=world_size, rank=rank)
@@ -149,6 +149,12 @@ class PlanCutSampler(BaseCutSampler):
             log.info(calibrated_line(self._sampler.calibration))
         self._sampler.set_epoch(self._planned_epoch(self.epoch))
 
+    def _reseed(self, seed: int) -> None:
+        """Plan again with `seed` in place of the deferred "randomized" / "trng" seed, now drawn (or a
+        loaded state's)."""
+        self.seed, self._deferred_seed = seed, None
+        self._build(dataclasses.replace(self.config, seed=seed))
+
     @property
     def config(self) -> BatchingConfig:
         return self._sampler.config
@@ -192,8 +198,7 @@ class PlanCutSampler(BaseCutSampler):
             self.diagnostics.discard(self._cut_lists[0][i] for i in self._left_out)
             self.diagnostics.discard(self._cut_lists[0][self._source_index(i)] for i in self._dropped_by_plan())
         if self._deferred_seed:
-            self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, 1), None
-            self._build(dataclasses.replace(self.config, seed=self.seed))
+            self._reseed(resolved_seed(self._deferred_seed, 1))
         return self._drawn(iter(self._sampler) if self.num_cuts else iter(()))  # no cuts: no (empty) batch
 
     def _drawn(self, batches: Iterator[list]) -> Iterator[Drawn]:
@@ -223,8 +228,7 @@ class PlanCutSampler(BaseCutSampler):
         that the shard's pick is this rank's (PlanBatchSampler.adopt_shard); a deferred random seed is
         drawn now, shared by the ranks."""
         if self._deferred_seed and processes > 1:
-            self.seed, self._deferred_seed = resolved_seed(self._deferred_seed, processes), None
-            self._build(dataclasses.replace(self.config, seed=self.seed))
+            self._reseed(resolved_seed(self._deferred_seed, processes))
         self._sampler.adopt_shard(processes, index)
         self.rank, self.world_size, self._shard = index, processes, (processes, index)
 
@@ -285,8 +289,7 @@ class PlanCutSampler(BaseCutSampler):
                 f"this sampler has {len(self._cut_lists[0])} at frame_shift={self.frame_shift}"
             )
         if self._deferred_seed:  # the state's seed was drawn by the sampler that saved it
-            self._deferred_seed, self.seed = None, config.seed
-            self._build(dataclasses.replace(self.config, seed=config.seed))
+            self._reseed(config.seed)
         if config != self.config:
             changed = [k for k, v in config.to_dict().items() if getattr(self.config, k) != v]
             warnings.warn(
