@@ -22,13 +22,13 @@ from typing import Any
 from batching.errors import UserError
 from data.corpora import corpus_filelists
 from training import distributed as dist_utils
-from training.checkpoint import EpochPosition, ResumePoint, RunState, resume_point
+from training.checkpoint import EpochPosition, ResumePoint, RunState, remove_stale_temporaries, resume_point
 from training.config import RunConfig, resolve_config
 from training.datacheck import check_data, plan_summary
 from training.hparams import HParamsError, load_hparams, resume_hparams
 from training.loop import StopRequested, TrainingDiverged, finish_epoch, prepare_run_dir, train_epoch, validate
 from training.run import Run, build_run, describe, pick_device
-from training.rundir import check_writable, has_checkpoint, hold_run_dir
+from training.rundir import check_writable, has_checkpoint, hold_run_dir, write_metrics
 from training.warm_start import WarmStart, warm_start
 
 
@@ -117,10 +117,13 @@ def check_only(cfg: RunConfig, init: WarmStart | None) -> None:
 
 
 def finished(state: RunState, epochs: int, run_dir: str) -> bool:
-    """Whether a resumed run has trained all its epochs already (then it says so: nothing to do)."""
+    """Whether a resumed run has trained all its epochs already: then it says so, with nothing to train,
+    and heals what a kill after its last checkpoint left (metrics.jsonl an epoch short, a temporary)."""
     if state.epoch < epochs:
         return False
     if dist_utils.launch_rank() == 0:
+        remove_stale_temporaries(Path(run_dir))
+        write_metrics(Path(run_dir), state.records)
         print(
             f"{run_dir} has finished all {epochs} epochs: nothing left to do. To train it further: "
             f"python train.py --resume {run_dir} --hparams epochs=N (N > {epochs})"
@@ -135,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             check_only(cfg, init)
             return 0
-        if resume is not None and finished(resume.state, cfg.train.epochs, args.resume):
-            return 0
         with hold_output_dir(cfg.train.output_dir):
+            if resume is not None and finished(resume.state, cfg.train.epochs, args.resume):
+                return 0
             refuse_overwrite(args, hp)
             if init is not None and dist_utils.launch_rank() == 0:
                 print(init.line)

@@ -254,7 +254,9 @@ def test_bad_data_is_refused_before_the_first_step_with_every_problem(tmp_path, 
 
 
 def test_resuming_a_finished_run_says_there_is_nothing_left_to_do(tmp_path, capsys):
-    """A run that trained all its epochs: --resume says so and exits 0 without building the run."""
+    """A run that trained all its epochs: --resume says so and exits 0 without building the run; it
+    only rewrites metrics.jsonl from the checkpoint's records (a kill after the last checkpoint can
+    leave it an epoch short: tests/test_training_checkpoint.py) and leaves no lock behind."""
     run = tmp_path / "finished"
     run.mkdir()
     hp = load_hparams(tiny(tmp_path, "epochs=2"))
@@ -262,4 +264,4 @@ def test_resuming_a_finished_run_says_there_is_nothing_left_to_do(tmp_path, caps
     torch.save({"model": {}, "optimizer": {}, "scaler": {}, "hparams": hp, "progress": progress}, run / LAST)
     assert train.main(["--resume", str(run)]) == 0
     assert f"{run} has finished all 2 epochs: nothing left to do" in capsys.readouterr().out
-    assert sorted(p.name for p in run.iterdir()) == [LAST]
+    assert sorted(p.name for p in run.iterdir()) == [LAST, "metrics.jsonl"] and read_metrics(run) == []
