@@ -69,7 +69,7 @@ class LocationSensitiveAttention(nn.Module):
         mask_bias: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """forward after the query projection (processed_query [B, dim] = query_layer(query)), for a
-        caller that projects the query itself (model/fast_decoder.py)."""
+        caller that projects the query itself (the fast loop's plain attention step, model/fast_steps.py)."""
         inputs = (processed_query, memory, processed_memory, weights_cat, location_matrix, mask_bias)
         if self.recompute and torch.is_grad_enabled():
             # No RNG state to restore (nothing random here), so no host read of it under CUDA graphs.

@@ -25,7 +25,7 @@ _POSITIVE = (
 )
 _NON_NEGATIVE = ("encoder_n_convolutions",)
 _PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout", "postnet_dropout")
-#: The switches that run part of the decoder step as Triton kernels (model/kernel_support.py says where).
+#: The switches that run part of the decoder step as Triton kernels (model/ops/support.py says where).
 FUSED_SWITCHES = ("fused_attention", "fused_lstm")
 # "Same" padding of a convolution keeps the length only for odd kernels.
 _ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
@@ -72,13 +72,13 @@ class Tacotron2Config:
     # off until a GPU has measured what it costs and how much larger a batch it lets fit.
     recompute_attention: bool = False
     # Each decoder step's attention (location features to context, and the cumulative weights) as one
-    # Triton kernel forward and one backward that recomputes the chain (model/fused_attention.py):
+    # Triton kernel forward and one backward that recomputes the chain (model/ops/attention_step.py):
     # about 20 fewer launches a step, recompute_attention's memory. Needs fast_decoder and a CUDA GPU
     # (on the CPU only Triton's interpreter, TRITON_INTERPRET=1, runs it: tests). Off until a GPU
     # has measured it faster.
     fused_attention: bool = False
     # Each decoder step's two LSTM cells (the inputs' row, the product, the cell update, the dropout
-    # mask) as one Triton kernel forward and one backward each (model/fused_lstm.py). The same
+    # mask) as one Triton kernel forward and one backward each (model/ops/lstm_cell.py). The same
     # conditions as fused_attention; off until a GPU has measured it faster.
     fused_lstm: bool = False
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,8 +42,6 @@ from torch.autograd.function import once_differentiable
 
 from .decoder import TeacherForcing
 from .fast_decoder import FastDecoder, LoopRunner
-from .fused_attention import accumulator_shapes
-from .kernel_support import accumulation_dtype
 from .shapes import LoopShape
 
 #: The loop's inputs, in the order of the static buffers, and which of them carry a gradient.
@@ -249,25 +246,12 @@ def loop_memory(decoder: FastDecoder, shape: LoopShape, dtype: torch.dtype = tor
     saved: dict[int, int] = {}
     with torch.autograd.graph.saved_tensors_hooks(partial(_note_storage, saved), lambda t: t):
         outputs = loop._loop()
-    steps, rows = shape.frames // decoder.r, shape.rows
-    # the StepProjections' input rows (and below the fused attention's gradient sums), which their
-    # autograd nodes keep as attributes, not saved tensors
-    widths = sum(
-        w.size(1)
-        for layer in (meta.attention_rnn, meta.decoder_rnn, meta.attention.query_layer)
-        for w in layer.parameters()
-        if w.dim() == 2
-    )
-    rows_bytes = steps * rows * widths * torch.finfo(dtype).bits // 8
-    if meta.fused_attention:  # model/fused_attention.StepSums' accumulators (attributes too)
-        scoring = 2 * meta.attention.kernel_size + 1
-        acc_bytes = torch.finfo(accumulation_dtype(dtype)).bits // 8
-        shapes = accumulator_shapes(rows, shape.text, scoring, meta.attention.memory_layer.out_features)
-        rows_bytes += sum(math.prod(s) for s in shapes) * acc_bytes
+    # what the loop's autograd nodes keep as attributes, not saved tensors, the loop itself counts
+    held = decoder.held_bytes(shape.frames // decoder.r, shape.rows, shape.text, dtype)
     inputs = sum(_nbytes(x) for x in loop.inputs)
     grad_inputs = sum(_nbytes(x) for x, grad in zip(loop.inputs, NEEDS_GRAD) if grad)
     static = inputs + 2 * sum(_nbytes(o) for o in outputs) + grad_inputs + sum(_nbytes(p) for p in loop.params)
-    return {"static": static, "activations": sum(saved.values()) + rows_bytes}
+    return {"static": static, "activations": sum(saved.values()) + held}
 
 
 def _note_storage(saved: dict[int, int], tensor: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-# Without a GPU, Triton's kernels (model/fused_attention.py) run in its interpreter, on the CPU. It is
+# Without a GPU, Triton's kernels (model/ops/) run in its interpreter, on the CPU. It is
 # read when a kernel is defined, and they are defined on first use, after this.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

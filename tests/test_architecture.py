@@ -50,18 +50,20 @@ def test_no_nested_function_and_none_over_60_lines(path):
 def imports_of(source: str, package: str) -> set[str]:
     """Every module a file's source imports, `package` being its own (for relative imports):
     those under `if TYPE_CHECKING:` too, since a circle held together by annotations is still one."""
-    names = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(
-                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
-                )
-            names |= {base} | {f"{base}.{alias.name}" for alias in node.names}
-    return names
+    return {name for node in ast.walk(ast.parse(source)) for name in node_imports(node, package)}
+
+
+def node_imports(node: ast.AST, package: str) -> set[str]:
+    """The modules (and, for `from m import x`, m.x) one import statement names; none for other nodes."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+    return {base} | {f"{base}.{alias.name}" for alias in node.names}
 
 
 def module_graph() -> dict[str, set[str]]:
@@ -331,19 +333,13 @@ def test_each_lhotse_sampler_has_a_module_named_after_it():
 
 #: The most lines a file of the project packages may have: a newcomer reads one in one sitting.
 MAX_FILE_LINES = 400
-#: The files still over MAX_FILE_LINES, each being shortened on its own branch; the list is emptied once
-#: they are merged (a file that is shortened must leave it: the test names it).
-LONG_FILES_BEING_SPLIT = {"model/fast_decoder.py"}
 
 
 def test_no_file_of_the_project_packages_is_over_400_lines():
-    """No file of train.py and the packages is over MAX_FILE_LINES lines, but those of LONG_FILES_BEING_SPLIT."""
+    """No file of train.py and the packages is over MAX_FILE_LINES lines: one that is does two things."""
     lengths = {relative(path): len(path.read_text().splitlines()) for path in project_files()}
-    long = {path for path, lines in lengths.items() if lines > MAX_FILE_LINES}
-    over = {path: lengths[path] for path in sorted(long - LONG_FILES_BEING_SPLIT)}
+    over = {path: lines for path, lines in sorted(lengths.items()) if lines > MAX_FILE_LINES}
     assert not over, f"{over} are over {MAX_FILE_LINES} lines: split each where it does two things"
-    shortened = sorted(LONG_FILES_BEING_SPLIT - long)
-    assert not shortened, f"{shortened} are no longer over {MAX_FILE_LINES} lines: take them off LONG_FILES_BEING_SPLIT"
 
 
 def test_train_py_reads_as_a_short_recipe():
@@ -368,38 +364,162 @@ def test_scripts_are_packages_that_share_modules_not_scripts():
         assert not imported, f"{path.relative_to(REPO)} imports the script(s) {sorted(imported)}"
 
 
-#: The modules that hold Triton kernels, and the one module that imports each (on first use).
-KERNEL_MODULES = {"attention_kernels": "model/fused_attention.py", "lstm_kernels": "model/fused_lstm.py"}
-#: The Triton helpers the kernel modules share, and the modules that import it (at their top).
-KERNEL_MATH = ("kernel_math", {"model/attention_kernels.py", "model/lstm_kernels.py"})
+#: The GPU operations' package: it imports nothing else of model/, and only its kernel modules
+#: (model/ops/*kernels*.py) and their shared Triton helpers import Triton.
+OPS = "model/ops/"
+KERNEL_MATH = "model/ops/kernel_math.py"
 COMPILE_BENCH = "scripts/bench/kernels.py"  # compiles the kernels for a GPU: Triton is what it is about
 
 
+def sources(paths: list[Path]) -> dict[str, str]:
+    return {relative(p): p.read_text() for p in paths}
+
+
+def module_of(rel: str) -> str:
+    return rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
+def is_kernel_module(rel: str) -> bool:
+    return rel.startswith(OPS) and "kernels" in rel.removeprefix(OPS)
+
+
+def import_sites(rel: str, source: str) -> list[tuple[set[str], bool]]:
+    """Each import statement of a file: the modules it names and whether it runs at import time
+    (not inside a function)."""
+    tree = ast.parse(source)
+    deferred = {id(node) for func in functions(tree) for node in ast.walk(func)}
+    package = module_of(rel).rpartition(".")[0] if not rel.endswith("__init__.py") else module_of(rel)
+    return [(names, id(node) not in deferred) for node in ast.walk(tree) if (names := node_imports(node, package))]
+
+
+def ops_import_violations(files: dict[str, str]) -> list[str]:
+    """The imports by model/ops/ of the rest of model/ (TYPE_CHECKING ones included)."""
+    found = []
+    for rel, source in files.items():
+        if rel.startswith(OPS):
+            for names, _ in import_sites(rel, source):
+                outside = [n for n in names if n.split(".")[0] == "model" and n.split(".")[:2] != ["model", "ops"]]
+                found += [f"{rel} imports {n}" for n in sorted(outside)]
+    return found
+
+
+def triton_violations(files: dict[str, str]) -> list[str]:
+    """Triton imported outside the kernel modules and kernel_math.py; a kernel module imported from
+    outside model/ops/ or at import time; kernel_math.py imported by anything but a kernel module.
+    The compile bench (COMPILE_BENCH) may import both."""
+    kernels = {module_of(rel) for rel in files if is_kernel_module(rel)}
+    found = []
+    for rel, source in files.items():
+        if rel == COMPILE_BENCH:
+            continue
+        for names, at_import in import_sites(rel, source):
+            if any(n.split(".")[0] == "triton" for n in names) and not (is_kernel_module(rel) or rel == KERNEL_MATH):
+                found.append(f"{rel} imports Triton")
+            if names & kernels and not (rel.startswith(OPS) and not at_import):
+                found.append(f"{rel} imports {sorted(names & kernels)} (only model/ops/, inside the function using it)")
+            if module_of(KERNEL_MATH) in names and not is_kernel_module(rel):
+                found.append(f"{rel} imports {KERNEL_MATH} (the kernel modules' helpers)")
+    return found
+
+
+def test_the_ops_package_imports_nothing_else_of_the_model():
+    """model/ops/ holds the GPU operations: it can be rewritten, switched off or deleted without
+    editing Tacotron2's files, so it depends on none of them (not even for annotations)."""
+    ops = sorted((REPO / "model" / "ops").glob("*.py"))
+    assert len(ops) > 1
+    assert ops_import_violations(sources(ops)) == []
+
+
 def test_triton_lives_in_the_kernel_modules_imported_on_first_use():
-    """Only model/*_kernels.py and their shared helpers, model/kernel_math.py, import Triton (and the
-    bench that compiles them, scripts/bench/kernels.py); each kernel module is imported by its one
-    wrapper, inside a function, and the helpers by the kernel modules only: the recipe runs where Triton
-    is absent, and the interpreter switch is read at first use."""
-    importers, math_importers = {}, set()
-    triton_modules = {f"model/{k}.py" for k in (*KERNEL_MODULES, KERNEL_MATH[0])}
-    for path in project_files(include_tests=True):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
-            rel = str(path.relative_to(REPO))
-            if rel == COMPILE_BENCH:
-                continue
-            if any(n == "triton" or n.startswith("triton.") for n in names):
-                assert rel in triton_modules, f"{rel} imports Triton"
-            if any(n.split(".")[-1] == KERNEL_MATH[0] or n.startswith(f"{KERNEL_MATH[0]}.") for n in names):
-                math_importers.add(rel)
-            for kernels in KERNEL_MODULES:
-                if any(n.split(".")[-1] == kernels or n.startswith(f"{kernels}.") for n in names):
-                    importers.setdefault(kernels, set()).add((rel, node.col_offset > 0))
-    assert importers == {k: {(wrapper, True)} for k, wrapper in KERNEL_MODULES.items()}, importers
-    assert math_importers == KERNEL_MATH[1], math_importers
+    """Only model/ops/*kernels*.py and their shared helpers, model/ops/kernel_math.py, import Triton
+    (and the bench that compiles them, scripts/bench/kernels.py); a kernel module is imported only by
+    model/ops/, inside the function that launches it, and the helpers by the kernel modules only: the
+    recipe runs where Triton is absent, and the interpreter switch is read at first use."""
+    files = sources(project_files(include_tests=True))
+    kernels = [rel for rel in files if is_kernel_module(rel)]
+    launched = {
+        name
+        for rel, source in files.items()
+        if rel.startswith(OPS)
+        for names, at_import in import_sites(rel, source)
+        if not at_import
+        for name in names
+    }
+    assert kernels and all(module_of(k) in launched for k in kernels), (kernels, launched)
+    assert triton_violations(files) == []
+
+
+#: Made-up files (path: source) that keep the two folder rules, and files that each break one.
+KEPT = {
+    "model/ops/a.py": "import torch\nfrom .support import x\n\ndef launch():\n    from .a_kernels import forward\n",
+    "model/ops/a_kernels.py": "import triton\nfrom .kernel_math import mma\n",
+    KERNEL_MATH: "import triton.language as tl\n",
+    "model/decoder.py": "from model.ops.a import launch\n",
+}
+OPS_BREACHES = (
+    "from ..decoder import Decoder\n",
+    "if TYPE_CHECKING:\n    from model.decoder import Decoder\n",
+    "from .. import shapes\n",
+)
+TRITON_BREACHES = {
+    "model/ops/b.py": "import triton\n",
+    "model/shapes.py": "from triton import language\n",
+    "model/ops/c.py": "from .a_kernels import forward\n",  # at import time
+    "model/d.py": "def launch():\n    from model.ops.a_kernels import forward\n",  # outside model/ops/
+    "model/ops/e.py": "from . import kernel_math\n",
+}
+
+
+def test_the_folder_rules_catch_a_breach():
+    """The two rules above on made-up files: the allowed forms pass, each breach is reported."""
+    assert ops_import_violations(KEPT) == [] and triton_violations(KEPT) == []
+    for source in OPS_BREACHES:
+        assert ops_import_violations({**KEPT, "model/ops/b.py": source}), source
+    for rel, source in TRITON_BREACHES.items():
+        assert triton_violations({**KEPT, rel: source}), rel
+
+
+def fused_switch_reads(rel: str, source: str) -> list[str]:
+    """Where a file reads a `fused_*` attribute (a config's switch): 'path:line Class.method' (or the
+    function's name, or <module> outside any function)."""
+    tree = ast.parse(source)
+    owner = {}
+    for cls in [None, *(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef))]:
+        for func in functions(tree) if cls is None else [f for f in cls.body if isinstance(f, ast.FunctionDef)]:
+            name = func.name if cls is None else f"{cls.name}.{func.name}"
+            owner |= {id(node): name for node in ast.walk(func)}
+    reads = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("fused_") and isinstance(node.ctx, ast.Load)
+    ]
+    return [f"{rel}:{node.lineno} {owner.get(id(node), '<module>')}" for node in sorted(reads, key=lambda n: n.lineno)]
+
+
+#: A breach of the rule below: a method other than the constructor branches on a switch.
+BRANCHING_LOOP = """
+class FastDecoder:
+    def __init__(self, cfg):
+        self.attention_step = FusedAttention() if cfg.fused_attention else PlainAttention()
+
+    def loop(self, cfg):
+        if cfg.fused_lstm:
+            pass
+"""
+
+
+def test_plain_or_fused_is_chosen_once_in_the_fast_decoders_constructor():
+    """FastDecoder.__init__ picks the attention step and the LSTM cells (model/fast_steps.py); no
+    other function of the project reads a fused switch as an attribute, so the loop, its steps and
+    the graph runner do not branch on one (a third variant is one class and one clause there)."""
+    reads = [read for rel, source in sources(project_files()).items() for read in fused_switch_reads(rel, source)]
+    assert reads and {read.split(":")[0] + " " + read.split(" ")[1] for read in reads} == {
+        "model/fast_decoder.py FastDecoder.__init__"
+    }, reads
+    assert [read.split(" ")[1] for read in fused_switch_reads("x.py", BRANCHING_LOOP)] == [
+        "FastDecoder.__init__",
+        "FastDecoder.loop",
+    ]
 
 
 def test_one_atomic_writer_makes_the_temporary_files_of_outputs():

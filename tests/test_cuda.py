@@ -307,9 +307,9 @@ def test_train_probes_caches_and_then_reads_its_batch_size(tmp_path, capsys, dem
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-inputs"])
 def test_the_fused_attention_kernels_on_cuda(dtype):
-    """model/fused_attention.py compiled for the GPU (no interpreter): outputs and every gradient
+    """model/ops/attention_step.py compiled for the GPU (no interpreter): outputs and every gradient
     against the plain chain in float64 on the same device, over one chunk and several."""
-    from tests.test_model_fused_attention import SIZES, fused, inputs, outputs_and_grads, plain
+    from tests.test_model_ops_attention_step import SIZES, fused, inputs, outputs_and_grads, plain
 
     for *size, chunk in SIZES:
         layer, tensors = inputs(*size)
@@ -329,9 +329,9 @@ def test_the_fused_attention_kernels_on_cuda(dtype):
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16-weights"])
 def test_the_fused_lstm_kernels_on_cuda(bf16):
-    """model/fused_lstm.py compiled for the GPU: outputs, the row written and every gradient against the
+    """model/ops/lstm_cell.py compiled for the GPU: outputs, the row written and every gradient against the
     unfused cell in float64 on the same device (bf16: against float32 products of the same weights)."""
-    from tests.test_model_fused_lstm import CASES, cell_inputs, fused, run, unfused
+    from tests.test_model_ops_lstm_cell import CASES, cell_inputs, fused, run, unfused
 
     for case in CASES:
         pre, weight, parts, cell, keep = cell_inputs(*case)

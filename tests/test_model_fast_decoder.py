@@ -15,6 +15,7 @@ from model import Batch, Tacotron2, Tacotron2Config
 from model.config import ModelConfigError
 from model.decoder import Decoder
 from model.fast_decoder import FastDecoder
+from model.fast_steps import FusedAttention, FusedCell, PlainAttention, PlainCell
 from tests.kit import N_SYMBOLS, float64_pass, make_batch, packed_batch, relative_error, tiny_config
 from training.op_count import count_ops
 
@@ -135,6 +136,21 @@ def test_each_weight_gradient_is_written_once_and_accumulates():
     assert {c.n for c in calls.values()} == {2}, {k: c.n for k, c in calls.items() if c.n != 2}
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, 2 * once[name], msg=name)
+
+
+def test_the_switches_pick_each_step_once_and_leave_the_checkpoint_names_alone():
+    """FastDecoder.__init__ picks the attention step and both LSTM cells from the fused switches
+    (model/fast_steps.py); the picks hold no parameters, so every variant's state dict (a
+    checkpoint) has the plain model's names."""
+    names = sorted(Tacotron2(tiny_config()).state_dict())
+    for variant, overrides in {**VARIANTS, **FUSED_PARTS}.items():
+        model = Tacotron2(tiny_config(**overrides))
+        assert sorted(model.state_dict()) == names, variant
+        if overrides.get("fast_decoder"):
+            cell = FusedCell if overrides.get("fused_lstm") else PlainCell
+            attention = FusedAttention if overrides.get("fused_attention") else PlainAttention
+            steps = (model.decoder.attention_step, model.decoder.attention_rnn_step, model.decoder.decoder_rnn_step)
+            assert tuple(map(type, steps)) == (attention, cell, cell), variant
 
 
 def test_fast_decoder_must_be_a_bool():
@@ -286,7 +302,7 @@ def test_the_fused_step_under_bf16_autocast_is_as_close_to_float32_as_the_unfuse
 def test_output_gradients_in_any_layout_reach_every_gradient_in_float64(variant):
     """A loss may send the loop's outputs gradients in any layout: here each output is read through a
     transpose, so its gradient's last dimension is not unit-stride. The fused kernels read the
-    stacked outputs' gradients along unit-stride columns (model/fast_decoder._Stacked hands them on
+    stacked outputs' gradients along unit-stride columns (model/ops/deferred._Stacked hands them on
     so); memory's and every parameter's gradient still equal the plain loop's in float64. (Through
     Tacotron2 the masking before the loss makes them contiguous, so only the decoder shows it.)"""
     cfg = tiny_config(n_frames_per_step=2)

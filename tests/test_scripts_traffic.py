@@ -1,8 +1,8 @@
 """scripts/bench/traffic.py: the bytes a decoder step moves, counted on the meta device.
 
-The fast loop sums memory's gradient over all steps in one product after the loop (model/
-fast_decoder.py's _DeferredMemory), so a step reads the encoder's memory once forward (the context)
-and once backward (the weights' gradient) and writes nothing memory-sized; the reference loop
+The fast loop sums memory's gradient over all steps in one product after the loop
+(model/ops/deferred.py's _DeferredMemory), so a step reads the encoder's memory once forward (the
+context) and once backward (the weights' gradient) and writes nothing memory-sized; the reference loop
 writes a memory-sized gradient every step and adds it to the sum (five passes backward). The
 passes are read off the counts as the coefficient of rows x text x memory width."""
 

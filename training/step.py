@@ -22,8 +22,8 @@ from tqdm import tqdm
 from model import Batch, Tacotron2, Tacotron2Config, Tacotron2Loss
 from model.config import FUSED_SWITCHES
 from model.graphs import LoopGraphs, build_loop_graphs
-from model.kernel_support import unavailable as kernels_unavailable
 from model.loss import LossTerms
+from model.ops.support import unavailable as kernels_unavailable
 from model.shapes import LoopShape, ShapeTable
 from training.config import LR_BATCH_SCALINGS, TrainConfig
 from training.hparams import HParamsError

@@ -3,8 +3,8 @@
 Triton compiles for a named target without a GPU (down to the cubin, with the ptxas it ships), and
 the cubin says what each thread of a kernel holds. A kernel that needs more than the 255 registers a
 thread has spills the rest to local memory (`STACK` below), which costs memory traffic on every
-use: the first thing to avoid before a GPU times anything. For each kernel of model/attention_kernels.py
-and model/lstm_kernels.py, at the full model's sizes (LJSpeech's longest text: 192 symbols, so a
+use: the first thing to avoid before a GPU times anything. For each kernel of model/ops/attention_kernels.py
+and model/ops/lstm_kernels.py, at the full model's sizes (LJSpeech's longest text: 192 symbols, so a
 256-symbol block), in float32 and with autocast's bf16 inputs, and at each block and warp count
 given, it prints one Markdown table row: registers per thread, stack (spilled) bytes and shared
 memory. The defaults the model launches with are marked. 1-2 s a compile on a CPU core (Triton's
@@ -29,8 +29,8 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from model import attention_kernels, lstm_kernels
-from model.fused_attention import CHUNK
+from model.ops import attention_kernels, lstm_kernels
+from model.ops.attention_step import CHUNK
 from scripts.common import markdown_table
 
 #: The full model (hparams.yaml's model_presets.full): attention 128, memory 512, location kernel 31,
@@ -39,7 +39,7 @@ from scripts.common import markdown_table
 FULL = {"dim": 128, "memory": 512, "kernel": 31, "hidden": 1024, "text": 192}
 #: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
 #: the processed memory's and the scoring partials' added in place, the context's gradient from the
-#: projection added in (the weights' too where a loss reads the alignments) (model/fast_decoder.py);
+#: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py);
 #: the decoder cell's backward adds its hidden state's gradient from the projection
 LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True, "CTX_EXTRA": True, "W_EXTRA": False}
 

@@ -1,4 +1,4 @@
-"""model/fused_attention.py's two Triton kernels (run by Triton's interpreter on the CPU: tests/conftest.py)
+"""model/ops/attention_step.py's two Triton kernels (run by Triton's interpreter on the CPU: tests/conftest.py)
 against model/attention.py's query layer and energy chain: outputs, the query layer's row and every
 input's gradient in float64, over texts
 walked in one chunk and in several, masked tails, sizes that are not powers of two and a memory wider
@@ -14,9 +14,9 @@ from model import Tacotron2Config
 from model.attention import LocationSensitiveAttention
 from model.config import FUSED_SWITCHES, ModelConfigError
 from model.fast_decoder import FastDecoder
-from model.fused_attention import attend, scoring_matrix
 from model.graphs import loop_memory
-from model.kernel_support import unavailable
+from model.ops.attention_step import attend, scoring_matrix
+from model.ops.support import unavailable
 from model.shapes import LoopShape
 from tests.kit import relative_error, tiny_config
 

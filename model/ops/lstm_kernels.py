@@ -1,4 +1,4 @@
-"""Triton kernels of one decoder step's LSTM cell (model/fused_lstm.py).
+"""Triton kernels of one decoder step's LSTM cell and their launchers (lstm_cell.py).
 
 Why. In the fast loop (model/fast_decoder.py) each LSTM cell of a decoder step is, on a GPU, a copy
 of each input into the step's row (2-3), the product with the cell's weights, CUDA's fused cell
@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from .kernel_math import mma, tanh, tl_dtype
-from .kernel_support import accumulation_dtype
+from .support import accumulation_dtype
 
 
 @triton.jit

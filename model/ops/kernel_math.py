@@ -1,4 +1,4 @@
-"""Triton helpers both fused kernels use (model/attention_kernels.py, model/lstm_kernels.py)."""
+"""Triton helpers both fused kernels use (attention_kernels.py, lstm_kernels.py); imported by them alone."""
 
 import torch
 import triton

@@ -1,6 +1,7 @@
-"""What the fused decoder step's Triton kernels share on the PyTorch side, without importing Triton:
-where they can run, and the dtype they accumulate in (model/fused_attention.py, model/fused_lstm.py,
-their kernels, and the fast loop's deferred weight gradient, which follows the same rule)."""
+"""What the operations of model/ops/ share on the PyTorch side, without importing Triton: where the
+Triton kernels can run, the dtype sums are kept in (attention_step.py, lstm_cell.py, their kernels,
+and deferred.py's weight and memory gradients, which follow the same rule), and the layout the
+kernels read a gradient in."""
 
 import importlib.util
 import os

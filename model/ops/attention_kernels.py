@@ -1,4 +1,4 @@
-"""Triton kernels of one decoder step's location-sensitive attention (model/fused_attention.py).
+"""Triton kernels of one decoder step's location-sensitive attention and their launchers (attention_step.py).
 
 Why. On a GPU the attention of one decoder step is about twelve small kernels forward (the query
 layer's row and product, stack the weights, unfold them, the location matmul, two adds, tanh, the
@@ -37,7 +37,7 @@ import triton
 import triton.language as tl
 
 from .kernel_math import mma, tanh, tl_dtype
-from .kernel_support import accumulation_dtype
+from .support import accumulation_dtype
 
 
 @triton.jit

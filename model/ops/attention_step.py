@@ -1,15 +1,16 @@
 """One decoder step's attention as two fused kernels (Tacotron2Config.fused_attention).
 
-Why. model/attention.py's energy chain, with the query layer before it, is about twelve kernels
-forward and seventeen backward per decoder step on a GPU, each a fixed launch cost whatever the
-batch (issue: the decoder step is a chain of ~56 small kernels). `attend` computes the same thing
-from the attention LSTM's hidden state (the query layer's product, written into the query layer's
-row as the fast loop's StepProjection wants, the energy chain, the context and the new cumulative
-weights) as one Triton kernel forward and one backward (model/attention_kernels.py): the PyTorch
-operators `tacotron2::attention_step` and `tacotron2::attention_step_backward`, so that CUDA graphs,
-the meta device (model/graphs.loop_memory) and the operation counter (training/op_count.py: one
-operator is one launch) treat them like any other operation, joined into one autograd node
-(_AttentionStep: an operator that writes into an input, the row, cannot carry its own formula).
+Why. model/attention.py's energy chain (this operation's plain reference, which the fast loop runs
+without the switch), with the query layer before it, is about twelve kernels forward and seventeen
+backward per decoder step on a GPU, each a fixed launch cost whatever the batch. `attend` computes
+the same thing from the attention LSTM's hidden state (the query layer's product, written into the
+query layer's row as deferred.py's StepProjection wants, the energy chain, the context and the new
+cumulative weights) as one Triton kernel forward and one backward (attention_kernels.py): the
+PyTorch operators `tacotron2::attention_step` and `tacotron2::attention_step_backward`, so that
+CUDA graphs, the meta device (model/graphs.loop_memory) and the operation counter
+(training/op_count.py: one operator is one launch) treat them like any other operation, joined into
+one autograd node (_AttentionStep: an operator that writes into an input, the row, cannot carry its
+own formula).
 
 Its backward recomputes the chain from the step's inputs, so it keeps what recompute_attention
 keeps (only the inputs) without running the chain twice through autograd. In a loop, the gradients
@@ -18,18 +19,18 @@ place, and the query layer's weight gradient is the fast loop's deferred one (it
 precomputed term's gradient, which is the query's).
 
 Where it runs: CUDA tensors; on the CPU only under TRITON_INTERPRET=1 (Triton's interpreter, how
-the suite checks it against the plain chain in float64); model/kernel_support.unavailable says why
-not elsewhere.
-Triton is imported on first use, so the rest of the model needs no Triton.
+the suite checks it against the plain chain in float64); support.unavailable says why not
+elsewhere. Triton is imported on first use, so the rest of the model needs no Triton.
 """
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from .kernel_support import accumulation_dtype, unit_columns
+from .support import accumulation_dtype, unit_columns
 
 #: Symbols a kernel program walks at once (a power of two >= 16): 16 keeps the forward within the
 #: registers at the full model's sizes (scripts/bench/kernels.py); the tests also walk several chunks.
@@ -188,6 +189,12 @@ def accumulator_shapes(rows: int, text: int, scoring_rows: int, dim: int) -> tup
     [rows, text, dim] and the scoring matrix's ([scoring_rows = 2K + 1, dim]) per-row partials
     [rows, scoring_rows, dim]. Also what model/graphs.loop_memory counts: node attributes, not saved tensors."""
     return (rows, text, dim), (rows, scoring_rows, dim)
+
+
+def sums_bytes(rows: int, text: int, scoring_rows: int, dim: int, dtype: torch.dtype) -> int:
+    """The bytes of a loop's StepSums accumulators (accumulator_shapes) for a loop in `dtype`."""
+    shapes = accumulator_shapes(rows, text, scoring_rows, dim)
+    return sum(math.prod(s) for s in shapes) * (torch.finfo(accumulation_dtype(dtype)).bits // 8)
 
 
 def step_sums(processed_memory: torch.Tensor, scoring: torch.Tensor, rows: int) -> StepSums | None:

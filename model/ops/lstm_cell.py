@@ -1,16 +1,19 @@
-"""One decoder step's LSTM cell as two fused kernels (Tacotron2Config.fused_lstm).
+"""One decoder step's LSTM cell through the fast loop's StepProjection: the plain reference and the
+same cell as two fused kernels (Tacotron2Config.fused_lstm).
 
-Why. In the fast loop each LSTM cell of a step is, on a GPU, about six launches forward (the
+Plain. `plain_cell`: the step's inputs written into the projection's row and multiplied by its
+weights (deferred.step_linear), then `lstm_update`, nn.LSTMCell's pointwise part (on CUDA the
+fused cell kernel nn.LSTMCell itself runs), then the dropout mask.
+
+Fused. In the fast loop each LSTM cell of a step is, on a GPU, about six launches forward (the
 inputs copied into the step's row, the product, the cell update, the dropout mask) and as many
 backward, each a fixed cost whatever the batch. `cell_step` is one Triton kernel forward and one
-backward (model/lstm_kernels.py), wrapped as the PyTorch operators `tacotron2::lstm_step` and
+backward (lstm_kernels.py), wrapped as the PyTorch operators `tacotron2::lstm_step` and
 `tacotron2::lstm_step_backward`, so autograd, the CUDA graphs, the meta device and the operation
-counter treat each as one operation.
-
-It keeps the fast loop's contract (model/fast_decoder.py's StepProjection): it writes the step's
+counter treat each as one operation. It keeps the StepProjection's contract: it writes the step's
 inputs into the projection's row (the operator says it mutates it), and the gates' gradient is
 returned as the gradient of the precomputed term pre[i], which the deferred weight gradient
-collects. Where it runs is model/kernel_support.unavailable's rule (CUDA, or Triton's interpreter).
+collects. Where it runs is support.unavailable's rule (CUDA, or Triton's interpreter).
 """
 
 from collections.abc import Callable
@@ -18,7 +21,8 @@ from collections.abc import Callable
 import torch
 from torch.autograd.function import once_differentiable
 
-from .kernel_support import accumulation_dtype, unit_columns
+from .deferred import StepProjection, step_linear
+from .support import accumulation_dtype, unit_columns
 
 
 @torch.library.custom_op("tacotron2::lstm_step", mutates_args=("row",))
@@ -114,3 +118,38 @@ def cell_step(
     parts = tuple(p.contiguous() for p in parts)
     h, c, _ = _CellStep.apply(pre, weight, row, cell.contiguous(), keep, d_h_extra, *parts)
     return h, c
+
+
+def fused_cell(
+    projection: StepProjection,
+    i: int,
+    cell: torch.Tensor,
+    keep: torch.Tensor | None,
+    *parts: torch.Tensor,
+    d_h_extra: Callable[[], torch.Tensor | None] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cell_step at step i of a StepProjection: (hidden * keep, cell), the parts written into its row."""
+    row = projection.rows[i, :, projection.skip :]
+    return cell_step(projection.pre[i], projection.weight, row, cell, keep, *parts, d_h_extra=d_h_extra)
+
+
+def plain_cell(
+    projection: StepProjection, i: int, cell: torch.Tensor, keep: torch.Tensor | None, *parts: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same step unfused (the fused kernels' reference): step_linear, lstm_update, the dropout mask."""
+    hidden, cell = lstm_update(step_linear(projection, i, *parts), cell, projection.zeros)
+    return (hidden if keep is None else hidden * keep), cell
+
+
+def lstm_update(
+    gates: torch.Tensor, cell: torch.Tensor, zeros: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LSTMCell's pointwise part on precomputed gates (order i, f, g, o, as nn.LSTMCell). Given
+    `zeros` (CUDA) and one dtype, it is CUDA's fused LSTM-cell kernel (nn.LSTMCell's own): one
+    kernel forward and one backward instead of about ten each."""
+    if zeros is not None and gates.dtype == cell.dtype:
+        hidden, cell, _ = torch.ops.aten._thnn_fused_lstm_cell(gates, zeros, cell)
+        return hidden, cell
+    i, f, g, o = gates.chunk(4, 1)
+    c = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c

@@ -1,6 +1,6 @@
-"""model/fused_lstm.py's two Triton kernels (run by Triton's interpreter on the CPU: tests/conftest.py)
-against the fast loop's unfused cell (model/fast_decoder.py: the row, _StepLinear, lstm_update, the
-dropout mask): outputs, the row written for the deferred weight gradient, and every input's gradient
+"""model/ops/lstm_cell.py's two Triton kernels (run by Triton's interpreter on the CPU: tests/conftest.py)
+against the fast loop's unfused cell (its plain_cell: the row, step_linear, lstm_update, the dropout
+mask): outputs, the row written for the deferred weight gradient, and every input's gradient
 in float64, over two and three inputs, sizes that are not multiples of the blocks, with and without a
 mask; float32 close; bf16 weights (autocast's compute dtype) within 2 % of float32 products of the
 same rounded weights (the inputs rounded to bf16 too: by Triton's interpreter here)."""
@@ -8,12 +8,12 @@ same rounded weights (the inputs rounded to bf16 too: by Triton's interpreter he
 import pytest
 import torch
 
-from model.fast_decoder import StepProjection, _StepLinear, lstm_update
-from model.fused_lstm import cell_step
+from model.ops.deferred import StepProjection
+from model.ops.lstm_cell import cell_step, plain_cell
 from tests.kit import relative_error
 
 #: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units
-#: and input columns (model/lstm_kernels.BLOCKS: 16 rows, 16 hidden units, 32 columns).
+#: and input columns (model/ops/lstm_kernels.BLOCKS: 16 rows, 16 hidden units, 32 columns).
 CASES = [(3, 8, (5, 8), False), (21, 40, (24, 80, 40), True)]
 
 
@@ -32,9 +32,7 @@ def cell_inputs(rows, hidden, widths, masked, dtype=torch.float64, seed=0):
 
 
 def unfused(pre, weight, parts, cell, keep, rows):
-    projection = StepProjection((pre,), weight, rows, 0)
-    hidden, c = lstm_update(_StepLinear.apply(pre, projection, 0, *parts), cell)
-    return (hidden if keep is None else hidden * keep), c
+    return plain_cell(StepProjection((pre,), weight, rows, 0), 0, cell, keep, *parts)
 
 
 def fused(pre, weight, parts, cell, keep, rows):

@@ -1,0 +1,18 @@
+"""The fast decoder loop's GPU operations, each with its autograd node and its plain reference beside
+it; the model calls them through small faces (model/fast_steps.py, model/fast_decoder.py).
+
+* deferred.py: the deferred-gradient nodes (StepProjection's weights, DeferredMemory, the routed
+  output stacks): each parameter's and memory's gradient once per batch, after the loop.
+* attention_step.py: one step's attention as two PyTorch operators, their fake kernels and one
+  autograd node; its Triton kernels and their launchers in attention_kernels.py. Its plain reference
+  is model/attention.py's energy chain (a layer with parameters: the model's, not here).
+* lstm_cell.py: one step's LSTM cell, plain (plain_cell, lstm_update) and as two operators with one
+  autograd node; its Triton kernels and launchers in lstm_kernels.py.
+* kernel_math.py: the Triton helpers the kernel modules share; support.py: what the operations share
+  without Triton (where the kernels run, the accumulation dtype).
+
+This package imports nothing else of model/, so it can be rewritten, switched off or replaced without
+editing Tacotron2's files; only its *kernels*.py and kernel_math.py import Triton, on first use (the
+operators import their kernel module inside the call): the recipe runs where Triton is absent.
+tests/test_architecture.py holds both rules.
+"""
