@@ -2,8 +2,8 @@
 this GPU-less machine, with the Triton the GPU image runs, and at the sizes the model launches them
 with their loops' loads are pipelined (LDGSTS, cp.async, or TMA in the SASS: every kernel walks memory
 in a loop) and they fit the registers, but for one measured exception: the attention's backward spills
-under 512 bytes a thread (448 in float32, 424 with bf16 inputs when written: docs/results.md), in its
-walk that reads back its own partial sums, the one loop left unpipelined."""
+under 512 bytes a thread (448 in float32, 424 with bf16 inputs when written, 400 and 408 before its
+loops were pipelined: docs/results.md)."""
 
 import os
 import subprocess
