@@ -13,7 +13,8 @@ from model.ops.lstm_cell import cell_step, plain_cell
 from tests.kit import relative_error
 
 #: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units
-#: and input columns (model/ops/lstm_kernels.BLOCKS: 16 rows, 16 hidden units, 32 columns).
+#: and input columns (model/ops/lstm_kernels.BLOCKS: 16 rows, 16 hidden units, 32 columns; the forward
+#: walks 16 columns an iteration).
 CASES = [(3, 8, (5, 8), False), (21, 40, (24, 80, 40), True)]
 
 

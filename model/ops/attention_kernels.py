@@ -24,6 +24,9 @@ Each row's text is walked in chunks of `chunk` symbols, so long texts do not nee
 [T_text, dim] tiles in registers at once; energies, the weights' gradient and the location
 features' gradient pass between the walks through small per-row scratch buffers, with a barrier
 between a walk that writes them and one that reads them.
+The walks are pipelined loops (`tl.range` with STAGES iterations in flight: each iteration's tiles
+are loaded ahead while an earlier one computes), but for the backward's chain walk, which reads back
+the partial sums it stored in its previous iteration.
 
 Precision: the arithmetic is float64 for float64 inputs, else float32 whatever the inputs' dtype
 (bf16 under autocast is read and upcast). The products run on the tensor cores as three TF32
@@ -38,6 +41,11 @@ import triton.language as tl
 
 from .kernel_math import mma, tanh, tl_dtype
 from .support import accumulation_dtype
+
+#: Iterations in flight in a pipelined loop (tl.range's num_stages): each iteration's tiles are
+#: loaded STAGES - 1 iterations ahead into shared memory (cp.async on sm_80 and later), while the
+#: current one computes. A walk that reads what an earlier iteration of it wrote is not pipelined.
+STAGES = tl.constexpr(3)
 
 
 @triton.jit
@@ -82,9 +90,7 @@ def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, ahout_b, H, D, BD: tl.constexpr
     into ahout (the copy that the step's other readers of ah take, so that its gradient arrives here)."""
     d = tl.arange(0, BD)
     q = tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC)
-    h0 = -BH
-    while h0 + BH < H:  # for h0 in range(0, H, BH)
-        h0 += BH
+    for h0 in tl.range(0, H, BH, num_stages=STAGES):
         k = h0 + tl.arange(0, BH)
         a = tl.load(ah_b + k, mask=k < H, other=0.0)
         tl.store(row_b + k, a, mask=k < H)
@@ -107,9 +113,7 @@ def _query_backward(dq, wq_ptr, dah_b, dahin_b, H, D, BD: tl.constexpr, BH: tl.c
     """The attention LSTM hidden state's gradient: its copy's (dahin_b) plus the query's, dq @ Wq, BH
     columns at a time."""
     d = tl.arange(0, BD)
-    h0 = -BH
-    while h0 + BH < H:  # for h0 in range(0, H, BH)
-        h0 += BH
+    for h0 in tl.range(0, H, BH, num_stages=STAGES):
         k = h0 + tl.arange(0, BH)
         w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
         d_copy = tl.load(dahin_b + k, mask=k < H, other=0.0).to(ACC)
@@ -134,9 +138,7 @@ def _forward_kernel(
     tl.store(q_ptr + b * D + d, q, mask=d < D)  # for the backward
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     energy_b = energy_ptr + b * T
-    t0 = -BTC
-    while t0 + BTC < T:  # for t0 in range(0, T, BTC)
-        t0 += BTC
+    for t0 in tl.range(0, T, BTC, num_stages=STAGES):
         t = t0 + tl.arange(0, BTC)
         _, hidden, _ = _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
         bias = tl.load(mask_ptr + b * T + t, mask=t < T, other=0.0).to(ACC)
@@ -151,14 +153,10 @@ def _forward_kernel(
     tl.store(newcum_ptr + b * T + tt, cum + weights, mask=tt < T)
     tl.store(energy_b + tt, weights, mask=tt < T)  # the weights in ACC, for the context's walk
     tl.debug_barrier()
-    m0 = -BM
-    while m0 + BM < M:  # for m0 in range(0, M, BM)
-        m0 += BM
+    for m0 in range(0, M, BM):  # the inner walk is the one pipelined
         m = m0 + tl.arange(0, BM)
         context = tl.zeros((BM,), dtype=ACC)
-        t0 = -BTC
-        while t0 + BTC < T:  # for t0 in range(0, T, BTC)
-            t0 += BTC
+        for t0 in tl.range(0, T, BTC, num_stages=STAGES):
             t = t0 + tl.arange(0, BTC)
             w = tl.load(energy_b + t, mask=t < T, other=0.0)
             mem = tl.load(
@@ -177,18 +175,14 @@ def _weights_grad(
     """Walk 1: the weights' whole gradient (their own, the new cumulative's, the context's) into the
     scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context. With W_EXTRA / CTX_EXTRA
     the weights' / the context's gradient has a second term (dwx_b / dctxx_b) to add."""
-    t0 = -BTC
-    while t0 + BTC < T:  # for t0 in range(0, T, BTC)
-        t0 += BTC
+    for t0 in range(0, T, BTC):  # the inner walk is the one pipelined
         t = t0 + tl.arange(0, BTC)
         w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
         dw = tl.load(dw_b + t, mask=t < T, other=0.0).to(ACC)
         dw += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
         if W_EXTRA:
             dw += tl.load(dwx_b + t, mask=t < T, other=0.0).to(ACC)
-        m0 = -BM
-        while m0 + BM < M:  # for m0 in range(0, M, BM)
-            m0 += BM
+        for m0 in tl.range(0, M, BM, num_stages=STAGES):
             m = m0 + tl.arange(0, BM)
             tile = (t < T)[:, None] & (m < M)[None, :]
             dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
@@ -207,9 +201,7 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
     cumulative weights' own gradient added."""
     j = tl.arange(0, BJ)
     c = j // K
-    s0 = -BTC
-    while s0 + BTC < T:  # for s0 in range(0, T, BTC)
-        s0 += BTC
+    for s0 in tl.range(0, T, BTC, num_stages=STAGES):
         t = s0 + tl.arange(0, BTC)
         row = t[:, None] - (j % K)[None, :] + (K - 1) // 2
         ok = (row >= 0) & (row < T) & (j < 2 * K)[None, :] & (t < T)[:, None]
@@ -254,6 +246,8 @@ def _backward_kernel(
     part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
     if not PART_ACC:  # else: added to what the later steps' backwards left there
         tl.store(part_tile, tl.zeros((BJ, BD), dtype=ACC), boundary_check=(0, 1))
+    # Not a pipelined loop: each chunk reads back the partial sum that the previous chunk stored
+    # (part_tile), which a load issued ahead of that store would miss.
     t0 = -BTC
     while t0 + BTC < T:  # for t0 in range(0, T, BTC)
         t0 += BTC

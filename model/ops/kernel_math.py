@@ -1,11 +1,32 @@
 """Triton helpers both fused kernels use (attention_kernels.py, lstm_kernels.py); imported by them alone."""
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 from triton import knobs
 
 INTERPRET = tl.constexpr(knobs.runtime.interpret)
+
+
+def _scalar_index(tensor) -> int:
+    """A scalar as a loop bound under the interpreter: it holds scalars as one-element arrays and
+    Triton 3.6 takes int() of the array, which numpy 2.4 refuses; so `tl.range` failed there."""
+    return int(tensor.handle.data.item())
+
+
+def _patch_lang_tensor(tensor, scope, original):
+    """The interpreter's own patches of tl.tensor, with `__index__` read as `_scalar_index` does."""
+    original(tensor, scope)
+    scope.set_attr(tensor, "__index__", _scalar_index)
+
+
+if INTERPRET:  # the kernels' `tl.range` loops run unchanged on the CPU (the suite's check)
+    from triton.runtime import interpreter
+
+    if not isinstance(interpreter._patch_lang_tensor, functools.partial):
+        interpreter._patch_lang_tensor = functools.partial(_patch_lang_tensor, original=interpreter._patch_lang_tensor)
 
 
 def tl_dtype(dtype: torch.dtype):

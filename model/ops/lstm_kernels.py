@@ -18,6 +18,7 @@ cost does not depend on the batch. Here each direction is one kernel:
 Precision: float64 for float64 weights, else float32 accumulation; the products take the weights'
 dtype (bf16 under autocast, as the unfused loop's); float32 products run as three TF32 products on
 the tensor cores (input_precision="tf32x3", about float32's accuracy), float64 ones as float64.
+Both kernels' loops over the weights are pipelined (`tl.range` with STAGES iterations in flight).
 Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
 """
 
@@ -27,6 +28,12 @@ import triton.language as tl
 
 from .kernel_math import mma, tanh, tl_dtype
 from .support import accumulation_dtype
+
+#: Iterations in flight in each loop (tl.range's num_stages): an iteration's tiles (the inputs and the
+#: four gates' weight tiles; in the backward also the kept activations) are loaded STAGES - 1
+#: iterations ahead into shared memory (cp.async on sm_80 and later) while the current one computes.
+#: Both loops can be pipelined: neither reads what an earlier iteration of it wrote.
+STAGES = tl.constexpr(3)
 
 
 @triton.jit
@@ -40,9 +47,7 @@ def _gate_products(
     acc_f = tl.zeros((BB, BH), dtype=ACC)
     acc_g = tl.zeros((BB, BH), dtype=ACC)
     acc_o = tl.zeros((BB, BH), dtype=ACC)
-    k0 = -BK
-    while k0 + BK < width:  # for k0 in range(0, width, BK)
-        k0 += BK
+    for k0 in tl.range(0, width, BK, num_stages=STAGES):
         k = k0 + tl.arange(0, BK)
         x_ok = (rows < B)[:, None] & (k < width)[None, :]
         x = tl.load(x_ptr + rows[:, None] * width + k[None, :], mask=x_ok, other=0.0)
@@ -142,9 +147,7 @@ def _backward_kernel(
     k = tl.program_id(1) * BK + tl.arange(0, BK)
     first = tl.program_id(1) == 0
     dx = tl.zeros((BB, BK), dtype=ACC)
-    h0 = -BH
-    while h0 + BH < H:  # for h0 in range(0, H, BH)
-        h0 += BH
+    for h0 in tl.range(0, H, BH, num_stages=STAGES):
         hidden = h0 + tl.arange(0, BH)
         di, df, dg, do, dcell = _gate_grads(
             act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dh_stride, dhx_ptr, dhx_stride, dc_ptr, rows, hidden, B, H,
@@ -171,6 +174,9 @@ def _backward_kernel(
 #: Rows, hidden units and input columns per program: small hidden and column blocks, so that a batch of
 #: 16 rows still spreads over 64 or more programs (untuned: a GPU session should time others).
 BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
+#: The forward walks its inputs BK columns an iteration: 16, not the backward's block of 32 columns, so
+#: that its pipelined loop fits the registers in float32 (32 spills: scripts/bench/kernels.py).
+FORWARD_BLOCKS = {**BLOCKS, "BK": 16}
 #: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
 NUM_WARPS = 4
 
@@ -195,7 +201,7 @@ def forward(
     _forward_kernel[grid](
         pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
         cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
-        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **BLOCKS,
+        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **FORWARD_BLOCKS,
     )  # fmt: skip
     return out_h, out_c, act
 
