@@ -172,7 +172,7 @@ def _backward_kernel(
 
 
 #: Rows, hidden units and input columns per program: small hidden and column blocks, so that a batch of
-#: 16 rows still spreads over 64 or more programs (untuned: a GPU session should time others).
+#: 16 rows still spreads over 64 or more programs (untuned: to be timed against others on a GPU).
 BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
 #: The forward walks its inputs BK columns an iteration: 16, not the backward's block of 32 columns, so
 #: that its pipelined loop fits the registers in float32 (32 spills: scripts/bench/kernels.py).
