@@ -3,6 +3,7 @@ words, a median time."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -52,3 +53,16 @@ def markdown_tables(output: str) -> list[list[str]]:
             tables.append(current)
             current = []
     return tables
+
+
+def add_split_arguments(parser: argparse.ArgumentParser) -> None:
+    """--out, --seed and --val-fraction: where a corpus tool (prepare_filelist, prepare_ljspeech) writes
+    the filelists and how it splits the clips, alike in every tool."""
+    parser.add_argument(
+        "--out",
+        default=Path(__file__).resolve().parents[1] / "filelists",
+        type=Path,
+        help="where the filelists go (default: the repo's filelists/, where train.py looks)",
+    )
+    parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split (default 0)")
+    parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation (default 0.2)")

@@ -20,6 +20,7 @@ from batching.errors import UserError
 from data.audio import MelConfig
 from data.corpora.metadata import folder_sources, metadata_sources, prepare_filelists
 from data.text import UNKNOWN_CHARS
+from scripts.common import add_split_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,14 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--name", required=True, help="the corpus's name: the filelists are NAME_train.txt, NAME_val.txt"
     )
-    parser.add_argument(
-        "--out",
-        default=Path(__file__).resolve().parents[2] / "filelists",
-        type=Path,
-        help="where the filelists go (default: the repo's filelists/)",
-    )
-    parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split (default 0)")
-    parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation (default 0.2)")
+    add_split_arguments(parser)
     parser.add_argument(
         "--unknown-chars",
         default="error",

@@ -9,19 +9,13 @@ from pathlib import Path
 from batching.errors import UserError
 from data.audio import MelConfig
 from data.corpora.ljspeech import prepare_ljspeech
+from scripts.common import add_split_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ljspeech", required=True, type=Path, help="folder holding metadata.csv and wavs/")
-    parser.add_argument(
-        "--out",
-        default=Path(__file__).resolve().parents[2] / "filelists",
-        type=Path,
-        help="where the filelists go (default: the repo's filelists/, where train.py looks)",
-    )
-    parser.add_argument("--seed", default=0, type=int, help="seed of the random train/validation split")
-    parser.add_argument("--val-fraction", default=0.2, type=float, help="share of clips for validation")
+    add_split_arguments(parser)
     args = parser.parse_args(argv)
     try:
         prepared = prepare_ljspeech(args.ljspeech, args.out, args.seed, args.val_fraction, MelConfig())
