@@ -139,7 +139,7 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
     auto = _auto_batch_size(hp["batch_size"])
     try:
         data = DataConfig(**_fields_of(DataConfig, hp))
-        mel = MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
+        mel = mel_config(hp)
         batching = batching_config(hp | {"batch_size": PAPER_B0} if auto else hp, r)
         model = model_config(hp, mel, r)
     except (
@@ -161,6 +161,12 @@ def resolve_config(hp: dict[str, Any]) -> RunConfig:
             "loop the few fixed shapes a graph replays"
         )
     return RunConfig(train, data, batching, model, mel, auto)
+
+
+def mel_config(hp: dict[str, Any]) -> MelConfig:
+    """The mel features a flat hparams dict sets (window and hop in ms, as the hparams give them): a
+    run's, or the run a checkpoint's stored hparams describe."""
+    return MelConfig.from_ms(**{k: hp[k] for k in _MEL_KEYS})
 
 
 #: A config class's field as its messages name it, and the hparam a user typed for it (model.* for the model's).

@@ -28,6 +28,7 @@ from batching.errors import UserError
 from data.audio import MelConfig
 from model import Tacotron2, Tacotron2Config
 from training.checkpoint import is_recipe_checkpoint, read_torch_file
+from training.config import mel_config
 from training.hparams import resume_hparams
 from training.rundir import BEST, LAST
 
@@ -103,10 +104,7 @@ def read_init_source(path: Path) -> InitSource:
     loaded = read_torch_file(path)
     if is_recipe_checkpoint(loaded):
         stored = resume_hparams(loaded["hparams"], "")  # settings it predates take their defaults
-        mel = MelConfig.from_ms(
-            **{k: stored[k] for k in ("sample_rate", "win_ms", "hop_ms", "n_fft", "n_mels", "fmin", "fmax")}
-        )
-        return InitSource(path, "recipe", loaded["model"], mel)
+        return InitSource(path, "recipe", loaded["model"], mel_config(stored))
     state = loaded.get("state_dict", loaded) if isinstance(loaded, dict) else None
     if isinstance(state, dict):
         state = {k.removeprefix("module."): v for k, v in state.items()}  # saved from a DDP-wrapped model

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import gc
 import time
 from pathlib import Path
@@ -58,9 +59,15 @@ def release_memory() -> None:
     working set with every step and variant (bench.step on the small model, 2 batches of eager and
     fast: 5.5 GiB resident at the end instead of 1.2). No-op where the C library has no malloc_trim (macOS, musl)."""
     gc.collect()
-    trim = getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    """The C library's malloc_trim, or None: looked up once (find_library runs ldconfig)."""
+    return getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
 
 
 def pick_timed(costs: np.ndarray, k: int) -> np.ndarray:
