@@ -277,6 +277,11 @@ def _backward_kernel(
 NUM_WARPS = 8
 
 
+def grid(rows: int) -> tuple[int]:
+    """Both kernels' programs: one per row (utterance)."""
+    return (rows,)
+
+
 def blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
     """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles."""
     return {
@@ -315,7 +320,7 @@ def forward(
     context = cum.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
-    _forward_kernel[(b,)](
+    _forward_kernel[grid(b)](
         ah, query_weight, query_pre, memory, processed_memory, prev, cum, scoring, mask_bias,
         row, query, ah_copy, context, weights, new_cum, energies,
         query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, m, dim, hidden,
@@ -367,7 +372,7 @@ def backward(
     pointers += (part_acc if part_acc is not None else grads[6],)
     scratch = (query.new_empty(b, t_text), query.new_empty(b, t_text, grid_blocks["BJ"]))
     ctx_extra, w_extra = extras
-    _backward_kernel[(b,)](
+    _backward_kernel[grid(b)](
         query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
         d_ah_copy, d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
         *pointers, *scratch, d_ah_copy.stride(0), 0 if ctx_extra is None else ctx_extra.stride(0),

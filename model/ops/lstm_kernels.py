@@ -181,6 +181,16 @@ FORWARD_BLOCKS = {**BLOCKS, "BK": 16}
 NUM_WARPS = 4
 
 
+def forward_grid(rows: int, hidden: int) -> tuple[int, int]:
+    """The forward's programs: (blocks of rows, blocks of hidden units)."""
+    return triton.cdiv(rows, BLOCKS["BB"]), triton.cdiv(hidden, BLOCKS["BH"])
+
+
+def backward_grid(rows: int, width: int) -> tuple[int, int]:
+    """The backward's programs: (blocks of rows, blocks of input columns)."""
+    return triton.cdiv(rows, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"])
+
+
 def forward(
     pre: torch.Tensor,
     parts: list[torch.Tensor],
@@ -197,8 +207,7 @@ def forward(
     out_h, out_c = cell.new_empty(b, hidden), cell.new_empty(b, hidden)
     act = cell.new_empty(b, h4, dtype=acc)
     sizes = [(p, p.size(1)) for p in parts] + [(parts[0], 0)] * (3 - len(parts))
-    grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(hidden, BLOCKS["BH"]))
-    _forward_kernel[grid](
+    _forward_kernel[forward_grid(b, hidden)](
         pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
         cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
         NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **FORWARD_BLOCKS,
@@ -225,8 +234,7 @@ def backward(
     width = weight.size(1)
     acc = accumulation_dtype(weight.dtype)
     grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width, dtype=acc))
-    grid = (triton.cdiv(b, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"]))
-    _backward_kernel[grid](
+    _backward_kernel[backward_grid(b, width)](
         act, cell, new_cell, cell if keep is None else keep, d_h, d_h if d_h_extra is None else d_h_extra, d_c,
         weight, *grads, d_h.stride(0), 0 if d_h_extra is None else d_h_extra.stride(0), b, h4 // 4, width,
         HAS_KEEP=keep is not None, HAS_EXTRA=d_h_extra is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
