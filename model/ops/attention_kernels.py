@@ -121,7 +121,7 @@ def _query_backward(dq, wq_ptr, dah_b, dahin_b, H, D, BD: tl.constexpr, BH: tl.c
 
 
 @triton.jit
-def _forward_kernel(
+def attention_forward_kernel(
     ah_ptr, wq_ptr, preq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
     row_ptr, q_ptr, ahout_ptr, ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # the row written, outputs, scratch [B, T]
     preq_sb, preq_sd, row_stride, T, M, D, H,
@@ -213,7 +213,7 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
 
 
 @triton.jit
-def _backward_kernel(
+def attention_backward_kernel(
     q_ptr, wq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (q, w: the forward's)
     dctx_ptr, dw_ptr, dnewcum_ptr, dahin_ptr, dctxx_ptr, dwx_ptr,  # the outputs' gradients (x: the extra terms)
     dah_ptr, dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
@@ -320,7 +320,7 @@ def forward(
     context = cum.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
-    _forward_kernel[grid(b)](
+    attention_forward_kernel[grid(b)](
         ah, query_weight, query_pre, memory, processed_memory, prev, cum, scoring, mask_bias,
         row, query, ah_copy, context, weights, new_cum, energies,
         query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, m, dim, hidden,
@@ -372,7 +372,7 @@ def backward(
     pointers += (part_acc if part_acc is not None else grads[6],)
     scratch = (query.new_empty(b, t_text), query.new_empty(b, t_text, grid_blocks["BJ"]))
     ctx_extra, w_extra = extras
-    _backward_kernel[grid(b)](
+    attention_backward_kernel[grid(b)](
         query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
         d_ah_copy, d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
         *pointers, *scratch, d_ah_copy.stride(0), 0 if ctx_extra is None else ctx_extra.stride(0),

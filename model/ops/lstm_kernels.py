@@ -64,7 +64,7 @@ def _gate_products(
 
 
 @triton.jit
-def _forward_kernel(
+def lstm_forward_kernel(
     pre_ptr, pre_stride, p0_ptr, k0, p1_ptr, k1, p2_ptr, k2, w_ptr, row_ptr, row_stride, cell_ptr, keep_ptr,
     h_ptr, c_ptr, act_ptr,  # outputs: h (dropout applied), the new cell, the gates' activations [B, 4H]
     B, H, K,
@@ -136,7 +136,7 @@ def _gate_grads(
 
 
 @triton.jit
-def _backward_kernel(
+def lstm_backward_kernel(
     act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dhx_ptr, dc_ptr, w_ptr,
     dgates_ptr, dcell_ptr, dx_ptr,  # outputs: the gates' gradients [B, 4H], the previous cell's, the inputs' [B, K]
     dh_stride, dhx_stride, B, H, K,
@@ -207,7 +207,7 @@ def forward(
     out_h, out_c = cell.new_empty(b, hidden), cell.new_empty(b, hidden)
     act = cell.new_empty(b, h4, dtype=acc)
     sizes = [(p, p.size(1)) for p in parts] + [(parts[0], 0)] * (3 - len(parts))
-    _forward_kernel[forward_grid(b, hidden)](
+    lstm_forward_kernel[forward_grid(b, hidden)](
         pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
         cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
         NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **FORWARD_BLOCKS,
@@ -234,7 +234,7 @@ def backward(
     width = weight.size(1)
     acc = accumulation_dtype(weight.dtype)
     grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width, dtype=acc))
-    _backward_kernel[backward_grid(b, width)](
+    lstm_backward_kernel[backward_grid(b, width)](
         act, cell, new_cell, cell if keep is None else keep, d_h, d_h if d_h_extra is None else d_h_extra, d_c,
         weight, *grads, d_h.stride(0), 0 if d_h_extra is None else d_h_extra.stride(0), b, h4 // 4, width,
         HAS_KEEP=keep is not None, HAS_EXTRA=d_h_extra is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS,

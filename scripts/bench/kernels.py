@@ -98,8 +98,8 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
                 default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
                 consts = {**blocks, "ACC": tl.float32}
                 kernels = (
-                    ("attention forward", attention_kernels._forward_kernel, {}),
-                    ("attention backward", attention_kernels._backward_kernel, LOOP_BACKWARD),
+                    ("attention forward", attention_kernels.attention_forward_kernel, {}),
+                    ("attention backward", attention_kernels.attention_backward_kernel, LOOP_BACKWARD),
                 )
                 for name, fn, more in kernels:
                     label = f"{name}, {precision}, chunk {chunk}"
@@ -116,10 +116,14 @@ def lstm_variants(warps: list[int]) -> list[Variant]:
             forward = {**lstm_kernels.FORWARD_BLOCKS, "NPARTS": 3, "HAS_KEEP": True, "ACC": tl.float32}
             backward = {**lstm_kernels.BLOCKS, "HAS_KEEP": True, "HAS_EXTRA": True, "ACC": tl.float32}
             found.append(
-                Variant(f"lstm forward, {precision}", lstm_kernels._forward_kernel, low, forward, num_warps, default)
+                Variant(
+                    f"lstm forward, {precision}", lstm_kernels.lstm_forward_kernel, low, forward, num_warps, default
+                )
             )
             found.append(
-                Variant(f"lstm backward, {precision}", lstm_kernels._backward_kernel, low, backward, num_warps, default)
+                Variant(
+                    f"lstm backward, {precision}", lstm_kernels.lstm_backward_kernel, low, backward, num_warps, default
+                )
             )
     return found
 
