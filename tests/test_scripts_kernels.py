@@ -3,15 +3,41 @@ this GPU-less machine, with the Triton the GPU image runs, and at the sizes the 
 with their loops' loads are pipelined (LDGSTS, cp.async, or TMA in the SASS: every kernel walks memory
 in a loop) and they fit the registers, but for one measured exception: the attention's backward spills
 under 512 bytes a thread (448 in float32, 424 with bf16 inputs when written, 400 and 408 before its
-loops were pipelined: docs/results.md)."""
+loops were pipelined: docs/results.md); and its prediction of a decoder step's time
+(scripts/bench/kernel_model.py), checked by hand on made-up kernels and machines, with the launches'
+bytes, the report's tables and the measured figures it reads."""
 
+import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from scripts.bench.kernels import COLUMNS, sass_figures
+from scripts.bench.kernel_launches import launch_bytes, step_launches, traffic
+from scripts.bench.kernel_model import (
+    Compiled,
+    Costs,
+    Gpu,
+    Launch,
+    Loop,
+    StructureError,
+    predict,
+    resident,
+    round_trips,
+)
+from scripts.bench.kernel_report import (
+    MEASURED_COLUMNS,
+    PREDICTION_COLUMNS,
+    ROWS,
+    Planned,
+    measured_table,
+    prediction_table,
+    read_measured,
+    step_lines,
+)
+from scripts.bench.kernels import COLUMNS, SIZES, default_variants, main, sass_figures
 from scripts.common import markdown_tables
 from tests.kit import REPO
 
@@ -34,12 +60,134 @@ def test_the_sass_reader_counts_pipelined_loads_and_innermost_loops():
     assert sass_figures(SASS) == {"LDGSTS": 1, "UTMALDG": 1, "loops": [(2, 1)]}
 
 
+#: A made-up machine with round figures: 1 TB/s, 2 SMs at 1 GHz; a round trip 1 us, a launch 2 us.
+GPU = Gpu("test", 1e12, 2, 1e9)
+COSTS = Costs(latency_s=1e-6, launch_s=2e-6)
+
+
+def test_the_prediction_takes_the_largest_bound_and_adds_the_launch():
+    # 64 registers x 32 threads = 8 units of 256 a warp, 2 warps: 65536 / 4096 = 16 programs an SM
+    compiled = Compiled(warps=2, registers=64, shared=0, pipelined=True, loops=((100, 0), (10, 1)))
+    loops = (Loop(trips=9), Loop(trips=3, passes=2, dependent=2, outer_wait=True))
+    launch = Launch(programs=8, bytes=5_000_000, loops=loops, outside=1, stages=3)
+    assert resident(compiled) == 16
+    # pipelined: ceil(9 / (3 - 1)) = 5; plain loads: 2 passes x (3 x 2 + 1) = 14; 1 outside
+    assert round_trips(launch, compiled) == 20
+    p = predict(launch, compiled, GPU, COSTS)
+    assert p.bandwidth_s == pytest.approx(5e-6)  # 5 MB at 1 TB/s
+    assert p.latency_s == pytest.approx(20e-6)  # one wave: 8 programs <= 2 SMs x 16
+    # 4 programs an SM x 2 warps x (100 x 9 + 10 x 3 x 2) instructions at 4 a cycle, 1 GHz
+    assert p.issue_s == pytest.approx(4 * 2 * 960 / 4 / 1e9)
+    assert p.bound == "latency" and p.seconds == pytest.approx(22e-6)
+
+
+def test_few_warps_cannot_fill_the_issue_slots_and_shared_memory_makes_waves():
+    one_warp = Compiled(warps=1, registers=32, shared=0, pipelined=False, loops=((3000, 1),))
+    launch = Launch(programs=1, bytes=0, loops=(Loop(trips=50),), outside=0, stages=3)
+    p = predict(launch, one_warp, GPU, COSTS)
+    assert p.latency_s == pytest.approx(50e-6)  # not pipelined: a round trip an iteration
+    assert p.issue_s == pytest.approx(3000 * 50 / 1 / 1e9)  # one warp issues one a cycle, not four
+    assert p.bound == "issue" and p.seconds == pytest.approx(152e-6)
+    # 100 KiB of shared memory: two programs an SM (228 KiB, 1 KiB reserved each); 5 programs on 2 SMs: 2 waves
+    big = Compiled(warps=4, registers=32, shared=100 * 1024, pipelined=True, loops=((10, 0),))
+    assert resident(big) == 2
+    waves = Launch(programs=5, bytes=0, loops=(Loop(trips=4),), outside=1, stages=3)
+    assert predict(waves, big, GPU, COSTS).latency_s == pytest.approx(2 * 3e-6)
+
+
+def test_a_kernel_whose_loops_are_not_the_sass_ones_is_an_error():
+    compiled = Compiled(warps=4, registers=32, shared=0, pipelined=True, loops=((10, 0), (10, 0)))
+    launch = Launch(programs=1, bytes=0, loops=(Loop(trips=4),), outside=0, stages=3)
+    with pytest.raises(StructureError, match="its SASS has 2 innermost loops"):
+        predict(launch, compiled, GPU, COSTS, "k")
+
+
+def test_the_step_launches_name_every_pointer_and_count_bf16_weights_at_half():
+    launches = step_launches(SIZES)
+    assert [s.kernel for s in launches].count("lstm_forward_kernel") == 2 and len(launches) == 6
+    for v in default_variants():
+        for step in (s for s in launches if s.kernel == v.fn.__name__):
+            moved = traffic(step, SIZES, 16, v.constexprs)
+            assert set(moved) == {a for a in v.fn.arg_names if a.endswith("_ptr")}, step
+    decoder = next(s for s in launches if s.label == "lstm forward, decoder cell")
+    assert decoder.widths == (SIZES.attention_hidden, SIZES.memory, SIZES.decoder_hidden)
+    consts = {"HAS_KEEP": True}
+    fp32 = launch_bytes(decoder, SIZES, 16, consts, {})
+    bf16 = launch_bytes(decoder, SIZES, 16, consts, {"w_ptr": "bf16", "row_ptr": "bf16"})
+    k = decoder.width
+    assert fp32 - bf16 == 4 * decoder.hidden * k * 2 + 16 * k * 2
+
+
+def planned_made_up() -> list[Planned]:
+    """Two launches of made-up figures in fp32, at the report's rows and at 32."""
+    compiled = Compiled(warps=4, registers=32, shared=0, pipelined=True, loops=((10, 0),))
+    made = []
+    for step in step_launches(SIZES)[:2]:
+        launches = {r: Launch(r, 1000 * r, (Loop(trips=4),), 1, 3) for r in (*ROWS, 32)}
+        made.append(Planned(step, "fp32", compiled, launches))
+    return made
+
+
+def test_the_prediction_tables_parse_and_say_the_step(tmp_path):
+    planned = planned_made_up()
+    (table,) = markdown_tables("\n".join(prediction_table(planned, COSTS)))
+    rows = parse(table, PREDICTION_COLUMNS)
+    assert [r["launch"] for r in rows] == ["attention forward", "attention backward"]
+    assert all(float(r[f"us H100, B0 {b}"]) > 0 and r[f"programs, B0 {b}"] == str(b) for r in rows for b in ROWS)
+    lines = step_lines(planned, SIZES, COSTS)
+    assert lines[0].startswith("Predicted ms per decoder step, fp32: H100 ") and "Targets: at most 0.15 ms" in lines[-1]
+    path = tmp_path / "kernels.json"
+    timed = {"attention_forward_kernel": {"us_per_decoder_step": 12.5, "calls_per_decoder_step": 1}}
+    path.write_text(json.dumps({"device": "NVIDIA H200", "b0": 32, "precision": "fp32", "kernels": timed}))
+    measured = read_measured(str(path))
+    assert measured.gpu.name == "H200" and measured.kernels == {"attention_forward_kernel": (12.5, 1)}
+    head, *rest = measured_table(planned, measured, COSTS)
+    (table,) = markdown_tables("\n".join(rest))
+    rows = {r["kernel"]: r for r in parse(table, MEASURED_COLUMNS)}
+    assert (
+        head.startswith("Measured on NVIDIA H200, B0 32")
+        and rows["attention_forward_kernel"]["us per step, measured"] == "12.5"
+    )
+    assert rows["attention_backward_kernel"]["measured / predicted"] == "-" and "all kernels" in rows
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("{", "not JSON"),
+        ('{"device": "H100", "b0": 16, "precision": "fp32"}', "'kernels' must be a dict"),
+        ('{"device": "H100", "b0": 0, "precision": "fp32", "kernels": {}}', "'b0' must be at least 1"),
+        ('{"device": "A100", "b0": 16, "precision": "fp32", "kernels": {}}', "device 'A100' is not an H100 or H200"),
+        (
+            '{"device": "H100", "b0": 16, "precision": "fp32", "kernels": {"k": {"us_per_decoder_step": "1"}}}',
+            "kernel 'k': 'us_per_decoder_step' must be a float",
+        ),
+    ],
+)
+def test_a_bad_measured_file_is_one_error_line_before_any_compiling(tmp_path, capsys, text, says):
+    path = tmp_path / "kernels.json"
+    path.write_text(text)
+    assert main(["--defaults", "--measured", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --measured {path}") and says in err and err.count("\n") == 1
+
+
+def parse(table: list[str], columns: list[str]) -> list[dict]:
+    assert [c.strip() for c in table[0].split("|")[1:-1]] == columns
+    return [dict(zip(columns, (c.strip() for c in r.split("|")[1:-1]), strict=True)) for r in table[2:]]
+
+
 @pytest.mark.slow
-def test_the_kernels_compile_for_hopper_fit_the_registers_and_pipeline_their_loads(tmp_path):
+def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_and_predict_a_step(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    measured = tmp_path / "kernels.json"
+    timed = {"lstm_forward_kernel": {"us_per_decoder_step": 80.0, "calls_per_decoder_step": 2}}
+    measured.write_text(
+        json.dumps({"device": "NVIDIA H100 80GB HBM3", "b0": 16, "precision": "fp32", "kernels": timed})
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "scripts.bench.kernels", "--defaults"],
+        [sys.executable, "-m", "scripts.bench.kernels", "--defaults", "--measured", str(measured)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -47,9 +195,8 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_and_pipeline_their_loa
         timeout=300,
         check=True,
     ).stdout
-    (table,) = markdown_tables(out)
-    assert [c.strip() for c in table[0].split("|")[1:-1]] == COLUMNS
-    rows = [dict(zip(COLUMNS, (c.strip() for c in r.split("|")[1:-1]), strict=True)) for r in table[2:]]
+    table, prediction, compared = markdown_tables(out)
+    rows = parse(table, COLUMNS)
     assert len(rows) == 8 and all(row["kernel"].endswith("(default)") for row in rows)
     for row in rows:
         name, spilled = row["kernel"], int(row["stack bytes (spills)"])
@@ -57,3 +204,13 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_and_pipeline_their_loa
         assert int(row["LDGSTS"]) + int(row["UTMALDG"]) > 0, row  # some loop's loads are issued ahead
         assert row[COLUMNS[-1]], row
         assert spilled == 0 or (name.startswith("attention backward") and spilled < 512), (name, spilled)
+    # each launch of a step in both precisions, every figure positive (and the loops the SASS's: exit 0)
+    predicted = parse(prediction, PREDICTION_COLUMNS)
+    assert len(predicted) == 12 and all(float(r[c]) > 0 for r in predicted for c in PREDICTION_COLUMNS[2:-1])
+    steps = [line for line in out.splitlines() if line.startswith("Predicted ms per decoder step")]
+    assert len(steps) == 2 and all(float(x) > 0 for line in steps for x in re.findall(r"([0-9.]+) ms at B0", line))
+    kernels = {r["kernel"]: r for r in parse(compared, MEASURED_COLUMNS)}
+    assert (
+        kernels["lstm_forward_kernel"]["calls per step, predicted"] == "2"
+        and float(kernels["all kernels"]["us per step, predicted"]) > 0
+    )

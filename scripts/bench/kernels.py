@@ -13,20 +13,29 @@ pipelined, which a loop issues ahead of the iterations that use them: `LDGSTS` (
 to shared memory) and `UTMALDG` (TMA); and the instructions of each innermost loop, from its head
 to its back branch (what a warp issues per iteration, branches inside taken or not), and the plain
 global loads (`LDG`) left in it: a loop whose loads are not pipelined waits a memory round trip per
-iteration. The defaults the model launches
-with are marked. 1-2 s a compile on a CPU core (Triton's cache keeps them).
+iteration. The defaults the model launches with are marked. 1-2 s a compile on a CPU core (Triton's
+cache keeps them).
+
+Then, from the defaults' figures, a prediction (kernel_model.py, stated in docs/kernels.md): for each
+launch of a fused decoder step (attention forward and backward, each LSTM cell's forward and backward)
+its programs and bytes at B0 16 and 64 and its predicted microseconds on an H100 and an H200, and the
+step's milliseconds beside the targets (docs/kernels.md); with --measured (bench.step's per-kernel
+timing, JSON), the measured microseconds per kernel beside the predicted ones.
 
     python -m scripts.bench.kernels                    # sm_90 (H100, H200)
     python -m scripts.bench.kernels --defaults         # only what the model launches
-    python -m scripts.bench.kernels --arch 80          # A100
+    python -m scripts.bench.kernels --defaults --measured runs/gpu/kernels.json
+    python -m scripts.bench.kernels --arch 80          # A100 (the prediction stays Hopper's)
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 
@@ -37,12 +46,31 @@ from triton.compiler import ASTSource
 
 from model.ops import attention_kernels, lstm_kernels
 from model.ops.attention_step import CHUNK
+from scripts.bench.kernel_launches import StepLaunch, full_sizes, launch_bytes, loops, step_launches
+from scripts.bench.kernel_model import Compiled, Costs, Launch, StructureError
+from scripts.bench.kernel_report import (
+    ROWS,
+    MeasuredError,
+    Planned,
+    measured_table,
+    prediction_table,
+    read_measured,
+    step_lines,
+)
 from scripts.common import markdown_table
 
-#: The full model (hparams.yaml's model_presets.full): attention 128, memory 512, location kernel 31,
-#: both LSTMs 1024 wide; the attention cell reads [context, hidden] (512 + 1024), the decoder cell
-#: [attention hidden, context, hidden] (1024 + 512 + 1024). LJSpeech's longest text, 192 symbols.
-FULL = {"dim": 128, "memory": 512, "kernel": 31, "hidden": 1024, "text": 192}
+#: The full model's sizes (kernel_launches.full_sizes: Tacotron2Config's defaults, which hparams.yaml's
+#: model_presets.full keeps; LJSpeech's longest text, 192 symbols): attention 128, memory 512, location
+#: kernel 31, both LSTMs 1024 wide; the attention cell reads [context, hidden] (512 + 1024), the decoder
+#: cell [attention hidden, context, hidden] (1024 + 512 + 1024).
+SIZES = full_sizes()
+FULL = {
+    "dim": SIZES.dim,
+    "memory": SIZES.memory,
+    "kernel": SIZES.kernel,
+    "hidden": SIZES.decoder_hidden,
+    "text": SIZES.text,
+}
 #: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
 #: the processed memory's and the scoring partials' added in place, the context's gradient from the
 #: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py);
@@ -65,7 +93,9 @@ COLUMNS = [
 
 @dataclass(frozen=True)
 class Variant:
-    kernel: str  # the kernel's name, as the table prints it
+    kernel: (
+        str  # the kernel's name, as the table prints it: "what, precision[, more]" (the prediction reads the precision)
+    )
     fn: object  # the @triton.jit function
     pointers: dict  # argument name -> Triton element type of that pointer ("fp32" for the rest)
     constexprs: dict
@@ -192,27 +222,107 @@ def compile_variant(variant: Variant, arch: int) -> dict:
     return {**resources(cubin), "SHARED": kernel.metadata.shared, **sass_figures(cuobjdump(cubin, "-sass"))}
 
 
+def launch_programs(step: StepLaunch, rows: int) -> int:
+    """A launch's programs from its kernel module's grid function (the one home of the grids)."""
+    if step.kernel == "lstm_forward_kernel":
+        grid = lstm_kernels.forward_grid(rows, step.hidden)
+    elif step.kernel == "lstm_backward_kernel":
+        grid = lstm_kernels.backward_grid(rows, step.width)
+    else:
+        grid = attention_kernels.grid(rows)
+    return math.prod(grid)
+
+
+def kernel_stages(kernel: str) -> int:
+    """The iterations in flight of a kernel's pipelined loops (its module's STAGES)."""
+    return (lstm_kernels if kernel.startswith("lstm") else attention_kernels).STAGES.value
+
+
+def compiled_figures(variant: Variant, figures: dict) -> Compiled:
+    """compile_variant's figures as the prediction reads them."""
+    pipelined = figures["LDGSTS"] + figures["UTMALDG"] > 0
+    loops_found = tuple(tuple(loop) for loop in figures["loops"])
+    return Compiled(variant.num_warps, figures["REG"], figures["SHARED"], pipelined, loops_found)
+
+
+def plan(compiled: list[tuple[Variant, dict]], rows: list[int]) -> tuple[list[Planned], list[str]]:
+    """Each launch of a decoder step in each precision compiled, from its default variant, at `rows`;
+    and what could not be planned (a precision lacking a kernel's default variant), said in words."""
+    defaults = {(v.fn.__name__, v.kernel.split(", ")[1]): (v, r) for v, r in compiled if v.default}
+    planned, missing = [], []
+    for precision in dict.fromkeys(p for _, p in defaults):
+        mine = []
+        for step in step_launches(SIZES):
+            if (step.kernel, precision) not in defaults:
+                missing.append(f"no prediction in {precision}: no default variant of {step.kernel} compiled")
+                break
+            v, figures = defaults[step.kernel, precision]
+            inner, outside = loops(step, SIZES, v.constexprs)
+            launches = {
+                r: Launch(
+                    launch_programs(step, r),
+                    launch_bytes(step, SIZES, r, v.constexprs, v.pointers),
+                    inner,
+                    outside,
+                    kernel_stages(step.kernel),
+                )
+                for r in rows
+            }
+            mine.append(Planned(step, precision, compiled_figures(v, figures), launches))
+        else:
+            planned += mine
+    return planned, missing
+
+
+def compile_table(compiled: list[tuple[Variant, dict]], arch: int) -> list[str]:
+    """The compiler's figures, one row per variant (COLUMNS)."""
+    rows = []
+    for v, r in compiled:
+        mark = " (default)" if v.default else ""
+        figures = [v.num_warps, r["REG"], r["STACK"], r["SHARED"], r["LDGSTS"], r["UTMALDG"]]
+        loops_found = ", ".join(f"{n} ({plain} LDG)" for n, plain in r["loops"])
+        rows.append([v.kernel + mark, *(str(x) for x in figures), loops_found])
+    return [f"Triton {triton.__version__}, sm_{arch}, the full model's sizes {FULL}", *markdown_table(COLUMNS, rows)]
+
+
+def report(args: argparse.Namespace) -> list[str]:
+    """The report's lines: the compiled variants' table, then the prediction (and the measured figures)."""
+    measured = None if args.measured is None else read_measured(args.measured)  # before minutes of compiling
+    if args.defaults:
+        variants = default_variants()
+    else:
+        warps = [int(w) for w in args.warps.split(",")]
+        variants = attention_variants([int(c) for c in args.chunks.split(",")], warps) + lstm_variants(warps)
+    compiled = [(v, compile_variant(v, args.arch)) for v in variants]
+    costs = Costs(latency_s=args.latency_ns * 1e-9, launch_s=args.launch_us * 1e-6)
+    rows = sorted({*ROWS, *(() if measured is None else (measured.b0,))})
+    planned, missing = plan(compiled, rows)
+    lines = [*compile_table(compiled, args.arch), "", *missing]
+    if planned:
+        head = (
+            f"Predicted per launch (docs/kernels.md): round trip {args.latency_ns:g} ns, launch {args.launch_us:g} us"
+        )
+        lines += [head, *prediction_table(planned, costs), "", *step_lines(planned, SIZES, costs)]
+    if measured is not None:
+        lines += ["", *measured_table(planned, measured, costs)]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90: H100/H200, 80: A100)")
     parser.add_argument("--chunks", default="16,32,64", help="the attention's chunks of symbols to compile")
     parser.add_argument("--warps", default="4,8", help="warps per program to compile")
     parser.add_argument("--defaults", action="store_true", help="only what the model launches (ignores the two above)")
+    parser.add_argument("--measured", help="bench.step's per-kernel timing (JSON), printed beside the prediction")
+    parser.add_argument("--latency-ns", type=float, default=Costs().latency_s * 1e9, help="a memory round trip")
+    parser.add_argument("--launch-us", type=float, default=Costs().launch_s * 1e6, help="a launch in a CUDA graph")
     args = parser.parse_args(argv)
-    if args.defaults:
-        variants = default_variants()
-    else:
-        warps = [int(w) for w in args.warps.split(",")]
-        variants = attention_variants([int(c) for c in args.chunks.split(",")], warps) + lstm_variants(warps)
-    rows = []
-    for v in variants:
-        r = compile_variant(v, args.arch)
-        mark = " (default)" if v.default else ""
-        figures = [v.num_warps, r["REG"], r["STACK"], r["SHARED"], r["LDGSTS"], r["UTMALDG"]]
-        loops = ", ".join(f"{n} ({plain} LDG)" for n, plain in r["loops"])
-        rows.append([v.kernel + mark, *(str(x) for x in figures), loops])
-    print(f"Triton {triton.__version__}, sm_{args.arch}, the full model's sizes {FULL}")
-    print("\n".join(markdown_table(COLUMNS, rows)))
+    try:
+        print("\n".join(report(args)))
+    except (MeasuredError, StructureError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

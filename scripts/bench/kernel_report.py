@@ -1,0 +1,183 @@
+"""The compiler's report's prediction, printed: per launch of a fused decoder step its programs, bytes
+and predicted time on an H100 and an H200 at B0 16 and 64 (kernel_model.py), the step's total beside
+the fused step's targets and the step measured before the kernels, and, given bench.step's per-kernel timing
+(`--measured`), the measured microseconds beside the prediction. Torch- and Triton-free:
+scripts/bench/kernels.py compiles and plans the launches."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.bench.kernel_launches import OTHER_OPERATIONS, Sizes, StepLaunch, other_bytes
+from scripts.bench.kernel_model import GPUS, Compiled, Costs, Gpu, Launch, Prediction, predict
+from scripts.common import markdown_table
+
+#: The rows of a batch the prediction is made at: B0 16 (the paper's) and 64.
+ROWS = (16, 64)
+#: The fused step's targets per decoder step at B0 16: the prediction (from the compiler's output) and the
+#: step measured on one H100 or H200.
+PREDICTION_TARGET_S = 0.15e-3
+MEASURED_TARGET_S = 0.10e-3
+#: The graphed fast step before the fused kernels, measured on an H100 in float32 (docs/results.md's
+#: step-cost fit): 0.2856 ms a decoder step plus 7.06 us an utterance-step.
+BEFORE_FIXED_S = 0.2856e-3
+BEFORE_PER_ROW_S = 7.06e-6
+
+PREDICTION_COLUMNS = [
+    "launch",
+    "precision",
+    *(f"programs, B0 {r}" for r in ROWS),
+    *(f"MB, B0 {r}" for r in ROWS),
+    *(f"us {gpu.name}, B0 {r}" for gpu in GPUS for r in ROWS),
+    f"bound ({GPUS[0].name}, B0 {ROWS[0]})",
+]
+MEASURED_COLUMNS = [
+    "kernel",
+    "calls per step, predicted",
+    "calls per step, measured",
+    "us per step, predicted",
+    "us per step, measured",
+    "measured / predicted",
+]
+
+
+class MeasuredError(ValueError):
+    """A --measured file that cannot be read as bench.step's per-kernel timing."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One launch of the step in one precision: the compiled kernel's figures and the launch at each
+    number of rows it is predicted at."""
+
+    step: StepLaunch
+    precision: str
+    compiled: Compiled
+    launches: dict[int, Launch]
+
+    def predicted(self, rows: int, gpu: Gpu, costs: Costs) -> Prediction:
+        return predict(self.launches[rows], self.compiled, gpu, costs, f"{self.step.kernel} ({self.step.label})")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """bench.step's per-kernel timing: {"device", "b0", "precision", "kernels": {Triton function name:
+    {"us_per_decoder_step", "calls_per_decoder_step"}}}, and the GPU of the model it is compared with."""
+
+    device: str
+    b0: int
+    precision: str
+    kernels: dict[str, tuple[float, float]]  # name -> (us per decoder step, calls per decoder step)
+    gpu: Gpu
+
+
+def field(data: dict, key: str, kind: type, where: str):
+    """data[key], which must be a `kind` (a number for float), else a MeasuredError naming it."""
+    value = data.get(key) if isinstance(data, dict) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else isinstance(value, kind)
+    if not ok:
+        raise MeasuredError(f"{where}: {key!r} must be a {kind.__name__}, found {value!r}")
+    return value
+
+
+def read_measured(path: str) -> Measured:
+    """The per-kernel timing at `path` (format: Measured), checked; its device must be an H100 or H200."""
+    where = f"--measured {path}"
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise MeasuredError(f"{where}: cannot read it ({err.strerror})") from err
+    except json.JSONDecodeError as err:
+        raise MeasuredError(f"{where}: not JSON (line {err.lineno}: {err.msg})") from err
+    device, b0 = field(data, "device", str, where), field(data, "b0", int, where)
+    precision, kernels = field(data, "precision", str, where), field(data, "kernels", dict, where)
+    if b0 < 1:
+        raise MeasuredError(f"{where}: 'b0' must be at least 1, found {b0}")
+    timed = {}
+    for name, entry in kernels.items():
+        at = f"{where}, kernel {name!r}"
+        timed[name] = (
+            field(entry, "us_per_decoder_step", float, at),
+            field(entry, "calls_per_decoder_step", float, at),
+        )
+    gpu = next((g for g in GPUS if g.name in device.upper()), None)
+    if gpu is None:
+        names = " or ".join(g.name for g in GPUS)
+        raise MeasuredError(f"{where}: device {device!r} is not an {names}, the GPUs the prediction has figures for")
+    return Measured(device, b0, precision, timed, gpu)
+
+
+def measured_precision(measured: Measured) -> str:
+    """The compiled precision a measurement is compared with: bf16 under autocast, else fp32 (3xTF32)."""
+    return "bf16" if "bf16" in measured.precision.lower() else "fp32"
+
+
+def other_seconds(sizes: Sizes, rows: int, gpu: Gpu, costs: Costs) -> float:
+    """The step's other operations (kernel_launches.OTHER_OPERATIONS): each a launch and a round trip."""
+    return OTHER_OPERATIONS * (costs.launch_s + costs.latency_s) + other_bytes(sizes, rows) / gpu.bandwidth
+
+
+def step_seconds(planned: list[Planned], sizes: Sizes, rows: int, gpu: Gpu, costs: Costs) -> float:
+    """A decoder step: its launches (one precision's) and its other operations."""
+    return sum(p.predicted(rows, gpu, costs).seconds for p in planned) + other_seconds(sizes, rows, gpu, costs)
+
+
+def prediction_table(planned: list[Planned], costs: Costs) -> list[str]:
+    """One row per launch and precision (PREDICTION_COLUMNS): microseconds per launch."""
+    rows = []
+    for p in planned:
+        us = [1e6 * p.predicted(r, gpu, costs).seconds for gpu in GPUS for r in ROWS]
+        rows.append(
+            [
+                p.step.label,
+                p.precision,
+                *(str(p.launches[r].programs) for r in ROWS),
+                *(f"{p.launches[r].bytes / 1e6:.2f}" for r in ROWS),
+                *(f"{x:.1f}" for x in us),
+                p.predicted(ROWS[0], GPUS[0], costs).bound,
+            ]
+        )
+    return markdown_table(PREDICTION_COLUMNS, rows)
+
+
+def step_lines(planned: list[Planned], sizes: Sizes, costs: Costs) -> list[str]:
+    """Per precision, the predicted milliseconds per decoder step on each GPU at ROWS, beside the targets
+    and the step before the kernels."""
+    lines = []
+    for precision in dict.fromkeys(p.precision for p in planned):
+        mine = [p for p in planned if p.precision == precision]
+        per_gpu = [
+            f"{gpu.name} "
+            + ", ".join(f"{1e3 * step_seconds(mine, sizes, r, gpu, costs):.3f} ms at B0 {r}" for r in ROWS)
+            for gpu in GPUS
+        ]
+        lines.append(f"Predicted ms per decoder step, {precision}: " + "; ".join(per_gpu))
+    before = ", ".join(f"{1e3 * (BEFORE_FIXED_S + r * BEFORE_PER_ROW_S):.3f} ms at B0 {r}" for r in ROWS)
+    lines.append(
+        f"Targets: at most {PREDICTION_TARGET_S * 1e3:.2f} ms predicted and {MEASURED_TARGET_S * 1e3:.2f} ms measured"
+        f" at B0 {ROWS[0]}. Before the kernels (graphed, fp32, H100, measured: {BEFORE_FIXED_S * 1e3:.4f} ms +"
+        f" {BEFORE_PER_ROW_S * 1e6:.2f} us x B0): {before}."
+    )
+    return lines
+
+
+def measured_table(planned: list[Planned], measured: Measured, costs: Costs) -> list[str]:
+    """Per kernel, the predicted and the measured microseconds per decoder step (at the measurement's
+    B0, GPU and precision), and the kernels' total."""
+    mine = [p for p in planned if p.precision == measured_precision(measured)]
+    predicted = {}
+    for p in mine:
+        calls, us = predicted.get(p.step.kernel, (0, 0.0))
+        predicted[p.step.kernel] = (calls + 1, us + 1e6 * p.predicted(measured.b0, measured.gpu, costs).seconds)
+    rows = []
+    for name in dict.fromkeys([*predicted, *measured.kernels]):
+        calls, us = predicted.get(name, (0, 0.0))
+        m_us, m_calls = measured.kernels.get(name, (0.0, 0.0))
+        ratio = f"{m_us / us:.2f}" if us and name in measured.kernels else "-"
+        rows.append([name, str(calls), f"{m_calls:g}", f"{us:.1f}", f"{m_us:.1f}", ratio])
+    total, m_total = sum(us for _, us in predicted.values()), sum(us for us, _ in measured.kernels.values())
+    rows.append(["all kernels", "", "", f"{total:.1f}", f"{m_total:.1f}", f"{m_total / total:.2f}" if total else "-"])
+    head = f"Measured on {measured.device}, B0 {measured.b0}, {measured.precision} (predicted: {measured.gpu.name})"
+    return [head, *markdown_table(MEASURED_COLUMNS, rows)]
