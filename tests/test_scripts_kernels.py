@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from scripts.bench.kernel_launches import launch_bytes, step_launches, traffic
+from scripts.bench.kernel_launches import fits, launch_bytes, loops, step_launches, traffic
 from scripts.bench.kernel_model import (
     Compiled,
     Costs,
@@ -111,6 +111,10 @@ def test_the_step_launches_name_every_pointer_and_count_bf16_weights_at_half():
             assert set(moved) == {a for a in v.fn.arg_names if a.endswith("_ptr")}, step
     decoder = next(s for s in launches if s.label == "lstm forward, decoder cell")
     assert decoder.widths == (SIZES.attention_hidden, SIZES.memory, SIZES.decoder_hidden)
+    attention = next(s for s in launches if s.label == "lstm forward, attention cell")
+    assert fits(decoder, {"NPARTS": 3}) and not fits(attention, {"NPARTS": 3})  # it borrows the decoder cell's
+    # the attention cell's forward, compiled for three inputs, walks its two and none of the third
+    assert [loop.trips for loop in loops(attention, SIZES, {"NPARTS": 3, "BK": 16})[0]] == [512 // 16, 1024 // 16, 0]
     consts = {"HAS_KEEP": True}
     fp32 = launch_bytes(decoder, SIZES, 16, consts, {})
     bf16 = launch_bytes(decoder, SIZES, 16, consts, {"w_ptr": "bf16", "row_ptr": "bf16"})

@@ -86,6 +86,17 @@ def step_launches(sizes: Sizes) -> list[StepLaunch]:
     ]
 
 
+def fits(launch: StepLaunch, consts: dict) -> bool:
+    """Whether a variant was compiled for this launch: an LSTM forward for its number of inputs, a
+    backward with or without the extra gradient as it launches; any variant of the attention kernels.
+    A launch without a variant of its own is predicted from another (the decoder cell's, say)."""
+    if launch.kernel == "lstm_forward_kernel":
+        return consts.get("NPARTS") == len(launch.widths)
+    if launch.kernel == "lstm_backward_kernel":
+        return consts.get("HAS_EXTRA") == launch.extra
+    return True
+
+
 def lstm_forward_traffic(launch: StepLaunch, rows: int, consts: dict) -> dict:
     """Elements and passes per pointer: the precomputed term, the inputs, the weights, the cell and the
     dropout mask read; the inputs' row, h, c and the gates' activations written."""

@@ -46,7 +46,7 @@ from triton.compiler import ASTSource
 
 from model.ops import attention_kernels, lstm_kernels
 from model.ops.attention_step import CHUNK
-from scripts.bench.kernel_launches import StepLaunch, full_sizes, launch_bytes, loops, step_launches
+from scripts.bench.kernel_launches import StepLaunch, fits, full_sizes, launch_bytes, loops, step_launches
 from scripts.bench.kernel_model import Compiled, Costs, Launch, StructureError
 from scripts.bench.kernel_report import (
     ROWS,
@@ -246,9 +246,13 @@ def compiled_figures(variant: Variant, figures: dict) -> Compiled:
 
 
 def plan(compiled: list[tuple[Variant, dict]], rows: list[int]) -> tuple[list[Planned], list[str]]:
-    """Each launch of a decoder step in each precision compiled, from its default variant, at `rows`;
-    and what could not be planned (a precision lacking a kernel's default variant), said in words."""
-    defaults = {(v.fn.__name__, v.kernel.split(", ")[1]): (v, r) for v, r in compiled if v.default}
+    """Each launch of a decoder step in each precision compiled, from its default variant (the one
+    compiled for it if several: kernel_launches.fits), at `rows`; and what could not be planned (a
+    precision lacking a kernel's default variant), said in words."""
+    defaults = {}
+    for v, r in compiled:
+        if v.default:
+            defaults.setdefault((v.fn.__name__, v.kernel.split(", ")[1]), []).append((v, r))
     planned, missing = [], []
     for precision in dict.fromkeys(p for _, p in defaults):
         mine = []
@@ -256,7 +260,8 @@ def plan(compiled: list[tuple[Variant, dict]], rows: list[int]) -> tuple[list[Pl
             if (step.kernel, precision) not in defaults:
                 missing.append(f"no prediction in {precision}: no default variant of {step.kernel} compiled")
                 break
-            v, figures = defaults[step.kernel, precision]
+            candidates = defaults[step.kernel, precision]
+            v, figures = next(((v, r) for v, r in candidates if fits(step, v.constexprs)), candidates[0])
             inner, outside = loops(step, SIZES, v.constexprs)
             launches = {
                 r: Launch(
