@@ -163,21 +163,37 @@ def step_lines(planned: list[Planned], sizes: Sizes, costs: Costs) -> list[str]:
     return lines
 
 
+def measured_row(name: str, predicted: tuple[int, float] | None, measured: tuple[float, float] | None) -> list[str]:
+    """A kernel's row of measured_table: "-" where one side has no figure."""
+    calls, us = predicted if predicted else (0, None)
+    m_us, m_calls = measured if measured else (None, None)
+    both = us is not None and m_us is not None and us > 0
+    return [
+        name,
+        str(calls),
+        "-" if m_calls is None else f"{m_calls:g}",
+        "-" if us is None else f"{us:.1f}",
+        "-" if m_us is None else f"{m_us:.1f}",
+        f"{m_us / us:.2f}" if both else "-",
+    ]
+
+
 def measured_table(planned: list[Planned], measured: Measured, costs: Costs) -> list[str]:
     """Per kernel, the predicted and the measured microseconds per decoder step (at the measurement's
-    B0, GPU and precision), and the kernels' total."""
+    B0, GPU and precision), and the total of the kernels both have."""
     mine = [p for p in planned if p.precision == measured_precision(measured)]
     predicted = {}
     for p in mine:
         calls, us = predicted.get(p.step.kernel, (0, 0.0))
         predicted[p.step.kernel] = (calls + 1, us + 1e6 * p.predicted(measured.b0, measured.gpu, costs).seconds)
-    rows = []
-    for name in dict.fromkeys([*predicted, *measured.kernels]):
-        calls, us = predicted.get(name, (0, 0.0))
-        m_us, m_calls = measured.kernels.get(name, (0.0, 0.0))
-        ratio = f"{m_us / us:.2f}" if us and name in measured.kernels else "-"
-        rows.append([name, str(calls), f"{m_calls:g}", f"{us:.1f}", f"{m_us:.1f}", ratio])
-    total, m_total = sum(us for _, us in predicted.values()), sum(us for us, _ in measured.kernels.values())
-    rows.append(["all kernels", "", "", f"{total:.1f}", f"{m_total:.1f}", f"{m_total / total:.2f}" if total else "-"])
+    names = list(dict.fromkeys([*predicted, *measured.kernels]))
+    rows = [measured_row(n, predicted.get(n), measured.kernels.get(n)) for n in names]
+    both = [n for n in names if n in predicted and n in measured.kernels]
+    total = measured_row(
+        "total, the kernels both have",
+        (0, sum(predicted[n][1] for n in both)),
+        (sum(measured.kernels[n][0] for n in both), 0.0),
+    )
+    rows.append([total[0], "", "", *total[3:]])
     head = f"Measured on {measured.device}, B0 {measured.b0}, {measured.precision} (predicted: {measured.gpu.name})"
     return [head, *markdown_table(MEASURED_COLUMNS, rows)]
