@@ -25,8 +25,11 @@ _POSITIVE = (
 )
 _NON_NEGATIVE = ("encoder_n_convolutions",)
 _PROBABILITIES = ("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout", "postnet_dropout")
-#: The switches that run part of the decoder step as Triton kernels (model/ops/support.py says where).
-FUSED_SWITCHES = ("fused_attention", "fused_lstm")
+#: The switches that run part of the decoder step as Triton kernels (model/ops/support.py says where):
+#: fused, or split around cuBLAS products.
+FUSED_SWITCHES = ("fused_attention", "fused_lstm", "split_lstm")
+#: The LSTM cell's two kernel designs (model/fast_steps.py): at most one of them on.
+LSTM_DESIGNS = ("fused_lstm", "split_lstm")
 # "Same" padding of a convolution keeps the length only for odd kernels.
 _ODD = ("encoder_kernel_size", "attention_location_kernel_size", "postnet_kernel_size")
 
@@ -81,6 +84,11 @@ class Tacotron2Config:
     # mask) as one Triton kernel forward and one backward each (model/ops/lstm_cell.py). The same
     # conditions as fused_attention; off until a GPU has measured it faster.
     fused_lstm: bool = False
+    # The rival of fused_lstm: each LSTM cell's product on cuBLAS (one GEMM a step, as the fast loop's)
+    # with everything between two products as one Triton kernel forward and one backward
+    # (model/ops/lstm_split.py). The same conditions; it excludes fused_lstm; off until a GPU has
+    # timed it against fused_lstm.
+    split_lstm: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -113,6 +121,13 @@ class Tacotron2Config:
                 self.fast_decoder or not getattr(self, name),
                 "needs fast_decoder=true (fused, the fast loop)",
             )
+        fused, split = LSTM_DESIGNS
+        _require(
+            self,
+            split,
+            not (getattr(self, fused) and getattr(self, split)),
+            f"and model.{fused}=true are two designs of the same LSTM cell: set one of them to false",
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Tacotron2Config":

@@ -16,8 +16,9 @@ What FastDecoder (Tacotron2Config.fast_decoder) does instead, with the same para
   once per backward through its ordinary AccumulateGrad, so gradient accumulation and DDP's hooks
   work as usual.
 * The attention step and the LSTM cells are objects chosen once in __init__, plain or as fused
-  Triton kernels (model/fast_steps.py; the kernels in model/ops/); with the fused ones, the
-  stacks of the outputs the kernels' backwards read route their gradients to them (StepOutputs).
+  Triton kernels, or the cells split between cuBLAS and Triton (model/fast_steps.py; the kernels in
+  model/ops/); with the fused and split ones, the stacks of the outputs the kernels' backwards
+  read route their gradients to them (StepOutputs).
 * Packed (BLoad) blocks are branch-free, as in the reference loop: the state is multiplied by the
   reset keep-mask at every step (multiplying by 1 is exact).
 
@@ -43,7 +44,7 @@ from torch.nn import functional as F
 
 from .config import Tacotron2Config
 from .decoder import Decoder, DecoderState, TeacherForcing
-from .fast_steps import AttendStep, FusedAttention, FusedCell, PlainAttention, PlainCell
+from .fast_steps import AttendStep, FusedAttention, FusedCell, PlainAttention, PlainCell, SplitCell
 from .ops.deferred import (
     DeferredMemory,
     StepOutputs,
@@ -77,10 +78,11 @@ class FastDecoder(Decoder):
 
     def __init__(self, cfg: Tacotron2Config):
         super().__init__(cfg)
-        # Plain or fused, chosen here once (model/fast_steps.py): the loop calls what was picked.
+        # Plain, fused or split, chosen here once (model/fast_steps.py): the loop calls what was picked.
         self.attention_step = FusedAttention() if cfg.fused_attention else PlainAttention()
-        self.attention_rnn_step = FusedCell() if cfg.fused_lstm else PlainCell()
-        self.decoder_rnn_step = FusedCell() if cfg.fused_lstm else PlainCell()
+        cell = FusedCell if cfg.fused_lstm else SplitCell if cfg.split_lstm else PlainCell
+        self.attention_rnn_step = cell()
+        self.decoder_rnn_step = cell()
 
     @contextmanager
     def loop_hook(self, runner_for: RunnerFor) -> Iterator[None]:

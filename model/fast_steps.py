@@ -1,7 +1,7 @@
 """The fast loop's attention step and LSTM cells, plain or fused, each behind one interface.
 
 FastDecoder.__init__ picks one of each once, from the config's switches (fused_attention,
-fused_lstm), as flash-attention's MHA picks FusedDense or nn.Linear in its constructor; the loop
+fused_lstm, split_lstm), as flash-attention's MHA picks FusedDense or nn.Linear in its constructor; the loop
 then calls what was picked and never asks a switch again. The classes hold no parameters (the
 decoder's layers keep them, so checkpoints do not change) and are handed the layers they read.
 
@@ -15,8 +15,8 @@ what its autograd nodes hold as attributes (model/graphs.loop_memory). An LSTM c
 `takes_stack_grad`, whether its backward adds the gradient of its hidden states' stack (d_h_extra)
 itself.
 
-A third design (say a cell whose gates run as cuBLAS GEMMs split around a smaller pointwise
-kernel) is one more class with the same interface here and one more clause where FastDecoder.__init__
+SplitCell is such a further design (its gates' product on cuBLAS, a pointwise Triton kernel each
+way): one more class with the same interface here and one more clause where FastDecoder.__init__
 makes the choice (with its config switch); the loop, the graphs and the tests of the interface
 stay as they are.
 """
@@ -31,6 +31,7 @@ from .decoder import DecoderState, TeacherForcing
 from .ops.attention_step import StepSums, attend, scoring_matrix, step_sums, sums_bytes
 from .ops.deferred import StepOutputs, StepProjection, step_linear
 from .ops.lstm_cell import fused_cell, plain_cell
+from .ops.lstm_split import split_cell
 
 #: An attention step of one loop (an attention step's `begin`):
 #: (i, ah, state, query projection, memory, mask_bias, outputs) -> (context, weights, cumulative, ah).
@@ -156,3 +157,21 @@ class FusedCell:
         d_h_extra: Callable[[], torch.Tensor | None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return fused_cell(projection, i, cell, keep, *parts, d_h_extra=d_h_extra)
+
+
+class SplitCell:
+    """The cell as model/ops/lstm_split.py's cuBLAS product and pointwise kernels, whose backward adds
+    d_h_extra's gradient itself."""
+
+    takes_stack_grad = True
+
+    def __call__(
+        self,
+        projection: StepProjection,
+        i: int,
+        cell: torch.Tensor,
+        keep: torch.Tensor | None,
+        *parts: torch.Tensor,
+        d_h_extra: Callable[[], torch.Tensor | None] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return split_cell(projection, i, cell, keep, *parts, d_h_extra=d_h_extra)

@@ -15,6 +15,7 @@ import pytest
 from batching import STRATEGIES
 from batching.planner import PLANNERS
 from model import Tacotron2, Tacotron2Loss
+from model.config import FUSED_SWITCHES
 from tests.kit import REPO
 
 PACKAGES = ("batching", "data", "model", "training", "scripts")
@@ -479,9 +480,15 @@ def test_the_folder_rules_catch_a_breach():
         assert triton_violations({**KEPT, rel: source}), rel
 
 
+def is_design_switch(name: str) -> bool:
+    """A config switch that picks a design of a decoder step's part (model/fast_steps.py): any `fused_*`
+    name, and every one of model.config.FUSED_SWITCHES (split_lstm's rival cell included)."""
+    return name.startswith("fused_") or name in FUSED_SWITCHES
+
+
 def fused_switch_reads(rel: str, source: str) -> list[str]:
-    """Where a file reads a `fused_*` attribute (a config's switch): 'path:line Class.method' (or the
-    function's name, or <module> outside any function)."""
+    """Where a file reads a design switch's attribute (is_design_switch): 'path:line Class.method'
+    (or the function's name, or <module> outside any function)."""
     tree = ast.parse(source)
     owner = {}
     for cls in [None, *(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef))]:
@@ -491,7 +498,7 @@ def fused_switch_reads(rel: str, source: str) -> list[str]:
     reads = [
         node
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and node.attr.startswith("fused_") and isinstance(node.ctx, ast.Load)
+        if isinstance(node, ast.Attribute) and is_design_switch(node.attr) and isinstance(node.ctx, ast.Load)
     ]
     return [f"{rel}:{node.lineno} {owner.get(id(node), '<module>')}" for node in sorted(reads, key=lambda n: n.lineno)]
 
@@ -505,13 +512,16 @@ class FastDecoder:
     def loop(self, cfg):
         if cfg.fused_lstm:
             pass
+
+    def cells(self, cfg):
+        return cfg.split_lstm
 """
 
 
 def test_plain_or_fused_is_chosen_once_in_the_fast_decoders_constructor():
     """FastDecoder.__init__ picks the attention step and the LSTM cells (model/fast_steps.py); no
-    other function of the project reads a fused switch as an attribute, so the loop, its steps and
-    the graph runner do not branch on one (a third variant is one class and one clause there)."""
+    other function of the project reads a fused or split switch as an attribute, so the loop, its
+    steps and the graph runner do not branch on one (a further design is one class and one clause there)."""
     reads = [read for rel, source in sources(project_files()).items() for read in fused_switch_reads(rel, source)]
     assert reads and {read.split(":")[0] + " " + read.split(" ")[1] for read in reads} == {
         "model/fast_decoder.py FastDecoder.__init__"
@@ -519,6 +529,7 @@ def test_plain_or_fused_is_chosen_once_in_the_fast_decoders_constructor():
     assert [read.split(" ")[1] for read in fused_switch_reads("x.py", BRANCHING_LOOP)] == [
         "FastDecoder.__init__",
         "FastDecoder.loop",
+        "FastDecoder.cells",
     ]
 
 

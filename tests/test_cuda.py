@@ -9,7 +9,7 @@ without one). On a CPU-only machine they all skip; `make gpu-check` runs this fi
   eager, padded and graphed;
 * the graphed decoder loop (model/graphs.py) equals the eager one within 1e-5 relative in fp32
   with TF32 off, outputs and every gradient, over 3 shapes replayed in random order, also with the
-  fused Triton kernels (model.fused_attention, model.fused_lstm) in the graphs;
+  fused Triton kernels (model.fused_attention, model.fused_lstm or the split model.split_lstm) in the graphs;
 * those kernels, compiled for the GPU, against the unfused code: fp32 within 1e-5 of float64, bf16
   within 1-2 %;
 * DDP over NCCL in one process (force_ddp=true), a short training run;
@@ -203,14 +203,23 @@ def test_the_steady_state_step_makes_no_host_sync(tmp_path, variant, demo_corpus
     torch.cuda.synchronize()
 
 
-@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
-def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order(fused):
+#: The graphed loop's kernels: none, the fused step, the fused attention with the split LSTM cells.
+GRAPHED_KERNELS = {
+    "unfused": {},
+    "fused": {"fused_attention": True, "fused_lstm": True},
+    "split": {"fused_attention": True, "split_lstm": True},
+}
+
+
+@pytest.mark.parametrize("kernels", list(GRAPHED_KERNELS))
+def test_the_graphed_loop_equals_the_eager_loop_over_shapes_in_random_order(kernels):
     """fp32, TF32 off: outputs and every parameter gradient within 1e-5 relative, 3 shapes, each
-    replayed twice in a random order; the graphs really were captured. Fused: the graphed loop runs
-    the Triton kernels (model.fused_attention, model.fused_lstm), the eager one the unfused loop."""
+    replayed twice in a random order; the graphs really were captured. Fused and split: the graphed
+    loop runs the Triton kernels (model.fused_attention with model.fused_lstm or model.split_lstm),
+    the eager one the unfused loop."""
     cfg = tiny_config(n_frames_per_step=2, fast_decoder=True)
     eager = Tacotron2(cfg).to(CUDA).train()
-    graphed = Tacotron2(dataclasses.replace(cfg, fused_attention=fused, fused_lstm=fused)).to(CUDA).train()
+    graphed = Tacotron2(dataclasses.replace(cfg, **GRAPHED_KERNELS[kernels])).to(CUDA).train()
     graphed.load_state_dict(eager.state_dict())
     graphs = build_loop_graphs(graphed.decoder, SHAPES, CUDA)
     assert graphs.captured
@@ -328,11 +337,16 @@ def test_the_fused_attention_kernels_on_cuda(dtype):
 
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16-weights"])
-def test_the_fused_lstm_kernels_on_cuda(bf16):
-    """model/ops/lstm_cell.py compiled for the GPU: outputs, the row written and every gradient against the
-    unfused cell in float64 on the same device (bf16: against float32 products of the same weights)."""
+@pytest.mark.parametrize("design", ["fused", "split"])
+def test_the_lstm_kernels_on_cuda(design, bf16):
+    """model/ops/lstm_cell.py (fused) and lstm_split.py (split) compiled for the GPU: outputs, the row
+    written and every gradient against the unfused cell in float64 on the same device (bf16: against
+    float32 products of the same weights; the split cell's GEMM then takes a bf16 precomputed term, as
+    under autocast)."""
     from tests.test_model_ops_lstm_cell import CASES, cell_inputs, fused, run, unfused
+    from tests.test_model_ops_lstm_split import split
 
+    cell_step = {"fused": fused, "split": split}[design]
     for case in CASES:
         pre, weight, parts, cell, keep = cell_inputs(*case)
         pre, cell, *parts = (t.detach().to(CUDA).requires_grad_() for t in (pre, cell, *parts))
@@ -343,6 +357,7 @@ def test_the_fused_lstm_kernels_on_cuda(bf16):
         low = [t.detach().float().requires_grad_() for t in (pre, cell, *parts)]
         keep = None if keep is None else keep.float()
         compute = weight if bf16 else weight.float()
-        got, _, got_grads = run(fused, low[0], compute, low[2:], low[1], keep, compute.dtype)
+        low_pre = low[0].to(compute.dtype) if design == "split" else low[0]  # the gradient reaches low[0]
+        got, _, got_grads = run(cell_step, low_pre, compute, low[2:], low[1], keep, compute.dtype)
         for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
-            assert relative(a, b) < (2e-2 if bf16 else 1e-5), (case, bf16)
+            assert relative(a, b) < (2e-2 if bf16 else 1e-5), (design, case, bf16)

@@ -59,12 +59,18 @@ CASES = [
 
 @pytest.mark.parametrize("r, packed, variant", CASES)
 def test_fast_decoder_equals_the_reference_in_float64(r, packed, variant):
+    assert_equals_the_reference_in_float64(VARIANTS[variant], r, packed, variant)
+
+
+def assert_equals_the_reference_in_float64(overrides: dict, r: int, packed: bool, label: str) -> None:
+    """The tiny model with `overrides` against the plain loop: outputs and every parameter's gradient
+    in float64 (1e-12), r frames a step, a packed or padded batch; prints the worst relative error."""
     cfg = tiny_config(n_frames_per_step=r)
     torch.manual_seed(0)
     state = Tacotron2(cfg).double().state_dict()
     inputs = packed_inputs(r) if packed else padded_inputs(r)
     ref_out, ref_grads = float64_pass(cfg, state, inputs)
-    out, grads = float64_pass(dataclasses.replace(cfg, **VARIANTS[variant]), state, inputs)
+    out, grads = float64_pass(dataclasses.replace(cfg, **overrides), state, inputs)
     assert ref_grads.keys() == grads.keys()
     errors = {}
     for name, want, got in zip(ref_out._fields, ref_out, out):
@@ -75,7 +81,7 @@ def test_fast_decoder_equals_the_reference_in_float64(r, packed, variant):
         torch.testing.assert_close(grads[name], want, rtol=1e-12, atol=1e-12, msg=name)
         errors[name] = relative_error(grads[name], want)
     worst = max(errors, key=errors.get)
-    print(f"{variant} r={r} {'packed' if packed else 'padded'}: max relative error {errors[worst]:.1e} ({worst})")
+    print(f"{label} r={r} {'packed' if packed else 'padded'}: max relative error {errors[worst]:.1e} ({worst})")
 
 
 def test_fast_decoder_in_eval_without_grad_equals_the_reference():
@@ -281,10 +287,16 @@ def test_the_fused_step_under_bf16_autocast_is_as_close_to_float32_as_the_unfuse
     each against the plain loop in float32: outputs and every gradient, memory's included, over 8
     steps. The fused step may be no further off than the unfused one: in the median over the tensors,
     and each tensor within 1.5x or 1 % (bf16 rounding moves single tensors either way)."""
+    assert_bf16_as_close_as_the_unfused_loop(VARIANTS["fast+fused"])
+
+
+def assert_bf16_as_close_as_the_unfused_loop(overrides: dict) -> None:
+    """The decoder with `overrides` and the unfused fast loop under CPU bf16 autocast, against the plain
+    loop in float32, as the test above says."""
     cfg = tiny_config(n_frames_per_step=2)
     torch.manual_seed(0)
     plain = Decoder(cfg).train()
-    fast, fused = (FastDecoder(dataclasses.replace(cfg, **VARIANTS[v])).train() for v in ("fast", "fast+fused"))
+    fast, fused = (FastDecoder(dataclasses.replace(cfg, **o)).train() for o in (VARIANTS["fast"], overrides))
     fast.load_state_dict(plain.state_dict())
     fused.load_state_dict(plain.state_dict())
     g = torch.Generator().manual_seed(1)
@@ -305,10 +317,16 @@ def test_output_gradients_in_any_layout_reach_every_gradient_in_float64(variant)
     stacked outputs' gradients along unit-stride columns (model/ops/deferred._Stacked hands them on
     so); memory's and every parameter's gradient still equal the plain loop's in float64. (Through
     Tacotron2 the masking before the loss makes them contiguous, so only the decoder shows it.)"""
+    assert_any_layout_reaches_every_gradient(VARIANTS[variant])
+
+
+def assert_any_layout_reaches_every_gradient(overrides: dict) -> None:
+    """The decoder with `overrides` against the plain one, each output's gradient sent through a
+    transpose: memory's and every parameter's gradient equal in float64."""
     cfg = tiny_config(n_frames_per_step=2)
     torch.manual_seed(0)
     plain = Decoder(cfg).double().train()
-    fast = FastDecoder(dataclasses.replace(cfg, **VARIANTS[variant])).double().train()
+    fast = FastDecoder(dataclasses.replace(cfg, **overrides)).double().train()
     fast.load_state_dict(plain.state_dict())
     g = torch.Generator().manual_seed(1)
     memory = torch.randn(3, 9, cfg.encoder_embedding_dim, generator=g, dtype=torch.float64)

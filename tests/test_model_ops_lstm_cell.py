@@ -42,7 +42,7 @@ def fused(pre, weight, parts, cell, keep, rows):
 
 def run(step, pre, weight, parts, cell, keep, rows_dtype):
     """Outputs, the row written, and the gradients of pre, cell and the parts."""
-    rows = torch.full((1, pre.size(0), weight.size(1)), float("nan"), dtype=rows_dtype)
+    rows = torch.full((1, pre.size(0), weight.size(1)), float("nan"), dtype=rows_dtype, device=pre.device)
     out = step(pre, weight, parts, cell, keep, rows)
     g = torch.Generator().manual_seed(5)
     seeds = [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o) for o in out]

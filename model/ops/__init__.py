@@ -8,6 +8,8 @@ it; the model calls them through small faces (model/fast_steps.py, model/fast_de
   is model/attention.py's energy chain (a layer with parameters: the model's, not here).
 * lstm_cell.py: one step's LSTM cell, plain (plain_cell, lstm_update) and as two operators with one
   autograd node; its Triton kernels and launchers in lstm_kernels.py.
+* lstm_split.py: the same cell's rival, its product on cuBLAS (deferred.step_linear) and its pointwise
+  part as two operators with one autograd node; its Triton kernels in lstm_pointwise_kernels.py.
 * kernel_math.py: the Triton helpers the kernel modules share; support.py: what the operations share
   without Triton (where the kernels run, the accumulation dtype).
 

@@ -15,7 +15,9 @@ random text ids and mels of exactly those lengths. Variants:
 * graphed+recompute: graphed, recomputing the attention's energy chain in the backward
   (model.recompute_attention: less activation memory, one more chain per step; CUDA only);
 * graphed+fused: graphed, each step's attention and LSTM cells as Triton kernels, one forward and
-  one backward each (model.fused_attention and model.fused_lstm; CUDA only).
+  one backward each (model.fused_attention and model.fused_lstm; CUDA only);
+* graphed+split: graphed+fused's attention, each LSTM cell's product on cuBLAS and its pointwise part
+  as one Triton kernel each way (model.split_lstm: the fused cell's rival; CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
 gradient on the first batch against eager's, and the ATen operations that batch's forward and
@@ -79,8 +81,9 @@ VARIANTS = {
     "graphed+bf16": f"{GRAPHED},amp=bf16",
     "graphed+recompute": f"{GRAPHED},model.recompute_attention=true",
     "graphed+fused": f"{GRAPHED},model.fused_attention=true,model.fused_lstm=true",
+    "graphed+split": f"{GRAPHED},model.fused_attention=true,model.split_lstm=true",
 }
-CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused")
+CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused", "graphed+split")
 #: What runs without --variants and --preset. On the CPU: eager and fast on the small model, a few
 #: minutes in about 4 GiB. The graph-ready variants there only check the path (their static buffers
 #: for every shape of the epoch cost GiBs at the full model's size); ask for them with --variants.

@@ -36,6 +36,7 @@ VARIANTS = {
     "fast": {"fast_decoder": True},
     "fast+recompute": {"fast_decoder": True, "recompute_attention": True},
     "fast+fused": {"fast_decoder": True, "fused_attention": True, "fused_lstm": True},
+    "fast+split": {"fast_decoder": True, "fused_attention": True, "split_lstm": True},
 }
 ROWS = (16, 64)  # the batch sizes the line is drawn through (B0 16 and 64's typical rows)
 STEPS = (4, 8)  # decoder steps of the two passes whose difference is per step
