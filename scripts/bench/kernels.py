@@ -43,10 +43,13 @@ from scripts.common import markdown_table
 #: both LSTMs 1024 wide; the attention cell reads [context, hidden] (512 + 1024), the decoder cell
 #: [attention hidden, context, hidden] (1024 + 512 + 1024). LJSpeech's longest text, 192 symbols.
 FULL = {"dim": 128, "memory": 512, "kernel": 31, "hidden": 1024, "text": 192}
+#: The decoder cell as the fast loop launches it: three inputs, the dropout mask; the backward adds
+#: the hidden state's gradient from the projection (model/fast_steps.py).
+LSTM_FORWARD = {"NPARTS": 3, "HAS_KEEP": True}
+LSTM_BACKWARD = {"HAS_KEEP": True, "HAS_EXTRA": True}
 #: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
 #: the processed memory's and the scoring partials' added in place, the context's gradient from the
-#: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py);
-#: the decoder cell's backward adds its hidden state's gradient from the projection
+#: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py)
 LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True, "CTX_EXTRA": True, "W_EXTRA": False}
 
 
@@ -71,6 +74,10 @@ class Variant:
     constexprs: dict
     num_warps: int
     default: bool
+    #: arguments a launch at the full model's sizes finds divisible by 16 (16-byte aligned pointers,
+    #: sizes and strides), which Triton's launcher specializes on: its loads vectorize (bf16 needs it
+    #: for cp.async: a 2-byte load cannot be one)
+    aligned: tuple = ()
 
 
 def signature(fn, pointers: dict, constexprs: dict) -> dict:
@@ -108,23 +115,27 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
 
 
 def lstm_variants(warps: list[int]) -> list[Variant]:
-    """Both LSTM kernels for the decoder cell (three inputs), fp32 and with bf16 weights (autocast's)."""
+    """The LSTM kernels for the decoder cell (three inputs): float32 weights with their products as
+    three TF32 products ("tf32x3", matmul_precision=highest) and as one ("tf32", high), and bf16
+    weights (autocast's). The backward's gates' kernel has no product: float32 and bf16 only."""
     found = []
-    for precision, low in (("fp32", {}), ("bf16", {"w_ptr": "bf16", "row_ptr": "bf16"})):
+    bf16 = {"w_ptr": "bf16", "row_ptr": "bf16", "dgates_ptr": "bf16"}
+    for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
         for num_warps in warps:
             default = num_warps == lstm_kernels.NUM_WARPS
-            forward = {**lstm_kernels.FORWARD_BLOCKS, "NPARTS": 3, "HAS_KEEP": True, "ACC": tl.float32}
-            backward = {**lstm_kernels.BLOCKS, "HAS_KEEP": True, "HAS_EXTRA": True, "ACC": tl.float32}
-            found.append(
-                Variant(
-                    f"lstm forward, {precision}", lstm_kernels.lstm_forward_kernel, low, forward, num_warps, default
-                )
-            )
-            found.append(
-                Variant(
-                    f"lstm backward, {precision}", lstm_kernels.lstm_backward_kernel, low, backward, num_warps, default
-                )
-            )
+            products = {"ACC": tl.float32, "PRECISION": mma}
+            kernels = [
+                ("forward", lstm_kernels.lstm_forward_kernel, {**lstm_kernels.FORWARD_BLOCKS, **LSTM_FORWARD}),
+                ("backward inputs", lstm_kernels.lstm_backward_inputs_kernel, lstm_kernels.INPUTS_BLOCKS),
+            ]
+            if precision != "tf32":
+                gates = {**lstm_kernels.GATES_BLOCKS, **LSTM_BACKWARD}
+                kernels.insert(1, ("backward gates", lstm_kernels.lstm_backward_gates_kernel, gates))
+            for name, fn, consts in kernels:
+                consts = {**consts, **(products if "PRECISION" in fn.arg_names else {"ACC": tl.float32})}
+                label = f"lstm {name}, {'fp32' if name == 'backward gates' and precision != 'bf16' else precision}"
+                aligned = tuple(a for a in fn.arg_names if a not in consts and a != "B")  # B0 rows: any
+                found.append(Variant(label, fn, low, consts, num_warps, default, aligned))
     return found
 
 
@@ -186,6 +197,7 @@ def compile_variant(variant: Variant, arch: int) -> dict:
         fn=variant.fn,
         signature=signature(variant.fn, variant.pointers, variant.constexprs),
         constexprs=variant.constexprs,
+        attrs={(variant.fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in variant.aligned},
     )
     kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": variant.num_warps})
     cubin = kernel.asm["cubin"]
