@@ -17,9 +17,10 @@ from model.ops.lstm_cell import cell_step, plain_cell
 from model.ops.support import input_precision
 from tests.kit import relative_error
 
-#: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units
-#: and input columns (model/ops/lstm_kernels.BLOCKS: 16 rows, 16 hidden units, 32 columns; the forward
-#: walks 16 columns an iteration).
+#: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units,
+#: input columns and gate columns, with tails (model/ops/lstm_kernels: 16 rows; the forward 8 hidden
+#: units and 64 input columns an iteration, the gates' gradients 16 hidden units, the inputs' gradient
+#: 16 input columns and 64 gate columns an iteration).
 CASES = [(3, 8, (5, 8), False), (21, 40, (24, 80, 40), True)]
 
 

@@ -165,15 +165,20 @@ def lstm_backward_inputs_kernel(
     tl.store(dx_ptr + rows[:, None] * K + k[None, :], dx, mask=(rows < B)[:, None] & (k < K)[None, :])
 
 
-#: The forward's rows, hidden units (4 * BH gate columns: the product's width) and input columns an
-#: iteration (untuned: to be timed against others on a GPU; scripts/bench/kernels.py: registers).
-FORWARD_BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
+#: Blocks and warps per program (untuned: to be timed against others on a GPU; scripts/bench/kernels.py
+#: prints their registers and loop bodies). 16 rows are one tensor-core tile high, so a program's warps
+#: share out the product's columns: 8 columns each (one tile wide), and no warp computes another's.
+#: The forward: rows, hidden units (4 * BH = 32 gate columns: 4 warps) and input columns an iteration;
+#: 128 programs at 16 rows and 1024 hidden units.
+FORWARD_BLOCKS = {"BB": 16, "BH": 8, "BK": 64}
 #: The backward's gates' gradients: rows and hidden units per program (pointwise, no loop).
-GATES_BLOCKS = {"BB": 16, "BH": 64}
-#: The backward's inputs' gradient: rows, input columns per program, and gate columns an iteration.
-INPUTS_BLOCKS = {"BB": 16, "BK": 32, "BJ": 64}
-#: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
+GATES_BLOCKS = {"BB": 16, "BH": 16}
+#: The backward's inputs' gradient: rows, input columns (16: 2 warps) per program, and gate columns an
+#: iteration; 96-160 programs at 16 rows (the attention cell's 1536 input columns, the decoder cell's 2560).
+INPUTS_BLOCKS = {"BB": 16, "BK": 16, "BJ": 64}
+#: Warps per program: the forward and the gates' gradients, and the backward's product.
 NUM_WARPS = 4
+INPUTS_WARPS = 2
 
 
 def forward_grid(rows: int, hidden: int) -> tuple[int, int]:
@@ -245,6 +250,6 @@ def backward(
     d_row = act.new_empty(b, width, dtype=acc)
     lstm_backward_inputs_kernel[backward_grid(b, width)](
         d_gates, weight, d_row, b, h4, width,
-        ACC=tl_dtype(acc), PRECISION=input_precision(weight.dtype), num_warps=NUM_WARPS, **INPUTS_BLOCKS,
+        ACC=tl_dtype(acc), PRECISION=input_precision(weight.dtype), num_warps=INPUTS_WARPS, **INPUTS_BLOCKS,
     )  # fmt: skip
     return d_gates, d_cell, d_row

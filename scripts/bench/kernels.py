@@ -114,35 +114,36 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
     return found
 
 
-def lstm_variants(warps: list[int]) -> list[Variant]:
-    """The LSTM kernels for the decoder cell (three inputs): float32 weights with their products as
-    three TF32 products ("tf32x3", matmul_precision=highest) and as one ("tf32", high), and bf16
-    weights (autocast's). The backward's gates' kernel has no product: float32 and bf16 only."""
+def lstm_variants(warps: list[int] | None) -> list[Variant]:
+    """The LSTM kernels for the decoder cell (three inputs) at their launch's warps and each of `warps`
+    (None: only the launch's): float32 weights with their products as three TF32 products ("tf32x3",
+    matmul_precision=highest) and as one ("tf32", high), and bf16 weights (autocast's). The backward's
+    gates' kernel has no product: float32 and bf16 only."""
     found = []
     bf16 = {"w_ptr": "bf16", "row_ptr": "bf16", "dgates_ptr": "bf16"}
+    gates = {**lstm_kernels.GATES_BLOCKS, **LSTM_BACKWARD, "ACC": tl.float32}
     for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
-        for num_warps in warps:
-            default = num_warps == lstm_kernels.NUM_WARPS
-            products = {"ACC": tl.float32, "PRECISION": mma}
-            kernels = [
-                ("forward", lstm_kernels.lstm_forward_kernel, {**lstm_kernels.FORWARD_BLOCKS, **LSTM_FORWARD}),
-                ("backward inputs", lstm_kernels.lstm_backward_inputs_kernel, lstm_kernels.INPUTS_BLOCKS),
-            ]
-            if precision != "tf32":
-                gates = {**lstm_kernels.GATES_BLOCKS, **LSTM_BACKWARD}
-                kernels.insert(1, ("backward gates", lstm_kernels.lstm_backward_gates_kernel, gates))
-            for name, fn, consts in kernels:
-                consts = {**consts, **(products if "PRECISION" in fn.arg_names else {"ACC": tl.float32})}
-                label = f"lstm {name}, {'fp32' if name == 'backward gates' and precision != 'bf16' else precision}"
-                aligned = tuple(a for a in fn.arg_names if a not in consts and a != "B")  # B0 rows: any
-                found.append(Variant(label, fn, low, consts, num_warps, default, aligned))
+        products = {"ACC": tl.float32, "PRECISION": mma}
+        kernels = [
+            ("forward", lstm_kernels.lstm_forward_kernel, {**lstm_kernels.FORWARD_BLOCKS, **LSTM_FORWARD, **products}),
+            ("backward gates", lstm_kernels.lstm_backward_gates_kernel, gates),
+            ("backward inputs", lstm_kernels.lstm_backward_inputs_kernel, {**lstm_kernels.INPUTS_BLOCKS, **products}),
+        ]
+        for name, fn, consts in kernels:
+            if name == "backward gates" and precision == "tf32":
+                continue  # no product: the same kernel as tf32x3's
+            launched = lstm_kernels.INPUTS_WARPS if name == "backward inputs" else lstm_kernels.NUM_WARPS
+            label = f"lstm {name}, {'fp32' if name == 'backward gates' and precision != 'bf16' else precision}"
+            aligned = tuple(a for a in fn.arg_names if a not in consts and a != "B")  # B0 rows: any
+            for num_warps in [launched] if warps is None else sorted({launched, *warps}):
+                found.append(Variant(label, fn, low, consts, num_warps, num_warps == launched, aligned))
     return found
 
 
 def default_variants() -> list[Variant]:
     """What the model launches: each kernel at its module's chunk and warps, fp32 and bf16."""
     attention = attention_variants([CHUNK], [attention_kernels.NUM_WARPS])
-    return attention + lstm_variants([lstm_kernels.NUM_WARPS])
+    return attention + lstm_variants(None)
 
 
 def cuobjdump(cubin: bytes, flag: str) -> str:
