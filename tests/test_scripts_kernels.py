@@ -1,7 +1,8 @@
 """scripts/bench/kernels.py: the fused decoder step's Triton kernels compile for a Hopper GPU (sm_90) on
 this GPU-less machine, with the Triton the GPU image runs, and at the sizes the model launches them
-with their loops' loads are pipelined (LDGSTS, cp.async, or TMA in the SASS: every kernel walks memory
-in a loop) and they fit the registers, but for one measured exception: the attention's backward spills
+with their loops' loads are pipelined (LDGSTS, cp.async, or TMA in the SASS: every kernel but the LSTM
+backward's pointwise one walks memory in a loop; the LSTM loops load nothing unpipelined) and they fit
+the registers, but for one measured exception: the attention's backward spills
 under 512 bytes a thread (448 in float32, 424 with bf16 inputs when written, 400 and 408 before its
 loops were pipelined: docs/results.md); and its prediction of a decoder step's time
 (scripts/bench/kernel_model.py), checked by hand on made-up kernels and machines, with the launches'
@@ -206,12 +207,19 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
     ).stdout
     table, prediction, compared = markdown_tables(out)
     rows = parse(table, COLUMNS)
-    assert len(rows) == 8 and all(row["kernel"].endswith("(default)") for row in rows)
+    # attention: forward and backward in fp32 and bf16; LSTM: forward and the backward's product in
+    # tf32x3, tf32 and bf16, the backward's gates (no product) in fp32 and bf16
+    assert len(rows) == 12 and all(row["kernel"].endswith("(default)") for row in rows)
     for row in rows:
         name, spilled = row["kernel"], int(row["stack bytes (spills)"])
-        assert 0 < int(row["registers"]) <= 255 and int(row["shared bytes"]) > 0, row
+        assert 0 < int(row["registers"]) <= 255, row
+        if name.startswith("lstm backward gates"):  # pointwise, one tile a program: no loop to pipeline
+            assert not row[COLUMNS[-1]], row
+            continue
+        assert int(row["shared bytes"]) > 0, row
         assert int(row["LDGSTS"]) + int(row["UTMALDG"]) > 0, row  # some loop's loads are issued ahead
         assert row[COLUMNS[-1]], row
+        assert name.startswith("attention") or "LDG)" not in row[COLUMNS[-1]].replace("(0 LDG)", ""), row
         assert spilled == 0 or (name.startswith("attention backward") and spilled < 512), (name, spilled)
     # each launch of a step in both precisions, every figure positive (and the loops the SASS's: exit 0)
     predicted = parse(prediction, PREDICTION_COLUMNS)

@@ -39,15 +39,20 @@ def tanh(x):
     return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 
 
+#: mma's precision where a caller names none: about float32's accuracy (support.input_precision's rule).
+TF32X3 = tl.constexpr("tf32x3")
+
+
 @triton.jit
-def mma(a, b, ACC: tl.constexpr):
-    """a @ b accumulated in ACC: float64 exactly, float32 as three TF32 products on the tensor cores
-    (input_precision="tf32x3", about float32's accuracy; an exact float32 `tl.dot` does not use them
-    and holds its operands in registers: scripts/bench/kernels.py), bf16 on them directly. Triton's
-    interpreter multiplies bf16 tiles wrongly, so there they are multiplied in float32 (exact for bf16
-    products, as a GPU's bf16 units with float32 accumulation)."""
+def mma(a, b, ACC: tl.constexpr, PRECISION: tl.constexpr = TF32X3):
+    """a @ b accumulated in ACC: float64 exactly; float32 at PRECISION (support.input_precision):
+    "tf32x3", three TF32 products on the tensor cores (about float32's accuracy; an exact float32
+    `tl.dot` does not use them and holds its operands in registers: scripts/bench/kernels.py), or
+    "tf32", one (10-bit mantissas, 3x fewer instructions); bf16 on them directly. Triton's interpreter
+    multiplies bf16 tiles wrongly, so there they are multiplied in float32 (exact for bf16 products,
+    as a GPU's bf16 units with float32 accumulation); it multiplies float32 exactly at any PRECISION."""
     if INTERPRET and a.dtype == tl.bfloat16:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", out_dtype=ACC)
     if ACC == tl.float64:
         return tl.dot(a, b, input_precision="ieee", out_dtype=ACC)
-    return tl.dot(a, b, input_precision="tf32x3", out_dtype=ACC)
+    return tl.dot(a, b, input_precision=PRECISION, out_dtype=ACC)

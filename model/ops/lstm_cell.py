@@ -1,5 +1,5 @@
 """One decoder step's LSTM cell through the fast loop's StepProjection: the plain reference and the
-same cell as two fused kernels (Tacotron2Config.fused_lstm).
+same cell as fused Triton kernels (Tacotron2Config.fused_lstm).
 
 Plain. `plain_cell`: the step's inputs written into the projection's row and multiplied by its
 weights (deferred.step_linear), then `lstm_update`, nn.LSTMCell's pointwise part (on CUDA the
@@ -7,7 +7,7 @@ fused cell kernel nn.LSTMCell itself runs), then the dropout mask.
 
 Fused. In the fast loop each LSTM cell of a step is, on a GPU, about six launches forward (the
 inputs copied into the step's row, the product, the cell update, the dropout mask) and as many
-backward, each a fixed cost whatever the batch. `cell_step` is one Triton kernel forward and one
+backward, each a fixed cost whatever the batch. `cell_step` is one Triton kernel forward and two
 backward (lstm_kernels.py), wrapped as the PyTorch operators `tacotron2::lstm_step` and
 `tacotron2::lstm_step_backward`, so autograd, the CUDA graphs, the meta device and the operation
 counter treat each as one operation. It keeps the StepProjection's contract: it writes the step's
@@ -113,7 +113,7 @@ def cell_step(
     written into `row` (a view whose columns are the parts'). weight [4H, K] is outside autograd (the
     fast loop's detached compute-dtype copy); keep is the step's dropout mask or None. d_h_extra, if
     given, is called in the backward for a gradient of h [B, H] that autograd does not sum in (or
-    None), which the kernel adds to h's."""
+    None), which the backward's kernel adds to h's."""
     keep = None if keep is None else keep.contiguous()
     parts = tuple(p.contiguous() for p in parts)
     h, c, _ = _CellStep.apply(pre, weight, row, cell.contiguous(), keep, d_h_extra, *parts)

@@ -3,23 +3,27 @@
 Why. In the fast loop (model/fast_decoder.py) each LSTM cell of a decoder step is, on a GPU, a copy
 of each input into the step's row (2-3), the product with the cell's weights, CUDA's fused cell
 update and the dropout mask forward, and as many backward: about six launches each way whose fixed
-cost does not depend on the batch. Here each direction is one kernel:
+cost does not depend on the batch. Here the forward is one kernel and the backward two:
 
 * forward, a program per (block of rows, block of hidden units): the step's inputs, read from where
   they are, are written into the row that the deferred weight gradient reads after the loop (by the
-  programs of the first hidden block only); the four gates' products, the precomputed term, the cell
-  update and the dropout mask; it keeps the gates' activations for the backward;
-* backward, a program per (block of rows, block of input columns): the gates' gradients from the
-  kept activations (recomputed by every column block: cheap pointwise work, where keeping them would
-  cost a launch), written once (first column block) as the gradient of the precomputed term, which
-  is what the deferred weight gradient collects, and the cell's; and the inputs' gradient, the gates'
-  gradients times the weights, one `tl.dot` per gate and hidden block.
+  programs of the first hidden block only); the four gates as ONE product [BB, 4 * BH] (each hidden
+  unit's four gate columns side by side, so that the warps share the columns out instead of each
+  computing every gate: 16 rows are one tensor-core tile high), the precomputed term, the
+  activations, the cell update and the dropout mask; it keeps the gates' activations for the backward;
+* backward, first a program per (block of rows, block of hidden units): the gates' gradients from the
+  kept activations, written once as the gradient of the precomputed term (which the deferred weight
+  gradient collects), and the previous cell's; then a program per (block of rows, block of input
+  columns): the inputs' gradient, that gradient times the weights, one product over all 4H. One
+  launch more than a single kernel, whose every column program recomputed all the gates' gradients
+  (48-80 times the pointwise work, 822-992 instructions an iteration in float32).
 
 Precision: float64 for float64 weights, else float32 accumulation; the products take the weights'
-dtype (bf16 under autocast, as the unfused loop's); float32 products run as three TF32 products on
-the tensor cores (input_precision="tf32x3", about float32's accuracy), float64 ones as float64.
-Both kernels' loops over the weights are pipelined (`tl.range` with STAGES iterations in flight).
-Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's check).
+dtype (bf16 under autocast, as the unfused loop's); float32 products at support.input_precision
+(torch's matmul precision: "highest", the recipe's default, is three TF32 products, about float32's
+accuracy; "high" one), float64 ones as float64. Every loop over the weights is pipelined (`tl.range`
+with STAGES iterations in flight). Under TRITON_INTERPRET=1 the kernels run on the CPU (the suite's
+check).
 """
 
 import torch
@@ -27,40 +31,42 @@ import triton
 import triton.language as tl
 
 from .kernel_math import mma, tanh, tl_dtype
-from .support import accumulation_dtype
+from .support import accumulation_dtype, input_precision
 
 #: Iterations in flight in each loop (tl.range's num_stages): an iteration's tiles (the inputs and the
-#: four gates' weight tiles; in the backward also the kept activations) are loaded STAGES - 1
-#: iterations ahead into shared memory (cp.async on sm_80 and later) while the current one computes.
-#: Both loops can be pipelined: neither reads what an earlier iteration of it wrote.
+#: weight tile; in the backward the gates' gradients) are loaded STAGES - 1 iterations ahead into
+#: shared memory (cp.async on sm_80 and later) while the current one computes. Every loop can be
+#: pipelined: none reads what an earlier iteration of it wrote.
 STAGES = tl.constexpr(3)
 
 
 @triton.jit
 def _gate_products(
-    x_ptr, width, col, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row,
-    BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr,
+    acc, x_ptr, width, col, w_ptr, row_ptr, row_stride, rows, weight_rows, columns_ok, B, K, write_row,
+    BK: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """One input's share of the four gates, [BB, BH] each: x [B, width] times the weight columns
-    col..col + width; the first hidden block's programs write x into the step's row."""
-    acc_i = tl.zeros((BB, BH), dtype=ACC)
-    acc_f = tl.zeros((BB, BH), dtype=ACC)
-    acc_g = tl.zeros((BB, BH), dtype=ACC)
-    acc_o = tl.zeros((BB, BH), dtype=ACC)
+    """acc [BB, 4 * BH] plus one input's share of the four gates: x [B, width] times the weight
+    columns col..col + width of `weight_rows` (the tile's columns' rows of W); the first hidden
+    block's programs write x into the step's row."""
     for k0 in tl.range(0, width, BK, num_stages=STAGES):
         k = k0 + tl.arange(0, BK)
         x_ok = (rows < B)[:, None] & (k < width)[None, :]
         x = tl.load(x_ptr + rows[:, None] * width + k[None, :], mask=x_ok, other=0.0)
         if write_row:
             tl.store(row_ptr + rows[:, None] * row_stride + (col + k)[None, :], x, mask=x_ok)
-        x = x.to(w_ptr.dtype.element_ty)
-        w_ok = (k < width)[:, None] & (hidden < H)[None, :]
-        w = w_ptr + hidden[None, :] * K + (col + k)[:, None]  # [BK, BH]: gate i's tile of W^T
-        acc_i += mma(x, tl.load(w, mask=w_ok, other=0.0), ACC)
-        acc_f += mma(x, tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
-        acc_g += mma(x, tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
-        acc_o += mma(x, tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
-    return acc_i, acc_f, acc_g, acc_o
+        w_ok = (k < width)[:, None] & columns_ok[None, :]
+        w = tl.load(w_ptr + weight_rows[None, :] * K + (col + k)[:, None], mask=w_ok, other=0.0)  # [BK, 4BH]
+        acc += mma(x.to(w_ptr.dtype.element_ty), w, ACC, PRECISION)
+    return acc
+
+
+@triton.jit
+def _split_gates(t, BB: tl.constexpr, BH: tl.constexpr):
+    """A [BB, 4 * BH] tile whose column 4j + q is gate q of hidden unit j as four [BB, BH] tiles."""
+    even, odd = tl.split(tl.reshape(t, (BB, BH, 2, 2)))  # q = 2a + b: b = 0 (i, g) and b = 1 (f, o)
+    i, g = tl.split(even)
+    f, o = tl.split(odd)
+    return i, f, g, o
 
 
 @triton.jit
@@ -69,29 +75,36 @@ def lstm_forward_kernel(
     h_ptr, c_ptr, act_ptr,  # outputs: h (dropout applied), the new cell, the gates' activations [B, 4H]
     B, H, K,
     NPARTS: tl.constexpr, HAS_KEEP: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
-    ACC: tl.constexpr,
+    ACC: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     rows = tl.program_id(0) * BB + tl.arange(0, BB)
-    hidden = tl.program_id(1) * BH + tl.arange(0, BH)
+    j = tl.arange(0, 4 * BH)
+    gate = j % 4  # column 4j + q: gate q (i, f, g, o) of hidden unit j
+    units = tl.program_id(1) * BH + j // 4
+    weight_rows, columns_ok = gate * H + units, units < H
     write_row = tl.program_id(1) == 0
-    gi, gf, gg, go = _gate_products(
-        p0_ptr, k0, 0, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row, BB, BH, BK, ACC
-    )
-    ai, af, ag, ao = _gate_products(
-        p1_ptr, k1, k0, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row, BB, BH, BK, ACC
-    )
-    gi, gf, gg, go = gi + ai, gf + af, gg + ag, go + ao
+    z = tl.zeros((BB, 4 * BH), dtype=ACC)
+    z = _gate_products(
+        z, p0_ptr, k0, 0, w_ptr, row_ptr, row_stride, rows, weight_rows, columns_ok, B, K, write_row,
+        BK, ACC, PRECISION,
+    )  # fmt: skip
+    z = _gate_products(
+        z, p1_ptr, k1, k0, w_ptr, row_ptr, row_stride, rows, weight_rows, columns_ok, B, K, write_row,
+        BK, ACC, PRECISION,
+    )  # fmt: skip
     if NPARTS == 3:
-        ai, af, ag, ao = _gate_products(
-            p2_ptr, k2, k0 + k1, w_ptr, row_ptr, row_stride, rows, hidden, B, H, K, write_row, BB, BH, BK, ACC
-        )
-        gi, gf, gg, go = gi + ai, gf + af, gg + ag, go + ao
+        z = _gate_products(
+            z, p2_ptr, k2, k0 + k1, w_ptr, row_ptr, row_stride, rows, weight_rows, columns_ok, B, K, write_row,
+            BK, ACC, PRECISION,
+        )  # fmt: skip
+    tile_ok = (rows < B)[:, None] & columns_ok[None, :]
+    z += tl.load(pre_ptr + rows[:, None] * pre_stride + weight_rows[None, :], mask=tile_ok, other=0.0).to(ACC)
+    s = tl.where(gate == 2, 2.0, 1.0).to(ACC)[None, :]  # g's tanh(z) = 2 sigmoid(2z) - 1 (kernel_math.tanh)
+    act = s * tl.sigmoid(s * z) - (s - 1.0)
+    tl.store(act_ptr + rows[:, None] * 4 * H + weight_rows[None, :], act, mask=tile_ok)
+    i, f, g, o = _split_gates(act, BB, BH)
+    hidden = tl.program_id(1) * BH + tl.arange(0, BH)
     ok = (rows < B)[:, None] & (hidden < H)[None, :]
-    pre = pre_ptr + rows[:, None] * pre_stride + hidden[None, :]
-    i = tl.sigmoid(tl.load(pre, mask=ok, other=0.0).to(ACC) + gi)
-    f = tl.sigmoid(tl.load(pre + H, mask=ok, other=0.0).to(ACC) + gf)
-    g = tanh(tl.load(pre + 2 * H, mask=ok, other=0.0).to(ACC) + gg)
-    o = tl.sigmoid(tl.load(pre + 3 * H, mask=ok, other=0.0).to(ACC) + go)
     at = rows[:, None] * H + hidden[None, :]
     c = f * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) + i * g
     h = o * tanh(c)
@@ -99,21 +112,19 @@ def lstm_forward_kernel(
         h = h * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
     tl.store(h_ptr + at, h, mask=ok)
     tl.store(c_ptr + at, c, mask=ok)
-    act = act_ptr + rows[:, None] * 4 * H + hidden[None, :]
-    tl.store(act, i, mask=ok)
-    tl.store(act + H, f, mask=ok)
-    tl.store(act + 2 * H, g, mask=ok)
-    tl.store(act + 3 * H, o, mask=ok)
 
 
 @triton.jit
-def _gate_grads(
-    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dh_stride, dhx_ptr, dhx_stride, dc_ptr, rows, hidden, B, H,
-    HAS_KEEP: tl.constexpr, HAS_EXTRA: tl.constexpr, ACC,
+def lstm_backward_gates_kernel(
+    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dhx_ptr, dc_ptr,
+    dgates_ptr, dcell_ptr,  # outputs: the gates' gradients [B, 4H] (pre-activation), the previous cell's [B, H]
+    dh_stride, dhx_stride, B, H,
+    HAS_KEEP: tl.constexpr, HAS_EXTRA: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    """The four gates' gradients (pre-activation) and the previous cell's, [BB, BH] each; h's
-    gradient is dh (rows dh_stride apart: a column slice of the next step's input gradient is read
-    where it is), with HAS_EXTRA plus the extra one (rows dhx_stride apart)."""
+    """h's gradient is dh (rows dh_stride apart: a column slice of the next step's input gradient is
+    read where it is), with HAS_EXTRA plus the extra one (rows dhx_stride apart)."""
+    rows = tl.program_id(0) * BB + tl.arange(0, BB)
+    hidden = tl.program_id(1) * BH + tl.arange(0, BH)
     ok = (rows < B)[:, None] & (hidden < H)[None, :]
     at = rows[:, None] * H + hidden[None, :]
     act = act_ptr + rows[:, None] * 4 * H + hidden[None, :]
@@ -128,67 +139,61 @@ def _gate_grads(
         dh = dh * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
     tc = tanh(tl.load(c_ptr + at, mask=ok, other=0.0).to(ACC))
     dc = tl.load(dc_ptr + at, mask=ok, other=0.0).to(ACC) + dh * o * (1.0 - tc * tc)
-    di = dc * g * i * (1.0 - i)
-    df = dc * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) * f * (1.0 - f)
-    dg = dc * i * (1.0 - g * g)
-    do = dh * tc * o * (1.0 - o)
-    return di, df, dg, do, dc * f
+    dgates = dgates_ptr + rows[:, None] * 4 * H + hidden[None, :]
+    tl.store(dgates, dc * g * i * (1.0 - i), mask=ok)
+    tl.store(dgates + H, dc * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) * f * (1.0 - f), mask=ok)
+    tl.store(dgates + 2 * H, dc * i * (1.0 - g * g), mask=ok)
+    tl.store(dgates + 3 * H, dh * tc * o * (1.0 - o), mask=ok)
+    tl.store(dcell_ptr + at, dc * f, mask=ok)
 
 
 @triton.jit
-def lstm_backward_kernel(
-    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dhx_ptr, dc_ptr, w_ptr,
-    dgates_ptr, dcell_ptr, dx_ptr,  # outputs: the gates' gradients [B, 4H], the previous cell's, the inputs' [B, K]
-    dh_stride, dhx_stride, B, H, K,
-    HAS_KEEP: tl.constexpr, HAS_EXTRA: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
-    ACC: tl.constexpr,
+def lstm_backward_inputs_kernel(
+    dgates_ptr, w_ptr, dx_ptr,  # dx [B, K] (output) = dgates [B, 4H] @ W [4H, K]
+    B, H4, K,
+    BB: tl.constexpr, BJ: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     rows = tl.program_id(0) * BB + tl.arange(0, BB)
     k = tl.program_id(1) * BK + tl.arange(0, BK)
-    first = tl.program_id(1) == 0
     dx = tl.zeros((BB, BK), dtype=ACC)
-    for h0 in tl.range(0, H, BH, num_stages=STAGES):
-        hidden = h0 + tl.arange(0, BH)
-        di, df, dg, do, dcell = _gate_grads(
-            act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dh_stride, dhx_ptr, dhx_stride, dc_ptr, rows, hidden, B, H,
-            HAS_KEEP, HAS_EXTRA, ACC,
-        )  # fmt: skip
-        ok = (rows < B)[:, None] & (hidden < H)[None, :]
-        if first:
-            dgates = dgates_ptr + rows[:, None] * 4 * H + hidden[None, :]
-            tl.store(dgates, di, mask=ok)
-            tl.store(dgates + H, df, mask=ok)
-            tl.store(dgates + 2 * H, dg, mask=ok)
-            tl.store(dgates + 3 * H, do, mask=ok)
-            tl.store(dcell_ptr + rows[:, None] * H + hidden[None, :], dcell, mask=ok)
-        w_ok = (hidden < H)[:, None] & (k < K)[None, :]
-        w = w_ptr + hidden[:, None] * K + k[None, :]  # [BH, BK]: gate i's tile of W
-        wt = w_ptr.dtype.element_ty
-        dx += mma(di.to(wt), tl.load(w, mask=w_ok, other=0.0), ACC)
-        dx += mma(df.to(wt), tl.load(w + H * K, mask=w_ok, other=0.0), ACC)
-        dx += mma(dg.to(wt), tl.load(w + 2 * H * K, mask=w_ok, other=0.0), ACC)
-        dx += mma(do.to(wt), tl.load(w + 3 * H * K, mask=w_ok, other=0.0), ACC)
+    for j0 in tl.range(0, H4, BJ, num_stages=STAGES):
+        j = j0 + tl.arange(0, BJ)
+        d_ok = (rows < B)[:, None] & (j < H4)[None, :]
+        d = tl.load(dgates_ptr + rows[:, None] * H4 + j[None, :], mask=d_ok, other=0.0)
+        w = tl.load(w_ptr + j[:, None] * K + k[None, :], mask=(j < H4)[:, None] & (k < K)[None, :], other=0.0)
+        dx += mma(d.to(w_ptr.dtype.element_ty), w, ACC, PRECISION)
     tl.store(dx_ptr + rows[:, None] * K + k[None, :], dx, mask=(rows < B)[:, None] & (k < K)[None, :])
 
 
-#: Rows, hidden units and input columns per program: small hidden and column blocks, so that a batch of
-#: 16 rows still spreads over 64 or more programs (untuned: to be timed against others on a GPU).
-BLOCKS = {"BB": 16, "BH": 16, "BK": 32}
-#: The forward walks its inputs BK columns an iteration: 16, not the backward's block of 32 columns, so
-#: that its pipelined loop fits the registers in float32 (32 spills: scripts/bench/kernels.py).
-FORWARD_BLOCKS = {**BLOCKS, "BK": 16}
-#: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
+#: Blocks and warps per program (untuned: to be timed against others on a GPU; scripts/bench/kernels.py
+#: prints their registers and loop bodies). 16 rows are one tensor-core tile high, so a program's warps
+#: share out the product's columns: 8 columns each (one tile wide), and no warp computes another's.
+#: The forward: rows, hidden units (4 * BH = 32 gate columns: 4 warps) and input columns an iteration;
+#: 128 programs at 16 rows and 1024 hidden units.
+FORWARD_BLOCKS = {"BB": 16, "BH": 8, "BK": 64}
+#: The backward's gates' gradients: rows and hidden units per program (pointwise, no loop).
+GATES_BLOCKS = {"BB": 16, "BH": 16}
+#: The backward's inputs' gradient: rows, input columns (16: 2 warps) per program, and gate columns an
+#: iteration; 96-160 programs at 16 rows (the attention cell's 1536 input columns, the decoder cell's 2560).
+INPUTS_BLOCKS = {"BB": 16, "BK": 16, "BJ": 64}
+#: Warps per program: the forward and the gates' gradients, and the backward's product.
 NUM_WARPS = 4
+INPUTS_WARPS = 2
 
 
 def forward_grid(rows: int, hidden: int) -> tuple[int, int]:
     """The forward's programs: (blocks of rows, blocks of hidden units)."""
-    return triton.cdiv(rows, BLOCKS["BB"]), triton.cdiv(hidden, BLOCKS["BH"])
+    return triton.cdiv(rows, FORWARD_BLOCKS["BB"]), triton.cdiv(hidden, FORWARD_BLOCKS["BH"])
+
+
+def backward_gates_grid(rows: int, hidden: int) -> tuple[int, int]:
+    """The backward's first kernel's programs (the gates' gradients): (blocks of rows, of hidden units)."""
+    return triton.cdiv(rows, GATES_BLOCKS["BB"]), triton.cdiv(hidden, GATES_BLOCKS["BH"])
 
 
 def backward_grid(rows: int, width: int) -> tuple[int, int]:
-    """The backward's programs: (blocks of rows, blocks of input columns)."""
-    return triton.cdiv(rows, BLOCKS["BB"]), triton.cdiv(width, BLOCKS["BK"])
+    """The backward's product's programs (the inputs' gradient): (blocks of rows, blocks of input columns)."""
+    return triton.cdiv(rows, INPUTS_BLOCKS["BB"]), triton.cdiv(width, INPUTS_BLOCKS["BK"])
 
 
 def forward(
@@ -210,7 +215,8 @@ def forward(
     lstm_forward_kernel[forward_grid(b, hidden)](
         pre, pre.stride(0), *(x for pair in sizes for x in pair), weight, row, row.stride(0), cell,
         cell if keep is None else keep, out_h, out_c, act, b, hidden, width,
-        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS, **FORWARD_BLOCKS,
+        NPARTS=len(parts), HAS_KEEP=keep is not None, ACC=tl_dtype(acc), PRECISION=input_precision(weight.dtype),
+        num_warps=NUM_WARPS, **FORWARD_BLOCKS,
     )  # fmt: skip
     return out_h, out_c, act
 
@@ -226,18 +232,24 @@ def backward(
     gates_dtype: torch.dtype,
     d_h_extra: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One launch: the gates' gradients [B, 4H] in gates_dtype (the precomputed term's), the previous
-    cell's [B, H] in its dtype and the inputs' side by side [B, K] in the accumulation dtype (written in
-    the dtypes they go on in: no cast after the kernel). d_h and d_h_extra (if given: a gradient of h
-    that autograd did not sum in, added in the kernel) are [B, H] with unit column stride."""
+    """Two launches: the gates' gradients [B, 4H] in gates_dtype (the precomputed term's) and the
+    previous cell's [B, H] in its dtype; then the inputs' side by side [B, K] in the accumulation
+    dtype (written in the dtypes they go on in: no cast after the kernels). d_h and d_h_extra (if
+    given: a gradient of h that autograd did not sum in, added in the kernel) are [B, H] with unit
+    column stride."""
     b, h4 = act.shape
     width = weight.size(1)
     acc = accumulation_dtype(weight.dtype)
-    grads = (act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell), act.new_empty(b, width, dtype=acc))
-    lstm_backward_kernel[backward_grid(b, width)](
+    d_gates, d_cell = act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell)
+    lstm_backward_gates_kernel[backward_gates_grid(b, h4 // 4)](
         act, cell, new_cell, cell if keep is None else keep, d_h, d_h if d_h_extra is None else d_h_extra, d_c,
-        weight, *grads, d_h.stride(0), 0 if d_h_extra is None else d_h_extra.stride(0), b, h4 // 4, width,
+        d_gates, d_cell, d_h.stride(0), 0 if d_h_extra is None else d_h_extra.stride(0), b, h4 // 4,
         HAS_KEEP=keep is not None, HAS_EXTRA=d_h_extra is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
-        **BLOCKS,
+        **GATES_BLOCKS,
     )  # fmt: skip
-    return grads
+    d_row = act.new_empty(b, width, dtype=acc)
+    lstm_backward_inputs_kernel[backward_grid(b, width)](
+        d_gates, weight, d_row, b, h4, width,
+        ACC=tl_dtype(acc), PRECISION=input_precision(weight.dtype), num_warps=INPUTS_WARPS, **INPUTS_BLOCKS,
+    )  # fmt: skip
+    return d_gates, d_cell, d_row

@@ -1,7 +1,7 @@
 """What the operations of model/ops/ share on the PyTorch side, without importing Triton: where the
 Triton kernels can run, the dtype sums are kept in (attention_step.py, lstm_cell.py, their kernels,
 and deferred.py's weight and memory gradients, which follow the same rule), and the layout the
-kernels read a gradient in."""
+kernels read a gradient in, and the precision of their float32 products."""
 
 import importlib.util
 import os
@@ -24,6 +24,17 @@ def unavailable(device: torch.device) -> str | None:
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     """float64 for float64 inputs, else float32 (bf16 and fp16 included): what sums are kept in."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def input_precision(dtype: torch.dtype) -> str:
+    """How the kernels multiply `dtype` operands (kernel_math.mma's PRECISION), read on the host at
+    launch: float64 exactly ("ieee"); float32 as three TF32 products ("tf32x3", about float32's
+    accuracy) under torch's matmul precision "highest" (the recipe's default: matmul_precision sets
+    it, training/step.set_matmul_precision), else as one ("tf32": "high" and "medium", as cuBLAS's
+    float32 products then). bf16 and fp16 run on the tensor cores as they are, whatever it says."""
+    if dtype == torch.float64:
+        return "ieee"
+    return "tf32x3" if torch.get_float32_matmul_precision() == "highest" else "tf32"
 
 
 def unit_columns(t: torch.Tensor) -> torch.Tensor:

@@ -71,10 +71,13 @@ FULL = {
     "hidden": SIZES.decoder_hidden,
     "text": SIZES.text,
 }
+#: The decoder cell as the fast loop launches it: three inputs, the dropout mask; the backward adds
+#: the hidden state's gradient from the projection (model/fast_steps.py).
+LSTM_FORWARD = {"NPARTS": 3, "HAS_KEEP": True}
+LSTM_BACKWARD = {"HAS_KEEP": True, "HAS_EXTRA": True}
 #: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
 #: the processed memory's and the scoring partials' added in place, the context's gradient from the
-#: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py);
-#: the decoder cell's backward adds its hidden state's gradient from the projection
+#: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py)
 LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True, "CTX_EXTRA": True, "W_EXTRA": False}
 
 
@@ -101,6 +104,10 @@ class Variant:
     constexprs: dict
     num_warps: int
     default: bool
+    #: arguments a launch at the full model's sizes finds divisible by 16 (16-byte aligned pointers,
+    #: sizes and strides), which Triton's launcher specializes on: its loads vectorize (bf16 needs it
+    #: for cp.async: a 2-byte load cannot be one)
+    aligned: tuple = ()
 
 
 def signature(fn, pointers: dict, constexprs: dict) -> dict:
@@ -137,31 +144,36 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
     return found
 
 
-def lstm_variants(warps: list[int]) -> list[Variant]:
-    """Both LSTM kernels for the decoder cell (three inputs), fp32 and with bf16 weights (autocast's)."""
+def lstm_variants(warps: list[int] | None) -> list[Variant]:
+    """The LSTM kernels for the decoder cell (three inputs) at their launch's warps and each of `warps`
+    (None: only the launch's): float32 weights with their products as three TF32 products ("tf32x3",
+    matmul_precision=highest) and as one ("tf32", high), and bf16 weights (autocast's). The backward's
+    gates' kernel has no product: float32 and bf16 only."""
     found = []
-    for precision, low in (("fp32", {}), ("bf16", {"w_ptr": "bf16", "row_ptr": "bf16"})):
-        for num_warps in warps:
-            default = num_warps == lstm_kernels.NUM_WARPS
-            forward = {**lstm_kernels.FORWARD_BLOCKS, "NPARTS": 3, "HAS_KEEP": True, "ACC": tl.float32}
-            backward = {**lstm_kernels.BLOCKS, "HAS_KEEP": True, "HAS_EXTRA": True, "ACC": tl.float32}
-            found.append(
-                Variant(
-                    f"lstm forward, {precision}", lstm_kernels.lstm_forward_kernel, low, forward, num_warps, default
-                )
-            )
-            found.append(
-                Variant(
-                    f"lstm backward, {precision}", lstm_kernels.lstm_backward_kernel, low, backward, num_warps, default
-                )
-            )
+    bf16 = {"w_ptr": "bf16", "row_ptr": "bf16", "dgates_ptr": "bf16"}
+    gates = {**lstm_kernels.GATES_BLOCKS, **LSTM_BACKWARD, "ACC": tl.float32}
+    for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
+        products = {"ACC": tl.float32, "PRECISION": mma}
+        kernels = [
+            ("forward", lstm_kernels.lstm_forward_kernel, {**lstm_kernels.FORWARD_BLOCKS, **LSTM_FORWARD, **products}),
+            ("backward gates", lstm_kernels.lstm_backward_gates_kernel, gates),
+            ("backward inputs", lstm_kernels.lstm_backward_inputs_kernel, {**lstm_kernels.INPUTS_BLOCKS, **products}),
+        ]
+        for name, fn, consts in kernels:
+            if name == "backward gates" and precision == "tf32":
+                continue  # no product: the same kernel as tf32x3's
+            launched = lstm_kernels.INPUTS_WARPS if name == "backward inputs" else lstm_kernels.NUM_WARPS
+            label = f"lstm {name}, {'fp32' if name == 'backward gates' and precision != 'bf16' else precision}"
+            aligned = tuple(a for a in fn.arg_names if a not in consts and a != "B")  # B0 rows: any
+            for num_warps in [launched] if warps is None else sorted({launched, *warps}):
+                found.append(Variant(label, fn, low, consts, num_warps, num_warps == launched, aligned))
     return found
 
 
 def default_variants() -> list[Variant]:
     """What the model launches: each kernel at its module's chunk and warps, fp32 and bf16."""
     attention = attention_variants([CHUNK], [attention_kernels.NUM_WARPS])
-    return attention + lstm_variants([lstm_kernels.NUM_WARPS])
+    return attention + lstm_variants(None)
 
 
 def cuobjdump(cubin: bytes, flag: str) -> str:
@@ -216,6 +228,7 @@ def compile_variant(variant: Variant, arch: int) -> dict:
         fn=variant.fn,
         signature=signature(variant.fn, variant.pointers, variant.constexprs),
         constexprs=variant.constexprs,
+        attrs={(variant.fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in variant.aligned},
     )
     kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": variant.num_warps})
     cubin = kernel.asm["cubin"]
