@@ -11,12 +11,13 @@ cost does not depend on the batch. Here the forward is one kernel and the backwa
   unit's four gate columns side by side, so that the warps share the columns out instead of each
   computing every gate: 16 rows are one tensor-core tile high), the precomputed term, the
   activations, the cell update and the dropout mask; it keeps the gates' activations for the backward;
-* backward, first a program per (block of rows, block of hidden units): the gates' gradients from the
-  kept activations, written once as the gradient of the precomputed term (which the deferred weight
-  gradient collects), and the previous cell's; then a program per (block of rows, block of input
-  columns): the inputs' gradient, that gradient times the weights, one product over all 4H. One
-  launch more than a single kernel, whose every column program recomputed all the gates' gradients
-  (48-80 times the pointwise work, 822-992 instructions an iteration in float32).
+* backward, first the split cell's pointwise backward (lstm_pointwise_kernels.py, one home for the
+  gates' gradients): the gates' gradients from the kept activations, written once as the gradient of
+  the precomputed term (which the deferred weight gradient collects), and the previous cell's; then
+  a program per (block of rows, block of input columns): the inputs' gradient, that gradient times
+  the weights, one product over all 4H. One launch more than a single kernel, whose every column
+  program recomputed all the gates' gradients (48-80 times the pointwise work, 822-992 instructions
+  an iteration in float32).
 
 Precision: float64 for float64 weights, else float32 accumulation; the products take the weights'
 dtype (bf16 under autocast, as the unfused loop's); float32 products at support.input_precision
@@ -115,39 +116,6 @@ def lstm_forward_kernel(
 
 
 @triton.jit
-def lstm_backward_gates_kernel(
-    act_ptr, cell_ptr, c_ptr, keep_ptr, dh_ptr, dhx_ptr, dc_ptr,
-    dgates_ptr, dcell_ptr,  # outputs: the gates' gradients [B, 4H] (pre-activation), the previous cell's [B, H]
-    dh_stride, dhx_stride, B, H,
-    HAS_KEEP: tl.constexpr, HAS_EXTRA: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
-    """h's gradient is dh (rows dh_stride apart: a column slice of the next step's input gradient is
-    read where it is), with HAS_EXTRA plus the extra one (rows dhx_stride apart)."""
-    rows = tl.program_id(0) * BB + tl.arange(0, BB)
-    hidden = tl.program_id(1) * BH + tl.arange(0, BH)
-    ok = (rows < B)[:, None] & (hidden < H)[None, :]
-    at = rows[:, None] * H + hidden[None, :]
-    act = act_ptr + rows[:, None] * 4 * H + hidden[None, :]
-    i = tl.load(act, mask=ok, other=0.0).to(ACC)
-    f = tl.load(act + H, mask=ok, other=0.0).to(ACC)
-    g = tl.load(act + 2 * H, mask=ok, other=0.0).to(ACC)
-    o = tl.load(act + 3 * H, mask=ok, other=0.0).to(ACC)
-    dh = tl.load(dh_ptr + rows[:, None] * dh_stride + hidden[None, :], mask=ok, other=0.0).to(ACC)
-    if HAS_EXTRA:
-        dh += tl.load(dhx_ptr + rows[:, None] * dhx_stride + hidden[None, :], mask=ok, other=0.0).to(ACC)
-    if HAS_KEEP:
-        dh = dh * tl.load(keep_ptr + at, mask=ok, other=0.0).to(ACC)
-    tc = tanh(tl.load(c_ptr + at, mask=ok, other=0.0).to(ACC))
-    dc = tl.load(dc_ptr + at, mask=ok, other=0.0).to(ACC) + dh * o * (1.0 - tc * tc)
-    dgates = dgates_ptr + rows[:, None] * 4 * H + hidden[None, :]
-    tl.store(dgates, dc * g * i * (1.0 - i), mask=ok)
-    tl.store(dgates + H, dc * tl.load(cell_ptr + at, mask=ok, other=0.0).to(ACC) * f * (1.0 - f), mask=ok)
-    tl.store(dgates + 2 * H, dc * i * (1.0 - g * g), mask=ok)
-    tl.store(dgates + 3 * H, dh * tc * o * (1.0 - o), mask=ok)
-    tl.store(dcell_ptr + at, dc * f, mask=ok)
-
-
-@triton.jit
 def lstm_backward_inputs_kernel(
     dgates_ptr, w_ptr, dx_ptr,  # dx [B, K] (output) = dgates [B, 4H] @ W [4H, K]
     B, H4, K,
@@ -171,8 +139,6 @@ def lstm_backward_inputs_kernel(
 #: The forward: rows, hidden units (4 * BH = 32 gate columns: 4 warps) and input columns an iteration;
 #: 128 programs at 16 rows and 1024 hidden units.
 FORWARD_BLOCKS = {"BB": 16, "BH": 8, "BK": 64}
-#: The backward's gates' gradients: rows and hidden units per program (pointwise, no loop).
-GATES_BLOCKS = {"BB": 16, "BH": 16}
 #: The backward's inputs' gradient: rows, input columns (16: 2 warps) per program, and gate columns an
 #: iteration; 96-160 programs at 16 rows (the attention cell's 1536 input columns, the decoder cell's 2560).
 INPUTS_BLOCKS = {"BB": 16, "BK": 16, "BJ": 64}
@@ -184,11 +150,6 @@ INPUTS_WARPS = 2
 def forward_grid(rows: int, hidden: int) -> tuple[int, int]:
     """The forward's programs: (blocks of rows, blocks of hidden units)."""
     return triton.cdiv(rows, FORWARD_BLOCKS["BB"]), triton.cdiv(hidden, FORWARD_BLOCKS["BH"])
-
-
-def backward_gates_grid(rows: int, hidden: int) -> tuple[int, int]:
-    """The backward's first kernel's programs (the gates' gradients): (blocks of rows, of hidden units)."""
-    return triton.cdiv(rows, GATES_BLOCKS["BB"]), triton.cdiv(hidden, GATES_BLOCKS["BH"])
 
 
 def backward_grid(rows: int, width: int) -> tuple[int, int]:
@@ -240,13 +201,9 @@ def backward(
     b, h4 = act.shape
     width = weight.size(1)
     acc = accumulation_dtype(weight.dtype)
-    d_gates, d_cell = act.new_empty(b, h4, dtype=gates_dtype), torch.empty_like(cell)
-    lstm_backward_gates_kernel[backward_gates_grid(b, h4 // 4)](
-        act, cell, new_cell, cell if keep is None else keep, d_h, d_h if d_h_extra is None else d_h_extra, d_c,
-        d_gates, d_cell, d_h.stride(0), 0 if d_h_extra is None else d_h_extra.stride(0), b, h4 // 4,
-        HAS_KEEP=keep is not None, HAS_EXTRA=d_h_extra is not None, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
-        **GATES_BLOCKS,
-    )  # fmt: skip
+    from .lstm_pointwise_kernels import backward as pointwise_backward  # a kernel module: imported where used
+
+    d_gates, d_cell = pointwise_backward(act, cell, new_cell, keep, d_h, d_c, gates_dtype, d_h_extra)
     d_row = act.new_empty(b, width, dtype=acc)
     lstm_backward_inputs_kernel[backward_grid(b, width)](
         d_gates, weight, d_row, b, h4, width,

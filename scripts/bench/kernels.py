@@ -44,7 +44,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from model.ops import attention_kernels, lstm_kernels
+from model.ops import attention_kernels, lstm_kernels, lstm_pointwise_kernels
 from model.ops.attention_step import CHUNK
 from scripts.bench.kernel_launches import StepLaunch, fits, full_sizes, launch_bytes, loops, step_launches
 from scripts.bench.kernel_model import Compiled, Costs, Launch, StructureError
@@ -151,12 +151,12 @@ def lstm_variants(warps: list[int] | None) -> list[Variant]:
     gates' kernel has no product: float32 and bf16 only."""
     found = []
     bf16 = {"w_ptr": "bf16", "row_ptr": "bf16", "dgates_ptr": "bf16"}
-    gates = {**lstm_kernels.GATES_BLOCKS, **LSTM_BACKWARD, "ACC": tl.float32}
+    gates = {"BLOCK": lstm_pointwise_kernels.BLOCK, **LSTM_BACKWARD, "ACC": tl.float32}
     for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
         products = {"ACC": tl.float32, "PRECISION": mma}
         kernels = [
             ("forward", lstm_kernels.lstm_forward_kernel, {**lstm_kernels.FORWARD_BLOCKS, **LSTM_FORWARD, **products}),
-            ("backward gates", lstm_kernels.lstm_backward_gates_kernel, gates),
+            ("backward gates", lstm_pointwise_kernels.lstm_pointwise_backward_kernel, gates),
             ("backward inputs", lstm_kernels.lstm_backward_inputs_kernel, {**lstm_kernels.INPUTS_BLOCKS, **products}),
         ]
         for name, fn, consts in kernels:
