@@ -15,7 +15,9 @@ random text ids and mels of exactly those lengths. Variants:
 * graphed+recompute: graphed, recomputing the attention's energy chain in the backward
   (model.recompute_attention: less activation memory, one more chain per step; CUDA only);
 * graphed+fused: graphed, each step's attention and LSTM cells as Triton kernels, one forward and
-  one backward each (model.fused_attention and model.fused_lstm; CUDA only).
+  one backward each (model.fused_attention and model.fused_lstm; CUDA only);
+* graphed+split: graphed, the fused attention, and each LSTM cell's weight product on cuBLAS with its
+  gates in a Triton kernel (model.split_lstm; CUDA only).
 
 Every variant starts from the same initial weights. Numerics first: each variant's loss and
 gradient on the first batch against eager's, and the ATen operations that batch's forward and
@@ -28,13 +30,17 @@ every variant in a rotating order, so drift and other processes hit all variants
 Markdown table (microseconds per decoder step, real mel frames per second, peak memory on CUDA,
 first loss, relative gradient difference, speed against eager), then under its own caption
 ("ops per decoder step", which gpu_check's report uses as a heading) a second one of the
-operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
+operations per decoder step, and last the line `fast/eager speed ratio: X.XX`. With --kernel-times DIR,
+one more step of each variant that --variants names runs under torch.profiler after the timed rounds,
+and a table per variant follows: each kernel's device time and calls per decoder step (on the CPU each
+operation's), also written to DIR as JSON (scripts/bench/kernel_times.py).
 
     python -m scripts.bench.step                        # CPU: small model, eager and fast, 1 thread, 4 batches
     python -m scripts.bench.step --preset full --batches 2   # CPU, full model: about a minute a batch per variant
     python -m scripts.bench.step --device cuda --batches 16
     python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute,graphed+fused
     python -m scripts.bench.step --device cuda --batch-size 64 --capture timed --hparams matmul_precision=high
+    python -m scripts.bench.step --device cuda --variants graphed,graphed+fused --kernel-times runs/kernels
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +60,9 @@ from batching.analysis import resolve_width
 from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.shapes import ShapeTable, round_up, shape_table
+from scripts.bench.kernel_times import kernel_report, per_decoder_step, precision_name, profiled
+from scripts.bench.kernel_times import markdown as kernel_markdown
+from scripts.bench.kernel_times import write_report as write_kernel_report
 from scripts.bench.steps import (
     BENCH_STRATEGIES,
     Bench,
@@ -79,8 +89,9 @@ VARIANTS = {
     "graphed+bf16": f"{GRAPHED},amp=bf16",
     "graphed+recompute": f"{GRAPHED},model.recompute_attention=true",
     "graphed+fused": f"{GRAPHED},model.fused_attention=true,model.fused_lstm=true",
+    "graphed+split": f"{GRAPHED},model.fused_attention=true,model.split_lstm=true",
 }
-CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused")
+CUDA_ONLY = ("bf16", "graphed+bf16", "graphed+recompute", "graphed+fused", "graphed+split")
 #: What runs without --variants and --preset. On the CPU: eager and fast on the small model, a few
 #: minutes in about 4 GiB. The graph-ready variants there only check the path (their static buffers
 #: for every shape of the epoch cost GiBs at the full model's size); ask for them with --variants.
@@ -182,7 +193,44 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
                 f"{rows[v]['seconds'][-1]:.3f} s",
                 file=sys.stderr,
             )
+    if args.kernel_times:
+        for v, report in kernel_reports(args, benches, inputs, shapes, device).items():
+            rows[v]["kernel_report"] = report
     return rows
+
+
+def kernel_reports(
+    args: argparse.Namespace, benches: dict[str, Bench], inputs: list, shapes: dict[str, list], device: torch.device
+) -> dict[str, dict]:
+    """The kernels per decoder step (scripts/bench/kernel_times.py) of each variant --variants names (eager
+    and fast, which always run, only when named): one more step of the middle timed batch under the
+    profiler, after the timed rounds, so that the profiler's own cost and its synchronisation stay out
+    of the timings."""
+    k = len(inputs) // 2
+    batch = inputs[k]
+    named = args.variants.split(",")
+    reports = {}
+    for v, bench in ((v, bench) for v, bench in benches.items() if v in named):
+        records = profiled(partial(train_step, bench.parts, batch, shape=shapes[v][k]), device)
+        release_memory()
+        if not records:
+            print(
+                f"warning: {v}: the profiler recorded no {'kernel' if device.type == 'cuda' else 'operation'}",
+                file=sys.stderr,
+            )
+        steps = batch.mel.size(2) // bench.cfg.model.n_frames_per_step
+        precision = precision_name(bench.cfg.train.amp, bench.cfg.train.matmul_precision)
+        kernels = per_decoder_step(records, steps)
+        reports[v] = kernel_report(device_name(device), args.batch_size, precision, v, kernels)
+    return reports
+
+
+def kernel_section(rows: dict[str, dict], folder: Path, cuda: bool) -> str:
+    """Each variant's kernel table, its JSON written into `folder` (the path printed under the table)."""
+    lines = []
+    for report in (row["kernel_report"] for row in rows.values() if "kernel_report" in row):
+        lines += ["", *kernel_markdown(report, cuda), "", f"written to {write_kernel_report(folder, report)}"]
+    return "\n".join(lines)
 
 
 def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.device) -> str:
@@ -268,6 +316,14 @@ def argument_parser() -> argparse.ArgumentParser:
         help="comma-separated variants to run (default: all on CUDA, eager and fast on the CPU; eager and fast "
         "always run, the reference and the ratio; the CUDA-only ones are left out on the CPU)",
     )
+    parser.add_argument(
+        "--kernel-times",
+        type=Path,
+        metavar="DIR",
+        help="after the timed rounds, one step of each variant that --variants names (by default eager and fast "
+        "on the CPU) under torch.profiler: its kernels' device time (on the CPU its operations' time) and calls "
+        "per decoder step, printed and written to DIR/kernels-b0-B0-PRECISION-VARIANT.json",
+    )
     return parser
 
 
@@ -302,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(markdown(rows, args, device))
+    if args.kernel_times:
+        print(kernel_section(rows, args.kernel_times, device.type == "cuda"))
     return 0
 
 
