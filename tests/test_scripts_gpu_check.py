@@ -254,3 +254,35 @@ def test_the_windows_cpu_dry_run_writes_the_whole_report(tmp_path, capsys, ljspe
     assert split_available() or "graphed+split left out" in summary
     assert capsys.readouterr().out.strip().endswith(summary.strip())
     assert {p.name for p in (tmp_path / "logs").iterdir()} == {"fill-b0-4-fp32.log"}
+
+
+def test_capacity_needs_cuda_reads_the_recipes_run_and_answers_as_the_window_reads(tmp_path, capsys, monkeypatch):
+    """scripts.release.gpu_check.capacity refuses the CPU with one error line; its setup is the recipe's
+    LJSpeech run (full model, graph_bucket 64) on the training split of the lengths given; its answers
+    (here with the GPU's parts stubbed: fits, the probe, the allocator's history) match what the window
+    reads, and the snapshot leaves the allocator's history off."""
+    import re
+
+    import torch
+
+    from scripts.release.gpu_check import capacity
+    from scripts.release.gpu_check.window import CAPACITY_ANSWERS
+    from tests.test_scripts_reproduction import synthetic_lengths
+
+    assert capacity.main(["probe", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --device cpu: needs a CUDA GPU"), err
+    setup = capacity.probe_setup(synthetic_lengths(tmp_path, 40), "matmul_precision=high", torch.device("cpu"))
+    assert (setup.train.graph_bucket, setup.train.matmul_precision, setup.model.attention_rnn_dim) == (64, "high", 1024)
+    assert len(setup.frames) == len(setup.text_lengths) == 32  # the 80 % training split
+    history = []
+    monkeypatch.setattr(capacity, "fits", lambda setup, b0: b0 <= 96)
+    monkeypatch.setattr(capacity, "probe_b0", lambda setup: 96)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda **kw: history.append(kw))
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", lambda path: open(path, "wb").close())
+    capacity.snapshot(setup, 128, tmp_path / "memory" / "b0-128.pickle")
+    capacity.probe(setup)
+    out = capsys.readouterr().out
+    assert re.findall(CAPACITY_ANSWERS["snapshot"], out) == ["B0 128 does not fit"]
+    assert re.findall(CAPACITY_ANSWERS["probe"], out) == ["batch_size=auto: B0 = 96"]
+    assert (tmp_path / "memory" / "b0-128.pickle").is_file() and history[-1] == {"enabled": None}

@@ -49,6 +49,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -152,7 +153,11 @@ def timed_step(bench: Bench, batch, shape) -> tuple[float, float]:
     return seconds, torch.cuda.max_memory_allocated(bench.device) / 2**30 if bench.device.type == "cuda" else 0.0
 
 
-def measure(args: argparse.Namespace, variants: list[str], device: torch.device) -> dict[str, dict]:
+def measure(
+    args: argparse.Namespace, variants: list[str], device: torch.device
+) -> tuple[dict[str, dict], Callable[[], dict[str, dict]]]:
+    """Each variant's timings and first-batch figures, and what profiles the variants afterwards
+    (kernel_reports on the same benches and batches)."""
     benches = {v: Bench(variant_config(args, v), device) for v in variants}
     r = benches[variants[0]].cfg.model.n_frames_per_step
     frames, text_lengths, batches, table = chosen_batches(args, r)
@@ -193,10 +198,7 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
                 f"{rows[v]['seconds'][-1]:.3f} s",
                 file=sys.stderr,
             )
-    if args.kernel_times:
-        for v, report in kernel_reports(args, benches, inputs, shapes, device).items():
-            rows[v]["kernel_report"] = report
-    return rows
+    return rows, partial(kernel_reports, args, benches, inputs, shapes, device)
 
 
 def kernel_reports(
@@ -225,10 +227,10 @@ def kernel_reports(
     return reports
 
 
-def kernel_section(rows: dict[str, dict], folder: Path, cuda: bool) -> str:
+def kernel_section(reports: dict[str, dict], folder: Path, cuda: bool) -> str:
     """Each variant's kernel table, its JSON written into `folder` (the path printed under the table)."""
     lines = []
-    for report in (row["kernel_report"] for row in rows.values() if "kernel_report" in row):
+    for report in reports.values():
         lines += ["", *kernel_markdown(report, cuda), "", f"written to {write_kernel_report(folder, report)}"]
     return "\n".join(lines)
 
@@ -353,13 +355,13 @@ def main(argv: list[str] | None = None) -> int:
             f"left out: {', '.join(v for v in VARIANTS if v not in variants) or 'none'}",
             file=sys.stderr,
         )
-        rows = measure(args, variants, device)
+        rows, profile = measure(args, variants, device)
     except (UserError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(markdown(rows, args, device))
+    print(markdown(rows, args, device), flush=True)  # the timings first: a profiler that fails loses only its tables
     if args.kernel_times:
-        print(kernel_section(rows, args.kernel_times, device.type == "cuda"))
+        print(kernel_section(profile(), args.kernel_times, device.type == "cuda"))
     return 0
 
 

@@ -51,6 +51,9 @@ NEEDS_CUDA = {
     "batch-size-auto": "batch_size=auto probes on CUDA only (on the CPU a run takes the paper's 16)",
 }
 
+#: The answer the window reads from each capacity.py command's output (what capacity.py prints)
+CAPACITY_ANSWERS = {"snapshot": r"B0 \d+ (?:fits|does not fit)", "probe": r"batch_size=auto: B0 = \d+"}
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -69,7 +72,14 @@ def split_available() -> bool:
 
 
 def env_check(setup: Setup) -> Check:
-    return env_part(setup)[0]
+    """The env part, in this process; the GPU memory its ceilings took handed back, so that the later
+    cells' processes (the memory snapshot, the probe) see the GPU free."""
+    check = env_part(setup)[0]
+    if setup.cuda:
+        import torch
+
+        torch.cuda.empty_cache()
+    return check
 
 
 def window_cells(tiny: bool, split: bool) -> list[Cell]:
@@ -97,8 +107,7 @@ def capacity_check(setup: Setup, what: str, b0: int) -> Check:
     cmd += ["--b0", str(b0), "--out", str(snapshot)] if what == "snapshot" else []
     cmd += ["--hparams", f"n_frames_per_step=4,{TINY_MODEL}"] if setup.tiny else []
     code, output, seconds = run_logged(setup, name, cmd)
-    pattern = r"B0 \d+ (?:fits|does not fit)" if what == "snapshot" else r"batch_size=auto: B0 = \d+"
-    found = re.findall(pattern, output)
+    found = re.findall(CAPACITY_ANSWERS[what], output)
     detail = f"exit {code}; {found[-1] if found else 'no answer'}"
     figures = {"snapshot": str(snapshot)} if what == "snapshot" and snapshot.is_file() else {}
     return Check("c", name, code == 0 and bool(found), seconds, detail, figures, tail(output))
