@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 WHEELHOUSE ?= wheelhouse
 DEMO_HPARAMS ?=
 
-.PHONY: demo test test-quick bench-planner gpu-check gpu-carry docker-check clean wheelhouse install-offline
+.PHONY: demo test test-quick bench-planner gpu-window gpu-check gpu-carry docker-check clean wheelhouse install-offline
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ bench-planner: $(VENV)/.installed
 GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
 	$(GPU_PY) -m scripts.release.gpu_check $(ARGS)
+
+# The GPU window (scripts/release/gpu_check/window.py): the cells that decide, everything under OUT,
+# in at most 8 minutes on one H100/H200. ARGS="--device cpu --tiny" is its dry run on the CPU.
+OUT ?= runs/gpu-window
+gpu-window:
+	$(GPU_PY) -m scripts.release.gpu_check --window --out $(OUT) $(ARGS)
 
 # What a lent GPU machine lacks, gathered here into $(GPU_CARRY)/ (ignored) to travel with the checkout
 # (docs/gpu.md): the cp312 wheels of the packages its image does not have

@@ -12,6 +12,11 @@ without one). On a CPU-only machine they all skip; `make gpu-check` runs this fi
   fused Triton kernels (model.fused_attention, model.fused_lstm or the split model.split_lstm) in the graphs;
 * those kernels, compiled for the GPU, against the unfused code: fp32 within 1e-5 of float64, bf16
   within 1-2 %;
+* the whole model at its full sizes (B0 16, texts up to 170 symbols, 260 decoder steps), fused
+  (model.fused_attention and model.fused_lstm) and split (model.fused_attention and
+  model.split_lstm), against the plain loop: its fp32 outputs and
+  gradients as close to float64's as the plain loop's fp32 ones (the GPU window runs these with
+  `-k fused`);
 * DDP over NCCL in one process (force_ddp=true), a short training run;
 * the loader pins every tensor of a Batch (model/batch.py), the packing table's too;
 * batch_size=auto's probe (training/auto_batch.py) on the graphed step: under a capped free memory
@@ -29,12 +34,13 @@ import pytest
 import torch
 
 import train
-from model import Tacotron2
+from model import Batch, Tacotron2, Tacotron2Config
 from model.graphs import build_loop_graphs
 from model.shapes import LoopShape
 from tests.kit import (
     REPO,
     SMALL_MODEL,
+    batch_of,
     demo_corpus,  # noqa: F401  (a fixture: scripts.release.gpu_check runs this file with --noconftest)
     make_batch,
     packed_batch,
@@ -361,3 +367,60 @@ def test_the_lstm_kernels_on_cuda(design, bf16):
         got, _, got_grads = run(cell_step, low_pre, compute, low[2:], low[1], keep, compute.dtype)
         for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
             assert relative(a, b) < (2e-2 if bf16 else 1e-5), (design, case, bf16)
+
+
+#: B0 16 at the full model's sizes: LJSpeech-like texts (symbols) and mel frames (one decoder step each)
+FULL_TEXT = [170, 151, 139, 128, 120, 113, 104, 97, 90, 82, 75, 66, 58, 51, 44, 40]
+FULL_FRAMES = [260, 231, 250, 204, 219, 188, 176, 199, 160, 151, 170, 131, 120, 142, 101, 96]
+#: The fast designs of the decoder step against the plain loop, by the model switches they turn on
+FULL_DESIGNS = {
+    "fused": {"fused_attention": True, "fused_lstm": True},
+    "split": {"fused_attention": True, "split_lstm": True},
+}
+
+
+def full_batch() -> Batch:
+    g = torch.Generator().manual_seed(0)
+    text = torch.randint(1, 60, (len(FULL_TEXT), max(FULL_TEXT)), generator=g)
+    text_lengths = torch.tensor(FULL_TEXT)
+    text[torch.arange(text.size(1)) >= text_lengths[:, None]] = 0
+    mel_lengths = torch.tensor(FULL_FRAMES)
+    mel = torch.randn(len(FULL_FRAMES), 80, max(FULL_FRAMES), generator=g)
+    mel = mel * (torch.arange(mel.size(2)) < mel_lengths[:, None]).unsqueeze(1)
+    return batch_of(text, text_lengths, mel, mel_lengths)
+
+
+def full_pass(dtype: torch.dtype, **switches) -> list[torch.Tensor]:
+    """The full model (fast loop, no dropout: float64's masks would differ) in train mode on CUDA:
+    its outputs, then the gradient of a random projection of them for every parameter, in float64."""
+    dropout = dict.fromkeys(("encoder_dropout", "p_attention_dropout", "p_decoder_dropout", "prenet_dropout"), 0.0)
+    torch.manual_seed(0)
+    model = Tacotron2(Tacotron2Config(n_symbols=60, fast_decoder=True, postnet_dropout=0.0, **dropout, **switches))
+    model = model.to(CUDA, dtype).train()
+    batch = full_batch().to(CUDA)
+    batch = dataclasses.replace(batch, mel=batch.mel.to(dtype), gate=batch.gate.to(dtype))
+    out = model(batch)
+    gen = torch.Generator(device=CUDA).manual_seed(3)
+    # the same draws in either dtype: drawn in float64, then rounded
+    sum(
+        (o * torch.randn(o.shape, generator=gen, device=CUDA, dtype=torch.float64).to(dtype)).sum() for o in out
+    ).backward()
+    return [t.detach().double() for t in (*out, *(p.grad for p in model.parameters()))]
+
+
+@pytest.mark.parametrize("design", list(FULL_DESIGNS))
+def test_the_fused_designs_at_the_full_models_sizes_are_as_close_to_float64_as_the_plain_loop(design):
+    """Outputs and every gradient of the full model at B0 16 (fp32, TF32 off), each within ten times the
+    plain fp32 loop's error against the plain loop in float64 (or 1e-5): the kernels at the sizes they
+    are for, the fused attention's text walk over several chunks among them."""
+    switches = FULL_DESIGNS[design]
+    reference = full_pass(torch.float64)
+    plain = full_pass(torch.float32)
+    fast = full_pass(torch.float32, **switches)
+    # a convolution's bias before BatchNorm has a zero gradient in exact arithmetic: noise on either side
+    scale = max(float(t.norm()) for t in reference)
+    for k, (want, base, got) in enumerate(zip(reference, plain, fast)):
+        if float(want.norm()) < 1e-6 * scale:
+            assert float(got.norm()) < 1e-6 * scale, (design, k)
+        else:
+            assert relative(got, want) <= max(10 * relative(base, want), 1e-5), (design, k)

@@ -143,3 +143,144 @@ def test_the_fill_part_measures_a_cell_and_skips_what_needs_cuda(tmp_path, ljspe
     assert (fp32.name, fp32.ok, tf32.name, tf32.ok) == ("fill-b0-4-fp32", True, "fill-b0-4-tf32", None)
     assert "graphed" in fp32.detail and "us/step" in fp32.detail and tf32.detail == "tf32 needs CUDA"
     assert list(fp32.figures["tables"]) == ["fill: B0 4, fp32", "fill: B0 4, fp32, ops per decoder step"]
+
+
+def stub_cell(ok: bool | None, setup):
+    """A cell that returns at once, naming the limit it was given."""
+    from scripts.release.gpu_check.checks import Check
+
+    return Check("stub", "stub", ok, 0.5, f"stub, limit {setup.timeout} s")
+
+
+def crashing_cell(setup):
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def sleeping_cell(setup):
+    """A cell whose process outlives its limit: run_logged stops it (exit 124)."""
+    import sys
+
+    from scripts.release.gpu_check.checks import Check, run_logged
+
+    code, _, seconds = run_logged(setup, "sleeper", [sys.executable, "-c", "import time; time.sleep(60)"])
+    return Check("stub", "sleeper", code == 0, seconds, f"exit {code}")
+
+
+def test_the_window_gives_each_cell_a_limit_and_a_failure_costs_only_its_cell(tmp_path, capsys):
+    """One deadline: each cell's limit comes from what is left (at most twice its estimate); a crash, a
+    cell stopped at its limit and a CUDA-only cell on the CPU cost only themselves, a cell whose estimate
+    does not fit is skipped with the reason, and the cells after them still run. report.json, report.md
+    and summary.md name every cell; the summary is printed last."""
+    from scripts.release.gpu_check import window
+    from scripts.release.gpu_check.checks import Setup
+
+    cells = [
+        window.Cell("a", "first", 1, functools.partial(stub_cell, True)),
+        window.Cell("a", "crash", 1, crashing_cell),
+        window.Cell("b", "sleeper", 1, sleeping_cell),
+        window.Cell("b", "too-long", 1000, functools.partial(stub_cell, True)),
+        window.Cell("c", "memory-b0-128", 1, functools.partial(stub_cell, True)),
+        window.Cell("c", "last", 3, functools.partial(stub_cell, True)),
+    ]
+    setup = Setup("cpu", True, tmp_path, 540)
+    deadline = window.RESERVE + 20
+    checks = {c.name: c for c in window.run_window(setup, cells, deadline)}
+    assert list(checks) == [cell.name for cell in cells]
+    assert checks["first"].ok and checks["first"].detail == f"stub, limit {window.LIMIT_FACTOR * 1} s"
+    assert checks["crash"].ok is False and checks["crash"].detail.startswith("RuntimeError: CUDA error")
+    sleeper = checks["sleeper"]
+    assert sleeper.ok is False and sleeper.detail == "stopped at its 2 s limit; exit 124" and sleeper.seconds < 10
+    assert checks["too-long"].ok is None and checks["too-long"].detail.startswith("does not fit: needs about 1000 s")
+    assert checks["memory-b0-128"].ok is None and "CUDA" in checks["memory-b0-128"].detail
+    assert checks["last"].ok and checks["last"].detail == "stub, limit 6 s"
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert [(c["part"], c["name"]) for c in saved] == [(cell.group, cell.name) for cell in cells]
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("# GPU window, ") and "| b | sleeper | FAILED |" in report
+    summary = (tmp_path / "summary.md").read_text().splitlines()
+    assert summary[0].startswith("GPU window on cpu") and "2 ok, 2 failed, 2 skipped" in summary[0]
+    assert all(f"| {cell.name} |" in "\n".join(summary) for cell in cells)
+    assert len(summary) <= 25  # one screen
+    assert capsys.readouterr().out.strip().splitlines()[-len(summary) :] == summary
+
+
+def test_the_window_refuses_parts(tmp_path, capsys):
+    from scripts.release.gpu_check import command as gpu_check
+
+    assert gpu_check.main(["--window", "--parts", "env", "--device", "cpu", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: --window --parts env: the window runs its own cells")
+
+
+@pytest.mark.slow
+def test_the_windows_cpu_dry_run_writes_the_whole_report(tmp_path, capsys, ljspeech_lengths_tsv):
+    """`make gpu-window` on the CPU (--device cpu --tiny): env and B0 4 in fp32 through bench.step run, with
+    each graphed variant's kernels per decoder step as JSON; what needs CUDA is skipped with the reason;
+    the report, the summary and the logs all under OUT."""
+    from scripts.release.gpu_check import command as gpu_check
+
+    assert gpu_check.main(["--window", "--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
+    checks = {c["name"]: c for c in json.loads((tmp_path / "report.json").read_text())}
+    assert list(checks) == [
+        "env",
+        "cuda-tests-fused",
+        "fill-b0-4-fp32",
+        "fill-b0-4-tf32",
+        "fill-b0-8-tf32",
+        "fill-b0-8-bf16",
+        "memory-b0-128",
+        "batch-size-auto",
+    ]
+    assert {name for name, c in checks.items() if c["ok"]} == {"env", "fill-b0-4-fp32"}
+    assert all(c["detail"] for c in checks.values() if c["ok"] is None)
+    assert checks["env"]["figures"]["triton"]
+    fill = checks["fill-b0-4-fp32"]["figures"]
+    assert list(fill["tables"])[2:] == ["fill: B0 4, fp32, kernels of graphed"]  # fused and split need CUDA
+    (path,) = (tmp_path / "kernels").iterdir()
+    report = json.loads(path.read_text())
+    assert path.name == "kernels-b0-4-fp32-graphed.json" and list(report) == [
+        "device",
+        "b0",
+        "precision",
+        "variant",
+        "kernels",
+    ]
+    assert all(set(k) == {"us_per_decoder_step", "calls_per_decoder_step"} for k in report["kernels"].values())
+    summary = (tmp_path / "summary.md").read_text()
+    assert (
+        "2 ok, 0 failed, 6 skipped" in summary.splitlines()[0]
+        and "fill-b0-4-fp32: us / decoder step graphed" in summary
+    )
+    assert capsys.readouterr().out.strip().endswith(summary.strip())
+    assert {p.name for p in (tmp_path / "logs").iterdir()} == {"fill-b0-4-fp32.log"}
+
+
+def test_capacity_needs_cuda_reads_the_recipes_run_and_answers_as_the_window_reads(tmp_path, capsys, monkeypatch):
+    """scripts.release.gpu_check.capacity refuses the CPU with one error line; its setup is the recipe's
+    LJSpeech run (full model, graph_bucket 64) on the training split of the lengths given; its answers
+    (here with the GPU's parts stubbed: fits, the probe, the allocator's history) match what the window
+    reads, and the snapshot leaves the allocator's history off."""
+    import re
+
+    import torch
+
+    from scripts.release.gpu_check import capacity
+    from scripts.release.gpu_check.window import CAPACITY_ANSWERS
+    from tests.test_scripts_reproduction import synthetic_lengths
+
+    assert capacity.main(["probe", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --device cpu: needs a CUDA GPU"), err
+    setup = capacity.probe_setup(synthetic_lengths(tmp_path, 40), "matmul_precision=high", torch.device("cpu"))
+    assert (setup.train.graph_bucket, setup.train.matmul_precision, setup.model.attention_rnn_dim) == (64, "high", 1024)
+    assert len(setup.frames) == len(setup.text_lengths) == 32  # the 80 % training split
+    history = []
+    monkeypatch.setattr(capacity, "fits", lambda setup, b0: b0 <= 96)
+    monkeypatch.setattr(capacity, "probe_b0", lambda setup: 96)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda **kw: history.append(kw))
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", lambda path: open(path, "wb").close())
+    capacity.snapshot(setup, 128, tmp_path / "memory" / "b0-128.pickle")
+    capacity.probe(setup)
+    out = capsys.readouterr().out
+    assert re.findall(CAPACITY_ANSWERS["snapshot"], out) == ["B0 128 does not fit"]
+    assert re.findall(CAPACITY_ANSWERS["probe"], out) == ["batch_size=auto: B0 = 96"]
+    assert (tmp_path / "memory" / "b0-128.pickle").is_file() and history[-1] == {"enabled": None}

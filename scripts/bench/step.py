@@ -30,13 +30,17 @@ every variant in a rotating order, so drift and other processes hit all variants
 Markdown table (microseconds per decoder step, real mel frames per second, peak memory on CUDA,
 first loss, relative gradient difference, speed against eager), then under its own caption
 ("ops per decoder step", which gpu_check's report uses as a heading) a second one of the
-operations per decoder step, and last the line `fast/eager speed ratio: X.XX`.
+operations per decoder step, and last the line `fast/eager speed ratio: X.XX`. With --kernel-times DIR,
+one more step of each variant that --variants names runs under torch.profiler after the timed rounds,
+and a table per variant follows: each kernel's device time and calls per decoder step (on the CPU each
+operation's), also written to DIR as JSON (scripts/bench/kernel_times.py).
 
     python -m scripts.bench.step                        # CPU: small model, eager and fast, 1 thread, 4 batches
     python -m scripts.bench.step --preset full --batches 2   # CPU, full model: about a minute a batch per variant
     python -m scripts.bench.step --device cuda --batches 16
     python -m scripts.bench.step --device cuda --variants graphed,graphed+recompute,graphed+fused
     python -m scripts.bench.step --device cuda --batch-size 64 --capture timed --hparams matmul_precision=high
+    python -m scripts.bench.step --device cuda --variants graphed,graphed+fused --kernel-times runs/kernels
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +61,9 @@ from batching.analysis import resolve_width
 from batching.errors import UserError
 from data.shared import LJSPEECH_LENGTHS
 from model.shapes import ShapeTable, round_up, shape_table
+from scripts.bench.kernel_times import kernel_report, per_decoder_step, precision_name, profiled
+from scripts.bench.kernel_times import markdown as kernel_markdown
+from scripts.bench.kernel_times import write_report as write_kernel_report
 from scripts.bench.steps import (
     BENCH_STRATEGIES,
     Bench,
@@ -144,7 +153,11 @@ def timed_step(bench: Bench, batch, shape) -> tuple[float, float]:
     return seconds, torch.cuda.max_memory_allocated(bench.device) / 2**30 if bench.device.type == "cuda" else 0.0
 
 
-def measure(args: argparse.Namespace, variants: list[str], device: torch.device) -> dict[str, dict]:
+def measure(
+    args: argparse.Namespace, variants: list[str], device: torch.device
+) -> tuple[dict[str, dict], Callable[[], dict[str, dict]]]:
+    """Each variant's timings and first-batch figures, and what profiles the variants afterwards
+    (kernel_reports on the same benches and batches)."""
     benches = {v: Bench(variant_config(args, v), device) for v in variants}
     r = benches[variants[0]].cfg.model.n_frames_per_step
     frames, text_lengths, batches, table = chosen_batches(args, r)
@@ -185,7 +198,41 @@ def measure(args: argparse.Namespace, variants: list[str], device: torch.device)
                 f"{rows[v]['seconds'][-1]:.3f} s",
                 file=sys.stderr,
             )
-    return rows
+    return rows, partial(kernel_reports, args, benches, inputs, shapes, device)
+
+
+def kernel_reports(
+    args: argparse.Namespace, benches: dict[str, Bench], inputs: list, shapes: dict[str, list], device: torch.device
+) -> dict[str, dict]:
+    """The kernels per decoder step (scripts/bench/kernel_times.py) of each variant --variants names (eager
+    and fast, which always run, only when named): one more step of the middle timed batch under the
+    profiler, after the timed rounds, so that the profiler's own cost and its synchronisation stay out
+    of the timings."""
+    k = len(inputs) // 2
+    batch = inputs[k]
+    named = args.variants.split(",")
+    reports = {}
+    for v, bench in ((v, bench) for v, bench in benches.items() if v in named):
+        records = profiled(partial(train_step, bench.parts, batch, shape=shapes[v][k]), device)
+        release_memory()
+        if not records:
+            print(
+                f"warning: {v}: the profiler recorded no {'kernel' if device.type == 'cuda' else 'operation'}",
+                file=sys.stderr,
+            )
+        steps = batch.mel.size(2) // bench.cfg.model.n_frames_per_step
+        precision = precision_name(bench.cfg.train.amp, bench.cfg.train.matmul_precision)
+        kernels = per_decoder_step(records, steps)
+        reports[v] = kernel_report(device_name(device), args.batch_size, precision, v, kernels)
+    return reports
+
+
+def kernel_section(reports: dict[str, dict], folder: Path, cuda: bool) -> str:
+    """Each variant's kernel table, its JSON written into `folder` (the path printed under the table)."""
+    lines = []
+    for report in reports.values():
+        lines += ["", *kernel_markdown(report, cuda), "", f"written to {write_kernel_report(folder, report)}"]
+    return "\n".join(lines)
 
 
 def markdown(rows: dict[str, dict], args: argparse.Namespace, device: torch.device) -> str:
@@ -271,6 +318,14 @@ def argument_parser() -> argparse.ArgumentParser:
         help="comma-separated variants to run (default: all on CUDA, eager and fast on the CPU; eager and fast "
         "always run, the reference and the ratio; the CUDA-only ones are left out on the CPU)",
     )
+    parser.add_argument(
+        "--kernel-times",
+        type=Path,
+        metavar="DIR",
+        help="after the timed rounds, one step of each variant that --variants names (by default eager and fast "
+        "on the CPU) under torch.profiler: its kernels' device time (on the CPU its operations' time) and calls "
+        "per decoder step, printed and written to DIR/kernels-b0-B0-PRECISION-VARIANT.json",
+    )
     return parser
 
 
@@ -300,11 +355,13 @@ def main(argv: list[str] | None = None) -> int:
             f"left out: {', '.join(v for v in VARIANTS if v not in variants) or 'none'}",
             file=sys.stderr,
         )
-        rows = measure(args, variants, device)
+        rows, profile = measure(args, variants, device)
     except (UserError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(markdown(rows, args, device))
+    print(markdown(rows, args, device), flush=True)  # the timings first: a profiler that fails loses only its tables
+    if args.kernel_times:
+        print(kernel_section(profile(), args.kernel_times, device.type == "cuda"))
     return 0
 
 

@@ -1,5 +1,6 @@
 """What every part of the GPU check shares: a check's verdict (Check), where and how big it runs
-(Setup), a command run with its output logged, and a demo training run that must finish and learn."""
+(Setup), a command run with its output logged, the report of a list of checks, and a demo training run
+that must finish and learn."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from scripts.common import markdown_table
 
 REPO = Path(__file__).resolve().parents[3]
 TINY_MODEL = "model_preset=micro"  # hparams.yaml's model_presets
@@ -73,6 +76,28 @@ def run_logged(setup: Setup, name: str, cmd: list[str], timeout: int | None = No
         output += f"\n[stopped after {timeout or setup.timeout} s]"
     (logs / f"{name}.log").write_text(" ".join(cmd) + "\n\n" + output)
     return code, output, time.perf_counter() - tick
+
+
+def verdict(check: Check) -> str:
+    return "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
+
+
+def write_report(setup: Setup, checks: list[Check], title: str = "GPU check") -> None:
+    """OUT/report.json (every check whole) and OUT/report.md (the table of checks, then each check's
+    tables under their headings)."""
+    setup.out.mkdir(parents=True, exist_ok=True)
+    (setup.out / "report.json").write_text(json.dumps([asdict(c) for c in checks], indent=1))
+    rows = [[c.part, c.name, verdict(c), f"{c.seconds:.1f}", c.detail] for c in checks]
+    lines = [
+        f"# {title}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
+        f"{' (tiny sizes)' if setup.tiny else ''}",
+        "",
+        *markdown_table(["part", "check", "result", "seconds", "detail"], rows),
+    ]
+    for c in checks:
+        for heading, table in c.figures.get("tables", {}).items():
+            lines += ["", f"## {heading}", "", *table]
+    (setup.out / "report.md").write_text("\n".join(lines) + "\n")
 
 
 def train_cmd(setup: Setup, name: str, extra: str = "", resume: bool = False) -> list[str]:

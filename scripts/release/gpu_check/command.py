@@ -3,6 +3,7 @@
     make gpu-check                                   # every part on CUDA (longer than one 10-minute call)
     make gpu-check ARGS="--parts env,tests,train"    # some parts: each fits in 10 minutes
     make gpu-check ARGS="--device cpu --tiny"        # every part at toy sizes on the CPU (the test suite runs it)
+    make gpu-window OUT=runs/window                  # the GPU window: what decides, in at most 8 minutes (--window)
 
 Parts, in order:
   env      torch, CUDA, the GPU and its memory, and measured ceilings: a large device-to-device copy
@@ -23,27 +24,26 @@ Parts, in order:
 Each check runs as its own process with a time limit, its output kept in OUT/logs/. The report,
 OUT/report.md and OUT/report.json, is rewritten after every check (a part cut short by a time
 limit keeps what it measured), and a short summary is printed last. Exit 0 when no check failed.
+
+--window runs the GPU window instead (window.py): the cells that decide the fused step's defaults,
+under one deadline, with a one-screen summary (OUT/summary.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
-from scripts.common import markdown_table
-
 from .bench import bench_part
-from .checks import REPO, Check, Setup
+from .checks import REPO, Check, Setup, verdict, write_report
 from .env import env_part
 from .fill import fill_part
 from .graphed import graphed_part
 from .tests import tests_part
 from .train import train_part
+from .window import DEADLINE, window
 
 PARTS = ("env", "tests", "train", "bench", "graphed", "fill")
 PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
@@ -56,27 +56,7 @@ PART_RUNNERS: dict[str, Callable[[Setup], list[Check]]] = {
 }
 
 
-def verdict(check: Check) -> str:
-    return "skipped" if check.ok is None else "ok" if check.ok else "FAILED"
-
-
-def write_report(setup: Setup, checks: list[Check]) -> None:
-    setup.out.mkdir(parents=True, exist_ok=True)
-    (setup.out / "report.json").write_text(json.dumps([asdict(c) for c in checks], indent=1))
-    rows = [[c.part, c.name, verdict(c), f"{c.seconds:.1f}", c.detail] for c in checks]
-    lines = [
-        f"# GPU check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, device {setup.device}"
-        f"{' (tiny sizes)' if setup.tiny else ''}",
-        "",
-        *markdown_table(["part", "check", "result", "seconds", "detail"], rows),
-    ]
-    for c in checks:
-        for heading, table in c.figures.get("tables", {}).items():
-            lines += ["", f"## {heading}", "", *table]
-    (setup.out / "report.md").write_text("\n".join(lines) + "\n")
-
-
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.release.gpu_check",
         description=__doc__,
@@ -84,18 +64,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
     parser.add_argument("--tiny", action="store_true", help="toy sizes: every part in about a minute on a CPU")
+    parser.add_argument("--parts", help=f"comma-separated, of {', '.join(PARTS)} (default all)")
     parser.add_argument(
-        "--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)"
+        "--window",
+        action="store_true",
+        help="the GPU window instead of the parts (window.py): the cells that decide, under one --deadline",
+    )
+    parser.add_argument(
+        "--deadline", type=int, default=DEADLINE, help=f"--window: seconds for all its cells (default {DEADLINE})"
     )
     parser.add_argument(
         "--out", type=Path, default=REPO / "runs" / "gpu-check", help="report folder (default runs/gpu-check)"
     )
     parser.add_argument("--timeout", type=int, default=540, help="seconds one check may run (default 540)")
-    args = parser.parse_args(argv)
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
+    parts = [p.strip() for p in (args.parts or ",".join(PARTS)).split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         print(f"error: --parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}", file=sys.stderr)
+        return 2
+    if args.window and args.parts:
+        print(f"error: --window --parts {args.parts}: the window runs its own cells; drop one", file=sys.stderr)
         return 2
     if args.device.startswith("cuda") and not cuda_available():
         print(
@@ -105,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     setup = Setup(args.device, args.tiny, args.out.resolve(), args.timeout)
+    if args.window:
+        return window(setup, args.deadline)
     checks: list[Check] = []
     for part in parts:
         for check in PART_RUNNERS[part](setup):

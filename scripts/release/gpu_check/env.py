@@ -3,6 +3,7 @@ products in bf16, TF32 and fp32), in this process."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import time
 
@@ -20,6 +21,7 @@ def env_part(setup: Setup) -> list[Check]:
     info = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
+        "triton": triton_version(),
         "python": platform.python_version(),
         "device": device_name(device),
     }
@@ -74,3 +76,10 @@ def matmul_tflops(device, n: int, dtype, precision: str, repeats: int = 10) -> f
         return 2 * n**3 * repeats / (time.perf_counter() - tick) / 1e12
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def triton_version() -> str:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
