@@ -231,6 +231,11 @@ def test_the_prediction_tables_parse_and_say_the_step(tmp_path):
         total["us per step, measured"] == "12.5"
         and total["us per step, predicted"] == rows["attention_forward_kernel"]["us per step, predicted"]
     )
+    assert head.endswith("(predicted: H200, tf32x3, the fused design)")
+    # bench.step's kernel_times names its variant and precision: a split step in TF32
+    path.write_text(json.dumps({**json.loads(path.read_text()), "precision": "tf32", "variant": "graphed+split"}))
+    head, *_ = measured_table(planned, read_measured(str(path)), COSTS)
+    assert head.endswith("(predicted: H200, tf32, the split design)")
 
 
 @pytest.mark.parametrize(

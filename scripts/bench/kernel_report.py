@@ -83,14 +83,16 @@ class Planned:
 
 @dataclass(frozen=True)
 class Measured:
-    """bench.step's per-kernel timing: {"device", "b0", "precision", "kernels": {Triton function name:
-    {"us_per_decoder_step", "calls_per_decoder_step"}}}, and the GPU of the model it is compared with."""
+    """bench.step's per-kernel timing (scripts/bench/kernel_times.py): {"device", "b0", "precision",
+    "variant" (optional), "kernels": {Triton function name: {"us_per_decoder_step",
+    "calls_per_decoder_step"}}}, and the GPU of the model it is compared with."""
 
     device: str
     b0: int
     precision: str
     kernels: dict[str, tuple[float, float]]  # name -> (us per decoder step, calls per decoder step)
     gpu: Gpu
+    variant: str = ""
 
 
 def field(data: dict, key: str, kind: type, where: str):
@@ -126,7 +128,8 @@ def read_measured(path: str) -> Measured:
     if gpu is None:
         names = " or ".join(g.name for g in GPUS)
         raise MeasuredError(f"{where}: device {device!r} is not an {names}, the GPUs the prediction has figures for")
-    return Measured(device, b0, precision, timed, gpu)
+    variant = field(data, "variant", str, where) if "variant" in data else ""
+    return Measured(device, b0, precision, timed, gpu, variant)
 
 
 def measured_precision(measured: Measured) -> str:
@@ -139,8 +142,10 @@ def measured_precision(measured: Measured) -> str:
 
 
 def measured_design(measured: Measured) -> str:
-    """The design a measurement timed: split if it has the split cell's forward kernel, else fused."""
-    return "split" if "lstm_pointwise_forward_kernel" in measured.kernels else "fused"
+    """The design a measurement timed: split if its variant says so (bench.step's "graphed+split") or it
+    timed the split cell's forward kernel, else fused."""
+    split = "split" in measured.variant or "lstm_pointwise_forward_kernel" in measured.kernels
+    return "split" if split else "fused"
 
 
 def step_seconds(
