@@ -87,6 +87,19 @@ def test_the_fused_step_equals_the_energy_chain_in_float64(size):
     assert torch.equal(row[:, 2 : 2 + QUERY_DIM], tensors[0].detach()) and row[:, :2].isnan().all()
 
 
+def test_memory_walked_in_many_narrow_tiles_is_the_same_in_float64(monkeypatch):
+    """At the full model's sizes a row's memory is walked in tiles of 16 symbols by every column; here
+    in tiles of 256 // 128 = 2 symbols (19 of them for 37 symbols), with masked columns (80 in a
+    128-wide tile). (The kernel module is named, not imported: model/ops/ imports it on first use.)"""
+    monkeypatch.setattr("model.ops.attention_kernels.MEMORY_TILE", 256)
+    *shape, chunk = SIZES[1]
+    layer, tensors = inputs(*shape, seed=5)
+    want, want_grads = outputs_and_grads(plain, layer, tensors)
+    got, got_grads = outputs_and_grads(fused, layer, tensors, chunk)
+    for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
+
+
 def test_a_broadcast_precomputed_term_is_read_as_it_is():
     """The fast loop's query layer has no bias: its precomputed term is zeros broadcast over rows."""
     layer, tensors = inputs(*SIZES[0][:5])

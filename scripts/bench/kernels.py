@@ -93,7 +93,7 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
     bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "mem_ptr", "pm_ptr")}
     for precision, low in (("fp32", {}), ("bf16", bf16)):
         for chunk in chunks:
-            blocks = attention_kernels.blocks(FULL["text"], FULL["dim"], FULL["kernel"], chunk)
+            blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
             for num_warps in warps:
                 default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
                 consts = {**blocks, "ACC": tl.float32}
