@@ -88,15 +88,15 @@ def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, ahout_b, H, D, BD: tl.constexpr
     written into the query layer's row (what the deferred weight gradient reads after the loop) and
     into ahout (the copy that the step's other readers of ah take, so that its gradient arrives here)."""
     d = tl.arange(0, BD)
-    q = tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC)
+    q = tl.zeros((BH, BD), dtype=ACC)  # summed over its first axis once, after the walk
     for h0 in tl.range(0, H, BH, num_stages=STAGES):
         k = h0 + tl.arange(0, BH)
         a = tl.load(ah_b + k, mask=k < H, other=0.0)
         tl.store(row_b + k, a, mask=k < H)
         tl.store(ahout_b + k, a, mask=k < H)
         w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
-        q += tl.sum(a.to(ACC)[:, None] * w.to(ACC), 0)
-    return q
+        q += a.to(ACC)[:, None] * w.to(ACC)
+    return tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC) + tl.sum(q, 0)
 
 
 @triton.jit
