@@ -40,9 +40,9 @@ from .support import accumulation_dtype
 #: Iterations in flight in a pipelined loop (tl.range's num_stages): each iteration's tiles are
 #: loaded STAGES - 1 iterations ahead into shared memory (cp.async), while the current one computes.
 STAGES = tl.constexpr(3)
-#: The backward's chain walk loads one chunk ahead: its iterations are long (two products, tanh),
-#: so one chunk in flight covers a memory round trip, and a third stage's registers spill under bf16
-#: (scripts/bench/kernels.py).
+#: The backward's chain walk loads one chunk ahead: its iterations are long (a product, tanh), so
+#: one chunk in flight covers a memory round trip; a third stage costs instructions and registers
+#: (scripts/bench/kernels.py: 1010 against 940 an iteration, 255 registers against 250, in float32).
 CHAIN_STAGES = tl.constexpr(2)
 #: Elements of one memory tile of the context's and the weights' gradient walks (32 KB in float32):
 #: at the full model's 512 memory columns, 16 symbols an iteration, 12 iterations for 192 symbols.
@@ -213,18 +213,21 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
 
 @triton.jit
 def _location_grad(
-    prev_b, cum_b, dx_b, part_b, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BTC: tl.constexpr,
-    ACC: tl.constexpr, PART_ACC: tl.constexpr,
+    vl_ptr, prev_b, cum_b, dx_b, g_b, part_b, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr,
+    BTC: tl.constexpr, ACC: tl.constexpr, PART_ACC: tl.constexpr,
 ):  # fmt: skip
-    """Walk 3: the location matrix's gradient, the unfolded windows' transpose times the chain walk's
-    dx (dx_b), summed over the text in registers and written (or with PART_ACC added) once into the
-    row's slice part_b [2K, D] of the partials."""
+    """Walk 3, over the chain walk's dx (dx_b): the unfolded windows' gradient, dx times the location
+    matrix's transpose, into g_b, and the location matrix's gradient, the windows' transpose times
+    dx, summed in registers and written (or with PART_ACC added) once into the row's slice part_b."""
     d = tl.arange(0, BD)
+    j = tl.arange(0, BJ)
+    loc_matrix_t = tl.trans(_location_matrix(vl_ptr, D, K, BJ, BD, ACC))
     d_loc_matrix = tl.zeros((BJ, BD), dtype=ACC)
     for t0 in tl.range(0, T, BTC, num_stages=STAGES):
         t = t0 + tl.arange(0, BTC)
         windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
         dx = tl.load(dx_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
+        tl.store(g_b + t[:, None] * BJ + j[None, :], mma(dx, loc_matrix_t, ACC), mask=(t < T)[:, None])
         d_loc_matrix += mma(tl.trans(windows), dx, ACC)
     part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
     if PART_ACC:  # added to what the later steps' backwards left there
@@ -245,7 +248,6 @@ def attention_backward_kernel(
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
-    j = tl.arange(0, BJ)
     w_b, dws_b, g_b, dx_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ, dx_ptr + b * T * D
     _weights_grad(
         w_b, dw_ptr + b * T, dwx_ptr + b * dwx_sb, dnewcum_ptr + b * T, dctx_ptr + b * M, dctxx_ptr + b * dctxx_sb,
@@ -254,8 +256,9 @@ def attention_backward_kernel(
     tl.debug_barrier()
     tt = tl.arange(0, BT)
     s = tl.sum(tl.load(w_b + tt, mask=tt < T, other=0.0).to(ACC) * tl.load(dws_b + tt, mask=tt < T, other=0.0), 0)
-    # Walk 2: the chain recomputed; softmax, tanh and location backward. It reads only what walk 1
-    # wrote before the barrier (and its own chunk of the processed memory's sum): pipelined.
+    # Walk 2: the chain recomputed; softmax and tanh backward: dx, the processed memory's gradient,
+    # kept for walk 3. It reads only what walk 1 wrote before the barrier (and its own chunk of the
+    # processed memory's sum): pipelined.
     v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
     q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
@@ -273,13 +276,13 @@ def attention_backward_kernel(
         tl.store(dx_b + t[:, None] * D + d[None, :], dx, mask=tile)
         dq += tl.sum(dx, 0)
         dv += tl.sum(de[:, None] * hidden, 0)
-        tl.store(g_b + t[:, None] * BJ + j[None, :], mma(dx, tl.trans(loc_matrix), ACC), mask=(t < T)[:, None])
     tl.store(dq_ptr + b * D + d, dq, mask=d < D)  # the precomputed term's gradient: G of the query layer
     _query_backward(dq, wq_ptr, dah_ptr + b * H, dahin_ptr + b * dahin_sb, H, D, BD, BH, ACC)
     part_b = part_ptr + b * (2 * K + 1) * D
     _store_or_add(part_b + 2 * K * D + d, dv, d < D, PART_ACC)
     tl.debug_barrier()
-    _location_grad(prev_b, cum_b, dx_b, part_b, T, D, K, BJ, BD, BTC, ACC, PART_ACC)
+    _location_grad(vl_ptr, prev_b, cum_b, dx_b, g_b, part_b, T, D, K, BJ, BD, BTC, ACC, PART_ACC)
+    tl.debug_barrier()
     _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
 
 
