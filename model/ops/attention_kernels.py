@@ -57,9 +57,7 @@ def _windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.con
     c = j // K
     src = t[:, None] + (j % K)[None, :] - (K - 1) // 2
     ok = (src >= 0) & (src < T) & (j < 2 * K)[None, :] & (t < T)[:, None]
-    prev = tl.load(prev_b + src, mask=ok & (c == 0)[None, :], other=0.0).to(ACC)
-    cum = tl.load(cum_b + src, mask=ok & (c == 1)[None, :], other=0.0).to(ACC)
-    return prev + cum
+    return tl.load(tl.where((c == 0)[None, :], prev_b + src, cum_b + src), mask=ok, other=0.0).to(ACC)
 
 
 @triton.jit
