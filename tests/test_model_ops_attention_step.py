@@ -23,7 +23,7 @@ from tests.kit import relative_error, tiny_config
 #: (rows, text, memory_dim, attention_dim, kernel_size, chunk): one chunk; three chunks and two memory
 #: column blocks (memory_dim 80 > 64); attention_dim and text not powers of two.
 SIZES = [(3, 11, 24, 16, 5, 64), (2, 37, 80, 20, 7, 16)]
-#: The attention LSTM's width: three of the kernels' 32-wide blocks, the last one masked
+#: The attention LSTM's width: two of the kernels' 64-wide blocks of it, the second one masked
 QUERY_DIM = 72
 
 

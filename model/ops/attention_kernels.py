@@ -305,7 +305,7 @@ def blocks(t_text: int, memory_dim: int, dim: int, kernel_size: int, chunk: int)
         "BTC": max(16, min(chunk, triton.next_power_of_2(t_text))),
         "BTM": min(max(16, triton.next_power_of_2(t_text)), max(1, MEMORY_TILE // memory_columns)),
         "BMW": memory_columns,
-        "BH": 32,
+        "BH": 64,
     }
 
 
