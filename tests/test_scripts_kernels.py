@@ -2,11 +2,11 @@
 this GPU-less machine, with the Triton the GPU image runs, and at the sizes the model launches them
 with their loops' loads are pipelined (LDGSTS, cp.async, or TMA in the SASS: every kernel but the LSTM
 backward's pointwise one walks memory in a loop; the LSTM loops load nothing unpipelined) and they fit
-the registers, but for one measured exception: the attention's backward spills
-under 512 bytes a thread (448 in float32, 424 with bf16 inputs when written, 400 and 408 before its
-loops were pipelined: docs/results.md); and its prediction of a decoder step's time
-(scripts/bench/kernel_model.py), checked by hand on made-up kernels and machines, with the launches'
-bytes, the report's tables and the measured figures it reads."""
+the registers: none spills (the attention's backward spilled 448 bytes a thread in float32 and 424 with
+bf16 inputs before its memory walks took every column and its chain walk stopped reading back its sums:
+docs/results.md); and its prediction of a decoder step's time (scripts/bench/kernel_model.py), checked
+by hand on made-up kernels and machines, with the launches' bytes, the report's tables and the measured
+figures it reads."""
 
 import json
 import os
@@ -207,9 +207,9 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
     ).stdout
     table, prediction, compared = markdown_tables(out)
     rows = parse(table, COLUMNS)
-    # attention: forward and backward in fp32 and bf16; LSTM: forward and the backward's product in
-    # tf32x3, tf32 and bf16, the backward's gates (no product) in fp32 and bf16
-    assert len(rows) == 12 and all(row["kernel"].endswith("(default)") for row in rows)
+    # attention: forward and backward, LSTM: forward and the backward's product, each in tf32x3, tf32
+    # and bf16; the LSTM backward's gates (no product) in fp32 and bf16
+    assert len(rows) == 14 and all(row["kernel"].endswith("(default)") for row in rows)
     for row in rows:
         name, spilled = row["kernel"], int(row["stack bytes (spills)"])
         assert 0 < int(row["registers"]) <= 255, row
@@ -220,7 +220,7 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
         assert int(row["LDGSTS"]) + int(row["UTMALDG"]) > 0, row  # some loop's loads are issued ahead
         assert row[COLUMNS[-1]], row
         assert name.startswith("attention") or "LDG)" not in row[COLUMNS[-1]].replace("(0 LDG)", ""), row
-        assert spilled == 0 or (name.startswith("attention backward") and spilled < 512), (name, spilled)
+        assert spilled == 0, (name, spilled)
     # each launch of a step in both precisions, every figure positive (and the loops the SASS's: exit 0)
     predicted = parse(prediction, PREDICTION_COLUMNS)
     assert len(predicted) == 12 and all(float(r[c]) > 0 for r in predicted for c in PREDICTION_COLUMNS[2:-1])

@@ -124,16 +124,17 @@ def signature(fn, pointers: dict, constexprs: dict) -> dict:
 
 
 def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
-    """Both attention kernels, fp32 and with autocast's bf16 query layer (weight, precomputed term, row),
-    memory and processed memory."""
+    """Both attention kernels, float32 with their products as three TF32 products ("tf32x3",
+    matmul_precision=highest) and as one ("tf32", high), and with autocast's bf16 query layer (weight,
+    precomputed term, row), memory and processed memory (float32 arithmetic: products as tf32x3)."""
     found = []
     bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "mem_ptr", "pm_ptr")}
-    for precision, low in (("fp32", {}), ("bf16", bf16)):
+    for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
         for chunk in chunks:
-            blocks = attention_kernels.blocks(FULL["text"], FULL["dim"], FULL["kernel"], chunk)
+            blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
             for num_warps in warps:
                 default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
-                consts = {**blocks, "ACC": tl.float32}
+                consts = {**blocks, "ACC": tl.float32, "PRECISION": mma}
                 kernels = (
                     ("attention forward", attention_kernels.attention_forward_kernel, {}),
                     ("attention backward", attention_kernels.attention_backward_kernel, LOOP_BACKWARD),
