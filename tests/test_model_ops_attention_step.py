@@ -23,7 +23,7 @@ from tests.kit import relative_error, tiny_config
 #: (rows, text, memory_dim, attention_dim, kernel_size, chunk): one chunk; three chunks and two memory
 #: column blocks (memory_dim 80 > 64); attention_dim and text not powers of two.
 SIZES = [(3, 11, 24, 16, 5, 64), (2, 37, 80, 20, 7, 16)]
-#: The attention LSTM's width: three of the kernels' 32-wide blocks, the last one masked
+#: The attention LSTM's width: two of the kernels' 64-wide blocks of it, the second one masked
 QUERY_DIM = 72
 
 
@@ -85,6 +85,19 @@ def test_the_fused_step_equals_the_energy_chain_in_float64(size):
     row = torch.full((tensors[0].size(0), QUERY_DIM + 5), float("nan"), dtype=torch.float64)
     fused(layer, *tensors, chunk=chunk, row=row[:, 2 : 2 + QUERY_DIM])  # a row inside a wider buffer
     assert torch.equal(row[:, 2 : 2 + QUERY_DIM], tensors[0].detach()) and row[:, :2].isnan().all()
+
+
+def test_memory_walked_in_many_narrow_tiles_is_the_same_in_float64(monkeypatch):
+    """At the full model's sizes a row's memory is walked in tiles of 16 symbols by every column; here
+    in tiles of 256 // 128 = 2 symbols (19 of them for 37 symbols), with masked columns (80 in a
+    128-wide tile). (The kernel module is named, not imported: model/ops/ imports it on first use.)"""
+    monkeypatch.setattr("model.ops.attention_kernels.MEMORY_TILE", 256)
+    *shape, chunk = SIZES[1]
+    layer, tensors = inputs(*shape, seed=5)
+    want, want_grads = outputs_and_grads(plain, layer, tensors)
+    got, got_grads = outputs_and_grads(fused, layer, tensors, chunk)
+    for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
 
 
 def test_a_broadcast_precomputed_term_is_read_as_it_is():

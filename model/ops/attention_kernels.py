@@ -1,10 +1,8 @@
 """Triton kernels of one decoder step's location-sensitive attention and their launchers (attention_step.py).
 
-Why. On a GPU the attention of one decoder step is about twelve small kernels forward (the query
-layer's row and product, stack the weights, unfold them, the location matmul, two adds, tanh, the
-energies, the mask, softmax, the context, the cumulative sum) and about seventeen backward, each a
-launch whose fixed cost does not depend on the batch. Here each direction is one kernel, one
-program per utterance (row):
+Why. Unfused, one decoder step's attention is about twelve small kernels forward and seventeen
+backward on a GPU, each a fixed launch cost whatever the batch. Here each direction is one kernel,
+one program per utterance (row):
 
 * forward: the query (the precomputed term plus the attention LSTM's hidden state times the query
   layer's weight, a product along the row; the hidden state is written into the query layer's
@@ -20,19 +18,16 @@ program per utterance (row):
   processed memory's gradient are added in place into sums over the steps (PM_ACC, PART_ACC), and
   memory's is left out (MEMORY_GRAD: the loop sums it over steps in one product).
 
-Each row's text is walked in chunks of `chunk` symbols, so long texts do not need all of a row's
-[T_text, dim] tiles in registers at once; energies, the weights' gradient and the location
-features' gradient pass between the walks through small per-row scratch buffers, with a barrier
-between a walk that writes them and one that reads them.
-The walks are pipelined loops (`tl.range` with STAGES iterations in flight: each iteration's tiles
-are loaded ahead while an earlier one computes), but for the backward's chain walk, which reads back
-the partial sums it stored in its previous iteration.
+Each row's text is walked in chunks of `chunk` symbols (the memory's in tiles of every column and
+about MEMORY_TILE elements), so long texts need not fit the registers; what passes between walks
+goes through small per-row scratch buffers, with a barrier between a walk that writes them and one
+that reads them. Every walk is a pipelined loop (`tl.range` with stages): none reads back what an
+earlier iteration of it stored (the location matrix's gradient is summed in registers in its own
+walk), and the location matrix, read once before a walk, stays in shared memory for its products.
 
-Precision: the arithmetic is float64 for float64 inputs, else float32 whatever the inputs' dtype
-(bf16 under autocast is read and upcast). The products run on the tensor cores as three TF32
-products (input_precision="tf32x3": about float32's accuracy; a float32 `tl.dot` without tensor
-cores holds its operands in registers and spills: scripts/bench/kernels.py), float64 ones as float64.
-Under TRITON_INTERPRET=1 the kernels run on the CPU (numpy): that is how the suite tests them.
+Precision: float64 for float64 inputs, else float32 whatever the inputs' dtype (bf16 under autocast
+is read and upcast); float32 products at support.input_precision (torch's matmul precision: tf32x3 at
+highest, tf32 below). Under TRITON_INTERPRET=1 the kernels run on the CPU: the suite's check.
 """
 
 import torch
@@ -40,12 +35,18 @@ import triton
 import triton.language as tl
 
 from .kernel_math import mma, tanh, tl_dtype
-from .support import accumulation_dtype
+from .support import accumulation_dtype, input_precision
 
 #: Iterations in flight in a pipelined loop (tl.range's num_stages): each iteration's tiles are
-#: loaded STAGES - 1 iterations ahead into shared memory (cp.async on sm_80 and later), while the
-#: current one computes. A walk that reads what an earlier iteration of it wrote is not pipelined.
+#: loaded STAGES - 1 iterations ahead into shared memory (cp.async), while the current one computes.
 STAGES = tl.constexpr(3)
+#: The backward's chain walk loads one chunk ahead: its iterations are long (a product, tanh), so
+#: one chunk in flight covers a memory round trip; a third stage costs instructions and registers
+#: (scripts/bench/kernels.py: 1010 against 940 an iteration, 255 registers against 250, in float32).
+CHAIN_STAGES = tl.constexpr(2)
+#: Elements of one memory tile of the context's and the weights' gradient walks (32 KB in float32):
+#: at the full model's 512 memory columns, 16 symbols an iteration, 12 iterations for 192 symbols.
+MEMORY_TILE = 8192
 
 
 @triton.jit
@@ -56,27 +57,25 @@ def _windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.con
     c = j // K
     src = t[:, None] + (j % K)[None, :] - (K - 1) // 2
     ok = (src >= 0) & (src < T) & (j < 2 * K)[None, :] & (t < T)[:, None]
-    prev = tl.load(prev_b + src, mask=ok & (c == 0)[None, :], other=0.0).to(ACC)
-    cum = tl.load(cum_b + src, mask=ok & (c == 1)[None, :], other=0.0).to(ACC)
-    return prev + cum
+    return tl.load(tl.where((c == 0)[None, :], prev_b + src, cum_b + src), mask=ok, other=0.0).to(ACC)
 
 
 @triton.jit
-def _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC):
-    """The unfolded windows, tanh(query + location features + processed memory) of the rows t, and the
-    location matrix (read per chunk, from the cache: held across the walk it would take registers)."""
+def _hidden(
+    q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC, PRECISION
+):
+    """tanh(query + location features + processed memory) of the rows t: the unfolded windows times
+    the location matrix, plus the processed memory's tile."""
     d = tl.arange(0, BD)
-    windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
-    loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
-    location = mma(windows, loc_matrix, ACC)
+    location = mma(_windows(prev_b, cum_b, t, T, K, BJ, ACC), loc_matrix, ACC, PRECISION)
     memory = tl.load(pm_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
-    x = q[None, :] + location + memory.to(ACC)
-    return windows, tanh(x), loc_matrix
+    return tanh(q[None, :] + location + memory.to(ACC))
 
 
 @triton.jit
 def _location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr):
-    """The folded location matrix [BJ, BD]: rows 0..2K-1 of the scoring matrix (row 2K is v)."""
+    """The folded location matrix [BJ, BD], rows 0..2K-1 of the scoring matrix (row 2K is v), read
+    once before a walk (read per chunk, its pointers, hoisted, held 64 registers a thread)."""
     j = tl.arange(0, BJ)
     d = tl.arange(0, BD)
     loc_matrix = tl.load(vl_ptr + j[:, None] * D + d[None, :], mask=(j < 2 * K)[:, None] & (d < D)[None, :], other=0.0)
@@ -89,15 +88,15 @@ def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, ahout_b, H, D, BD: tl.constexpr
     written into the query layer's row (what the deferred weight gradient reads after the loop) and
     into ahout (the copy that the step's other readers of ah take, so that its gradient arrives here)."""
     d = tl.arange(0, BD)
-    q = tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC)
+    q = tl.zeros((BH, BD), dtype=ACC)  # summed over its first axis once, after the walk
     for h0 in tl.range(0, H, BH, num_stages=STAGES):
         k = h0 + tl.arange(0, BH)
         a = tl.load(ah_b + k, mask=k < H, other=0.0)
         tl.store(row_b + k, a, mask=k < H)
         tl.store(ahout_b + k, a, mask=k < H)
         w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
-        q += tl.sum(a.to(ACC)[:, None] * w.to(ACC), 0)
-    return q
+        q += a.to(ACC)[:, None] * w.to(ACC)
+    return tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC) + tl.sum(q, 0)
 
 
 @triton.jit
@@ -126,7 +125,7 @@ def attention_forward_kernel(
     row_ptr, q_ptr, ahout_ptr, ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # the row written, outputs, scratch [B, T]
     preq_sb, preq_sd, row_stride, T, M, D, H,
     K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
-    BM: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr,
+    BTM: tl.constexpr, BMW: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
@@ -138,9 +137,10 @@ def attention_forward_kernel(
     tl.store(q_ptr + b * D + d, q, mask=d < D)  # for the backward
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     energy_b = energy_ptr + b * T
+    loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
     for t0 in tl.range(0, T, BTC, num_stages=STAGES):
         t = t0 + tl.arange(0, BTC)
-        _, hidden, _ = _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
+        hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC, PRECISION)
         bias = tl.load(mask_ptr + b * T + t, mask=t < T, other=0.0).to(ACC)
         tl.store(energy_b + t, tl.sum(hidden * v[None, :], 1) + bias, mask=t < T)
     tl.debug_barrier()
@@ -153,45 +153,44 @@ def attention_forward_kernel(
     tl.store(newcum_ptr + b * T + tt, cum + weights, mask=tt < T)
     tl.store(energy_b + tt, weights, mask=tt < T)  # the weights in ACC, for the context's walk
     tl.debug_barrier()
-    for m0 in range(0, M, BM):  # the inner walk is the one pipelined
-        m = m0 + tl.arange(0, BM)
-        context = tl.zeros((BM,), dtype=ACC)
-        for t0 in tl.range(0, T, BTC, num_stages=STAGES):
-            t = t0 + tl.arange(0, BTC)
-            w = tl.load(energy_b + t, mask=t < T, other=0.0)
-            mem = tl.load(
-                mem_ptr + b * T * M + t[:, None] * M + m[None, :], mask=(t < T)[:, None] & (m < M)[None, :], other=0.0
-            )
-            context += tl.sum(w[:, None] * mem.to(ACC), 0)
-        tl.store(ctx_ptr + b * M + m, context, mask=m < M)
+    context = tl.zeros((BMW,), dtype=ACC)
+    m = tl.arange(0, BMW)
+    for t0 in tl.range(0, T, BTM, num_stages=STAGES):  # [BTM, BMW] memory tiles: every column at once
+        t = t0 + tl.arange(0, BTM)
+        w = tl.load(energy_b + t, mask=t < T, other=0.0)
+        mem = tl.load(
+            mem_ptr + b * T * M + t[:, None] * M + m[None, :], mask=(t < T)[:, None] & (m < M)[None, :], other=0.0
+        )
+        context += tl.sum(w[:, None] * mem.to(ACC), 0)
+    tl.store(ctx_ptr + b * M + m, context, mask=m < M)
 
 
 @triton.jit
 def _weights_grad(
     w_b, dw_b, dwx_b, dnewcum_b, dctx_b, dctxx_b, mem_b, dmem_b, dws_b, T, M,
-    BTC: tl.constexpr, BM: tl.constexpr, ACC, MEMORY_GRAD: tl.constexpr, W_EXTRA: tl.constexpr,
+    BTM: tl.constexpr, BMW: tl.constexpr, ACC, MEMORY_GRAD: tl.constexpr, W_EXTRA: tl.constexpr,
     CTX_EXTRA: tl.constexpr,
 ):  # fmt: skip
     """Walk 1: the weights' whole gradient (their own, the new cumulative's, the context's) into the
-    scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context. With W_EXTRA / CTX_EXTRA
-    the weights' / the context's gradient has a second term (dwx_b / dctxx_b) to add."""
-    for t0 in range(0, T, BTC):  # the inner walk is the one pipelined
-        t = t0 + tl.arange(0, BTC)
-        w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
+    scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context, over [BTM, BMW] memory
+    tiles (every column at once). With W_EXTRA / CTX_EXTRA the weights' / the context's gradient has
+    a second term (dwx_b / dctxx_b) to add."""
+    m = tl.arange(0, BMW)
+    dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
+    if CTX_EXTRA:
+        dc += tl.load(dctxx_b + m, mask=m < M, other=0.0).to(ACC)
+    for t0 in tl.range(0, T, BTM, num_stages=STAGES):
+        t = t0 + tl.arange(0, BTM)
+        tile = (t < T)[:, None] & (m < M)[None, :]
         dw = tl.load(dw_b + t, mask=t < T, other=0.0).to(ACC)
         dw += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
         if W_EXTRA:
             dw += tl.load(dwx_b + t, mask=t < T, other=0.0).to(ACC)
-        for m0 in tl.range(0, M, BM, num_stages=STAGES):
-            m = m0 + tl.arange(0, BM)
-            tile = (t < T)[:, None] & (m < M)[None, :]
-            dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
-            if CTX_EXTRA:
-                dc += tl.load(dctxx_b + m, mask=m < M, other=0.0).to(ACC)
-            mem = tl.load(mem_b + t[:, None] * M + m[None, :], mask=tile, other=0.0)
-            dw += tl.sum(mem.to(ACC) * dc[None, :], 1)
-            if MEMORY_GRAD:
-                tl.store(dmem_b + t[:, None] * M + m[None, :], w[:, None] * dc[None, :], mask=tile)
+        mem = tl.load(mem_b + t[:, None] * M + m[None, :], mask=tile, other=0.0)
+        dw += tl.sum(mem.to(ACC) * dc[None, :], 1)
+        if MEMORY_GRAD:
+            w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
+            tl.store(dmem_b + t[:, None] * M + m[None, :], w[:, None] * dc[None, :], mask=tile)
         tl.store(dws_b + t, dw, mask=t < T)
 
 
@@ -213,62 +212,76 @@ def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl
 
 
 @triton.jit
+def _location_grad(
+    vl_ptr, prev_b, cum_b, dx_b, g_b, part_b, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr,
+    BTC: tl.constexpr, ACC: tl.constexpr, PART_ACC: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Walk 3, over the chain walk's dx (dx_b): the unfolded windows' gradient, dx times the location
+    matrix's transpose, into g_b, and the location matrix's gradient, the windows' transpose times
+    dx, summed in registers and written (or with PART_ACC added) once into the row's slice part_b."""
+    d = tl.arange(0, BD)
+    j = tl.arange(0, BJ)
+    loc_matrix_t = tl.trans(_location_matrix(vl_ptr, D, K, BJ, BD, ACC))
+    d_loc_matrix = tl.zeros((BJ, BD), dtype=ACC)
+    for t0 in tl.range(0, T, BTC, num_stages=STAGES):
+        t = t0 + tl.arange(0, BTC)
+        windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
+        dx = tl.load(dx_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
+        tl.store(g_b + t[:, None] * BJ + j[None, :], mma(dx, loc_matrix_t, ACC, PRECISION), mask=(t < T)[:, None])
+        d_loc_matrix += mma(tl.trans(windows), dx, ACC, PRECISION)
+    part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
+    if PART_ACC:  # added to what the later steps' backwards left there
+        d_loc_matrix += tl.load(part_tile, boundary_check=(0, 1), padding_option="zero")
+    tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
+
+
+@triton.jit
 def attention_backward_kernel(
     q_ptr, wq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (q, w: the forward's)
     dctx_ptr, dw_ptr, dnewcum_ptr, dahin_ptr, dctxx_ptr, dwx_ptr,  # the outputs' gradients (x: the extra terms)
     dah_ptr, dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
-    dws_ptr, g_ptr,  # scratch: d weights [B, T], location features' gradient [B, T, BJ] (ACC)
+    dws_ptr, g_ptr, dx_ptr,  # scratch: d weights [B, T], the windows' and the chain's gradients [B, T, BJ], [B, T, D]
     dahin_sb, dctxx_sb, dwx_sb, T, M, D, H,
-    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr, BM: tl.constexpr,
-    BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr, PART_ACC: tl.constexpr,
-    CTX_EXTRA: tl.constexpr, W_EXTRA: tl.constexpr,
+    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr, BTM: tl.constexpr,
+    BMW: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr,
+    PART_ACC: tl.constexpr, CTX_EXTRA: tl.constexpr, W_EXTRA: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BD)
-    j = tl.arange(0, BJ)
-    w_b, dws_b, g_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ
+    w_b, dws_b, g_b, dx_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ, dx_ptr + b * T * D
     _weights_grad(
         w_b, dw_ptr + b * T, dwx_ptr + b * dwx_sb, dnewcum_ptr + b * T, dctx_ptr + b * M, dctxx_ptr + b * dctxx_sb,
-        mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b, T, M, BTC, BM, ACC, MEMORY_GRAD, W_EXTRA, CTX_EXTRA,
+        mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b, T, M, BTM, BMW, ACC, MEMORY_GRAD, W_EXTRA, CTX_EXTRA,
     )  # fmt: skip
     tl.debug_barrier()
     tt = tl.arange(0, BT)
     s = tl.sum(tl.load(w_b + tt, mask=tt < T, other=0.0).to(ACC) * tl.load(dws_b + tt, mask=tt < T, other=0.0), 0)
-    # Walk 2: the chain recomputed; softmax, tanh and location backward.
+    # Walk 2: the chain recomputed; softmax and tanh backward: dx, the processed memory's gradient,
+    # kept for walk 3. It reads only what walk 1 wrote before the barrier (and its own chunk of the
+    # processed memory's sum): pipelined.
     v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
     q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
     dq = tl.zeros((BD,), dtype=ACC)
     dv = tl.zeros((BD,), dtype=ACC)
-    # The location matrix's gradient is summed in this row's own slice of the output, chunk by chunk
-    # (in registers across the walk it would spill).
-    part_b = part_ptr + b * (2 * K + 1) * D
-    part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
-    if not PART_ACC:  # else: added to what the later steps' backwards left there
-        tl.store(part_tile, tl.zeros((BJ, BD), dtype=ACC), boundary_check=(0, 1))
-    # Not a pipelined loop: each chunk reads back the partial sum that the previous chunk stored
-    # (part_tile), which a load issued ahead of that store would miss.
-    t0 = -BTC
-    while t0 + BTC < T:  # for t0 in range(0, T, BTC)
-        t0 += BTC
+    loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
+    for t0 in tl.range(0, T, BTC, num_stages=CHAIN_STAGES):
         t = t0 + tl.arange(0, BTC)
-        windows, hidden, loc_matrix = _hidden(q, vl_ptr, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC)
+        hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC, PRECISION)
         w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
         de = w * (tl.load(dws_b + t, mask=t < T, other=0.0) - s)  # 0 at masked and padded symbols
         dx = de[:, None] * v[None, :] * (1.0 - hidden * hidden)
-        pm_tile = dpm_ptr + b * T * D + t[:, None] * D + d[None, :]
-        _store_or_add(pm_tile, dx, (t < T)[:, None] & (d < D)[None, :], PM_ACC)
+        tile = (t < T)[:, None] & (d < D)[None, :]
+        _store_or_add(dpm_ptr + b * T * D + t[:, None] * D + d[None, :], dx, tile, PM_ACC)
+        tl.store(dx_b + t[:, None] * D + d[None, :], dx, mask=tile)
         dq += tl.sum(dx, 0)
         dv += tl.sum(de[:, None] * hidden, 0)
-        d_windows = mma(dx, tl.trans(loc_matrix), ACC)
-        tl.store(g_b + t[:, None] * BJ + j[None, :], d_windows, mask=(t < T)[:, None])
-        tl.debug_barrier()  # the previous chunk's sum is stored
-        d_loc_matrix = tl.load(part_tile, boundary_check=(0, 1), padding_option="zero")
-        d_loc_matrix += mma(tl.trans(windows), dx, ACC)
-        tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
     tl.store(dq_ptr + b * D + d, dq, mask=d < D)  # the precomputed term's gradient: G of the query layer
     _query_backward(dq, wq_ptr, dah_ptr + b * H, dahin_ptr + b * dahin_sb, H, D, BD, BH, ACC)
+    part_b = part_ptr + b * (2 * K + 1) * D
     _store_or_add(part_b + 2 * K * D + d, dv, d < D, PART_ACC)
+    tl.debug_barrier()
+    _location_grad(vl_ptr, prev_b, cum_b, dx_b, g_b, part_b, T, D, K, BJ, BD, BTC, ACC, PART_ACC, PRECISION)
     tl.debug_barrier()
     _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
 
@@ -282,16 +295,19 @@ def grid(rows: int) -> tuple[int]:
     return (rows,)
 
 
-def blocks(t_text: int, dim: int, kernel_size: int, chunk: int) -> dict:
-    """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles."""
+def blocks(t_text: int, memory_dim: int, dim: int, kernel_size: int, chunk: int) -> dict:
+    """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles; the memory
+    walks' tiles [BTM, BMW] hold every memory column and about MEMORY_TILE elements."""
+    memory_columns = triton.next_power_of_2(memory_dim)
     return {
         "K": kernel_size,
         "BJ": max(16, triton.next_power_of_2(2 * kernel_size)),
         "BD": max(16, triton.next_power_of_2(dim)),
         "BT": max(16, triton.next_power_of_2(t_text)),
         "BTC": max(16, min(chunk, triton.next_power_of_2(t_text))),
-        "BM": 64,
-        "BH": 32,
+        "BTM": min(max(16, triton.next_power_of_2(t_text)), max(1, MEMORY_TILE // memory_columns)),
+        "BMW": memory_columns,
+        "BH": 64,
     }
 
 
@@ -324,7 +340,8 @@ def forward(
         ah, query_weight, query_pre, memory, processed_memory, prev, cum, scoring, mask_bias,
         row, query, ah_copy, context, weights, new_cum, energies,
         query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, m, dim, hidden,
-        ACC=tl_dtype(acc), num_warps=NUM_WARPS, **blocks(t_text, dim, kernel_size, chunk),
+        ACC=tl_dtype(acc), PRECISION=input_precision(acc), num_warps=NUM_WARPS,
+        **blocks(t_text, m, dim, kernel_size, chunk),
     )  # fmt: skip
     return query, ah_copy, context, weights, new_cum
 
@@ -345,20 +362,19 @@ def backward(
 ) -> tuple[torch.Tensor, ...]:
     """One launch: the gradients of (ah, query_pre, memory, processed_memory, prev, cum), in `dtypes`
     for the first two and their inputs' for the rest (ah's includes its copy's, d_ah_copy [B, H] with
-    unit column stride), and the per-row partials [B, 2K + 1, dim] of the
-    scoring matrix's gradient (to be summed over rows). inputs: (the forward's query, query_weight,
-    memory, processed_memory, prev, cum, scoring). Without memory_grad, memory's is not computed (an
-    empty tensor): the caller sums it over steps itself. Given pm_acc [B, T_text, dim] / part_acc
-    [B, 2K + 1, dim] (the accumulation dtype), the processed memory's gradient / the partials are
-    added into them in place (their places in the result are empty tensors): the sums over steps
-    without an addition per step. extras: second terms of the context's [B, M] and the weights'
-    [B, T] gradients (unit column stride), added in the kernel, or None."""
+    unit column stride), and the per-row partials [B, 2K + 1, dim] of the scoring matrix's gradient.
+    inputs: (the forward's query, query_weight, memory, processed_memory, prev, cum, scoring). Without
+    memory_grad, memory's is not computed (an empty tensor): the caller sums it over steps itself.
+    Given pm_acc [B, T_text, dim] / part_acc [B, 2K + 1, dim] (the accumulation dtype), the processed
+    memory's gradient / the partials are added into them in place (their places in the result are
+    empty tensors): the sums over steps without an addition per step. extras: second terms of the
+    context's [B, M] and the weights' [B, T] gradients (unit column stride), added in the kernel, or None."""
     query, query_weight, memory, processed_memory, prev, cum, scoring = inputs
     b, t_text, m = memory.shape
     dim, hidden = query_weight.shape
     kernel_size = (scoring.size(0) - 1) // 2
     acc = query.dtype
-    grid_blocks = blocks(t_text, dim, kernel_size, chunk)
+    grid_blocks = blocks(t_text, m, dim, kernel_size, chunk)
     grads = (
         query.new_empty(b, hidden, dtype=dtypes[0]),
         query.new_empty(b, dim, dtype=dtypes[1]),
@@ -370,14 +386,15 @@ def backward(
     )
     pointers = (*grads[:3], pm_acc if pm_acc is not None else grads[3], *grads[4:6])
     pointers += (part_acc if part_acc is not None else grads[6],)
-    scratch = (query.new_empty(b, t_text), query.new_empty(b, t_text, grid_blocks["BJ"]))
+    scratch = tuple(query.new_empty(b, t_text, *more) for more in ((), (grid_blocks["BJ"],), (dim,)))
     ctx_extra, w_extra = extras
     attention_backward_kernel[grid(b)](
         query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
         d_ah_copy, d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
         *pointers, *scratch, d_ah_copy.stride(0), 0 if ctx_extra is None else ctx_extra.stride(0),
         0 if w_extra is None else w_extra.stride(0), t_text, m, dim, hidden, ACC=tl_dtype(acc),
-        MEMORY_GRAD=memory_grad, PM_ACC=pm_acc is not None, PART_ACC=part_acc is not None,
-        CTX_EXTRA=ctx_extra is not None, W_EXTRA=w_extra is not None, num_warps=NUM_WARPS, **grid_blocks,
+        PRECISION=input_precision(acc), MEMORY_GRAD=memory_grad, PM_ACC=pm_acc is not None,
+        PART_ACC=part_acc is not None, CTX_EXTRA=ctx_extra is not None, W_EXTRA=w_extra is not None,
+        num_warps=NUM_WARPS, **grid_blocks,
     )  # fmt: skip
     return grads

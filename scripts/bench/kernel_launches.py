@@ -177,7 +177,8 @@ def lstm_backward_inputs_traffic(launch: StepLaunch, rows: int) -> dict:
 
 def attention_forward_traffic(sizes: Sizes, rows: int) -> dict:
     """The query's inputs, memory, processed memory, both weights and the scoring matrix read; the row,
-    the query, the copy of ah, the context and the weights written; the energies written and read back."""
+    the query, the copy of ah, the context and the weights written; the scratch row written with the
+    energies, read back, written with the weights and read back by the context's walk."""
     b, h, d, t = rows, sizes.attention_hidden, sizes.dim, sizes.text
     text = (b * t, 1)
     return {
@@ -196,14 +197,14 @@ def attention_forward_traffic(sizes: Sizes, rows: int) -> dict:
         "ctx_ptr": (b * sizes.memory, 1),
         "w_ptr": text,
         "newcum_ptr": text,
-        "energy_ptr": (b * t, 2),
+        "energy_ptr": (b * t, 4),
     }
 
 
 def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
     """The forward's inputs and results and the outputs' gradients read; the inputs' gradients written
-    (read too where added in place: PM_ACC, PART_ACC; the partials are read back chunk by chunk); the
-    weights' and the location features' gradients written and read back (scratch)."""
+    (read too where added in place: PM_ACC, PART_ACC); the scratch written and read back: the weights'
+    gradient (read twice: the softmax's sum, the chain walk), the chain's gradient dx and the windows'."""
     b, h, d, t, m = rows, sizes.attention_hidden, sizes.dim, sizes.text, sizes.memory
     text = (b * t, 1)
     return {
@@ -211,13 +212,13 @@ def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
         "wq_ptr": (d * h, 1),
         "mem_ptr": (b * t * m, 1),
         "pm_ptr": (b * t * d, 1),
-        "prev_ptr": text,
-        "cum_ptr": text,
+        "prev_ptr": (b * t, 2),  # the chain walk's windows and the location matrix's gradient's
+        "cum_ptr": (b * t, 2),
         "vl_ptr": ((2 * sizes.kernel + 1) * d, 1),
-        "w_ptr": text,
+        "w_ptr": (b * t, 2),  # the softmax's sum and the chain walk
         "dctx_ptr": (b * m, 1),
         "dw_ptr": text,
-        "dnewcum_ptr": text,
+        "dnewcum_ptr": (b * t, 2),  # the weights' gradient and the unfolding's
         "dahin_ptr": (b * h, 1),
         "dctxx_ptr": (b * m if consts["CTX_EXTRA"] else 0, 1),
         "dwx_ptr": (b * t if consts["W_EXTRA"] else 0, 1),
@@ -227,9 +228,10 @@ def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
         "dpm_ptr": (b * t * d, 2 if consts["PM_ACC"] else 1),
         "dprev_ptr": text,
         "dcum_ptr": text,
-        "part_ptr": (b * (2 * sizes.kernel + 1) * d, 2),
-        "dws_ptr": (b * t, 2),
+        "part_ptr": (b * (2 * sizes.kernel + 1) * d, 2 if consts["PART_ACC"] else 1),
+        "dws_ptr": (b * t, 3),
         "g_ptr": (b * t * consts["BJ"], 2),
+        "dx_ptr": (b * t * d, 2),
     }
 
 
@@ -275,15 +277,15 @@ def loops(launch: StepLaunch, sizes: Sizes, consts: dict) -> tuple[tuple[Loop, .
 
 
 def attention_loops(launch: StepLaunch, sizes: Sizes, consts: dict) -> tuple[tuple[Loop, ...], int]:
-    """Attention forward: the query's walk over ah; the energies' walk over the text; the context's
-    walk over the text for each block of memory columns; outside, the query's and the softmax's loads.
-    Attention backward: the weights' gradient (memory columns, for each chunk of text, whose own
-    loads it waits); the chain walk (not pipelined: two round trips, the chunk and the partial sum it
-    reads back); the query's gradient over ah; the unfolding's walk; outside, the softmax's sum and
-    the partials' last row."""
-    t, m, h = sizes.text, sizes.memory, sizes.attention_hidden
-    chunks = cdiv(t, consts["BTC"])
+    """Attention forward: the query's walk over ah; the energies' walk over the text in chunks; the
+    context's walk over the text in memory tiles of every column; outside, the query's precomputed
+    term and the softmax's loads. Attention backward: the weights' gradient (memory tiles); the chain
+    walk (text chunks, CHAIN_STAGES in flight); the query's gradient over ah; the location matrix's
+    gradient (text chunks); the unfolding's walk; outside, the softmax's sum and the partials' two
+    sums added in place (v's row, the location matrix's)."""
+    t, h = sizes.text, sizes.attention_hidden
+    chunks, tiles, walk = cdiv(t, consts["BTC"]), cdiv(t, consts["BTM"]), Loop(cdiv(h, consts["BH"]))
     if launch.kernel == "attention_forward_kernel":
-        return (Loop(cdiv(h, consts["BH"])), Loop(chunks), Loop(chunks, passes=cdiv(m, consts["BM"]))), 2
-    weights = Loop(cdiv(m, consts["BM"]), passes=chunks, outer_wait=True)
-    return (weights, Loop(chunks, dependent=2), Loop(cdiv(h, consts["BH"])), Loop(chunks)), 2
+        return (walk, Loop(chunks), Loop(tiles)), 2
+    chain = Loop(chunks, stages=consts["CHAIN_STAGES"])
+    return (Loop(tiles), chain, walk, Loop(chunks), Loop(chunks)), 1 + 2 * consts["PART_ACC"]

@@ -85,12 +85,14 @@ BLOCKS_PER_SM = 32
 class Loop:
     """One program's innermost loop: its iterations per pass, the passes (an enclosing loop's
     iterations), the round trips an iteration waits one after the other when its loads are plain,
-    and whether each pass also waits a round trip of its own (loads of the enclosing loop)."""
+    whether each pass also waits a round trip of its own (loads of the enclosing loop), and its
+    iterations in flight where they are not the kernel's (0: the kernel's STAGES)."""
 
     trips: int
     passes: int = 1
     dependent: int = 1
     outer_wait: bool = False
+    stages: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,13 +171,13 @@ def check_loops(launch: Launch, compiled: Compiled, kernel: str) -> None:
 def round_trips(launch: Launch, compiled: Compiled) -> int:
     """The memory round trips one program waits one after the other: per loop, one per iteration (times
     its dependent ones) if it has plain loads or the kernel none pipelined, else one per STAGES - 1
-    iterations; one per pass where the enclosing loop waits too; and the ones outside the loops."""
-    depth = max(1, launch.stages - 1)
+    iterations (its own STAGES where it has them); one per pass where the enclosing loop waits too; and
+    the ones outside the loops."""
     total = launch.outside
     for loop, (_, plain) in zip(launch.loops, compiled.loops, strict=True):
         waits = loop.trips * loop.dependent
         if compiled.pipelined and plain == 0:
-            waits = math.ceil(waits / depth)
+            waits = math.ceil(waits / max(1, (loop.stages or launch.stages) - 1))
         total += loop.passes * (waits + loop.outer_wait)
     return total
 

@@ -40,8 +40,19 @@ def attention_programs(step: StepLaunch, rows: int) -> tuple[int, ...]:
 def kernel_stages(fn) -> int:
     """The iterations in flight of a kernel's pipelined loops (its module's STAGES; 1 for a module
     without loops to pipeline, whose kernels' round trips do not depend on it)."""
-    stages = getattr(sys.modules[fn.__module__], "STAGES", None)
+    stages = getattr(kernel_module(fn), "STAGES", None)
     return 1 if stages is None else stages.value
+
+
+def kernel_module(fn):
+    """The module of a @triton.jit function (compiled or, under TRITON_INTERPRET=1, interpreted)."""
+    return sys.modules[fn.fn.__module__]
+
+
+def module_stages(fn) -> dict:
+    """The kernel's module's stage counts by name (STAGES, CHAIN_STAGES: the loops' iterations in flight)."""
+    module = kernel_module(fn)
+    return {name: getattr(module, name).value for name in dir(module) if name.endswith("STAGES")}
 
 
 def compiled_figures(variant: Variant, figures: dict) -> Compiled:
@@ -73,7 +84,7 @@ def planned_launch(step: StepLaunch, group: str, found: tuple[str, list], design
     """One launch from its compiled variant (the one compiled for it if several: kernel_launches.fits)."""
     precision, candidates = found
     v, figures = next(((v, r) for v, r in candidates if fits(step, v.constexprs)), candidates[0])
-    inner, outside = loops(step, SIZES, v.constexprs)
+    inner, outside = loops(step, SIZES, {**v.constexprs, **module_stages(v.fn)})
     stages = kernel_stages(v.fn)
     launches = {
         r: Launch(

@@ -85,7 +85,7 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
     """Both attention kernels in each of their precisions (precisions), at each chunk and warp count."""
     found = []
     for chunk in chunks:
-        blocks = attention_kernels.blocks(FULL["text"], FULL["dim"], FULL["kernel"], chunk)
+        blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
         for num_warps in warps:
             default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
             kernels = (
