@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import importlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -369,3 +371,36 @@ def dealt_order(items: Sequence[T], workers: int, is_slow: Callable[[T], bool]) 
         order += share + quick[:fill]
         del quick[:fill]
     return order + quick
+
+
+def _record_precision(launch, launched: list, *args, **kwargs):
+    launched.append(kwargs["PRECISION"])
+    return launch(*args, **kwargs)
+
+
+class _PrecisionRecorder:
+    """A Triton kernel whose launches record the PRECISION constexpr they are given."""
+
+    def __init__(self, kernel, launched: list):
+        self.kernel, self.launched = kernel, launched
+
+    def __getitem__(self, grid):
+        return functools.partial(_record_precision, self.kernel[grid], self.launched)
+
+
+@contextlib.contextmanager
+def record_precisions(monkeypatch, module: str, kernels: Sequence[str], matmul: str) -> Iterator[list]:
+    """Under torch's float32 matmul precision `matmul`, the PRECISION constexpr of each launch of the
+    named kernels of `module`, in order: the interpreter multiplies float32 exactly at any input
+    precision, so a test checks the choice where it is made. The module is imported here (the kernel
+    modules load on first use; tests do not import them)."""
+    launched: list = []
+    loaded = importlib.import_module(module)
+    for name in kernels:
+        monkeypatch.setattr(loaded, name, _PrecisionRecorder(getattr(loaded, name), launched))
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(matmul)
+    try:
+        yield launched
+    finally:
+        torch.set_float32_matmul_precision(previous)

@@ -18,7 +18,7 @@ from model.graphs import loop_memory
 from model.ops.attention_step import attend, scoring_matrix
 from model.ops.support import unavailable
 from model.shapes import LoopShape
-from tests.kit import relative_error, tiny_config
+from tests.kit import record_precisions, relative_error, tiny_config
 
 #: (rows, text, memory_dim, attention_dim, kernel_size, chunk): one chunk; three chunks and two memory
 #: column blocks (memory_dim 80 > 64); attention_dim and text not powers of two.
@@ -124,6 +124,19 @@ def test_float32_is_close_and_bf16_inputs_are_within_one_percent():
     assert [g.dtype for g in low_grads[:4]] == [torch.float32] + [torch.bfloat16] * 3
     for a, b in (*zip(low, want), *zip(low_grads, want_grads)):
         assert relative_error(a.float(), b) < 1e-2
+
+
+@pytest.mark.parametrize(("matmul", "want"), [("highest", "tf32x3"), ("high", "tf32")])
+def test_float32_products_take_torchs_matmul_precision(matmul, want, monkeypatch):
+    """Both kernels are launched at support.input_precision's choice, and the result is the same."""
+    kernels = ("attention_forward_kernel", "attention_backward_kernel")
+    layer, tensors = inputs(*SIZES[0][:5], dtype=torch.float32, seed=5)
+    with record_precisions(monkeypatch, "model.ops.attention_kernels", kernels, matmul) as launched:
+        got, got_grads = outputs_and_grads(fused, layer, tensors)
+    assert launched == [want, want]
+    want_out, want_grads = outputs_and_grads(plain, layer, tensors)
+    for a, b in (*zip(got, want_out), *zip(got_grads, want_grads)):
+        assert relative_error(a, b) < 1e-5
 
 
 def test_on_the_meta_device_the_fused_loop_keeps_less():

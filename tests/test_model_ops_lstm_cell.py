@@ -6,16 +6,13 @@ mask; float32 close; bf16 weights (autocast's compute dtype) within 2 % of float
 same rounded weights (the inputs rounded to bf16 too: by Triton's interpreter here); float32
 products at torch's matmul precision (one TF32 product or three), float64 ones exact."""
 
-import functools
-import importlib
-
 import pytest
 import torch
 
 from model.ops.deferred import StepProjection
 from model.ops.lstm_cell import cell_step, plain_cell
 from model.ops.support import input_precision
-from tests.kit import relative_error
+from tests.kit import record_precisions, relative_error
 
 #: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units,
 #: input columns and gate columns, with tails (model/ops/lstm_kernels: 16 rows; the forward 8 hidden
@@ -83,43 +80,15 @@ def test_float32_is_close_and_bf16_weights_are_within_one_percent():
         assert relative_error(a.float(), b) < 2e-2
 
 
-def monkeypatch_target(dotted: str):
-    """What a dotted name (module.attribute) holds, its module imported."""
-    module, name = dotted.rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)
-
-
-def _record(launch, launched, *args, **kwargs):
-    launched.append(kwargs["PRECISION"])
-    return launch(*args, **kwargs)
-
-
-class _Recording:
-    """A kernel whose launches record the PRECISION constexpr they are given."""
-
-    def __init__(self, kernel, launched):
-        self.kernel, self.launched = kernel, launched
-
-    def __getitem__(self, grid):
-        return functools.partial(_record, self.kernel[grid], self.launched)
-
-
 @pytest.mark.parametrize(("matmul", "want"), [("highest", "tf32x3"), ("high", "tf32"), ("medium", "tf32")])
 def test_float32_products_take_torchs_matmul_precision(matmul, want, monkeypatch):
     """The interpreter multiplies float32 exactly at any input precision, so the choice is checked
     where it is made: the constexpr both product kernels are launched with (and the result at it)."""
-    launched = []
-    for name in ("lstm_forward_kernel", "lstm_backward_inputs_kernel"):
-        target = f"model.ops.lstm_kernels.{name}"  # imported by monkeypatch: the kernels load on first use
-        monkeypatch.setattr(target, _Recording(monkeypatch_target(target), launched))
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(matmul)
-    try:
+    kernels = ("lstm_forward_kernel", "lstm_backward_inputs_kernel")
+    with record_precisions(monkeypatch, "model.ops.lstm_kernels", kernels, matmul) as launched:
         inputs = cell_inputs(*CASES[0], dtype=torch.float32, seed=3)
         got, _, got_grads = run(fused, *inputs, torch.float32)
         want_out, _, want_grads = run(unfused, *inputs, torch.float32)
-    finally:
-        torch.set_float32_matmul_precision(previous)
     assert launched == [want, want]
     for a, b in (*zip(got, want_out), *zip(got_grads, want_grads)):
         assert relative_error(a, b) < 1e-5
