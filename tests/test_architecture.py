@@ -433,6 +433,24 @@ def test_the_ops_package_imports_nothing_else_of_the_model():
     assert ops_import_violations(sources(ops)) == []
 
 
+def jit_kernels(source: str) -> set[str]:
+    """The @triton.jit functions of a kernel module named *_kernel (what its launchers launch)."""
+    return {
+        node.name
+        for node in functions(ast.parse(source))
+        if node.name.endswith("_kernel") and any("jit" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+def test_the_kernels_a_profiler_names_are_the_kernel_modules_kernels():
+    """model.ops.KERNELS (the names bench.step's per-kernel timing keeps) lists every launched kernel."""
+    from model.ops import KERNELS
+
+    files = sources(project_files())
+    found = set().union(*(jit_kernels(source) for rel, source in files.items() if is_kernel_module(rel)))
+    assert found == set(KERNELS) and len(KERNELS) == len(set(KERNELS))
+
+
 def test_triton_lives_in_the_kernel_modules_imported_on_first_use():
     """Only model/ops/*kernels*.py and their shared helpers, model/ops/kernel_math.py, import Triton
     (and the bench that compiles them, scripts/bench/kernels.py); a kernel module is imported only by
