@@ -67,6 +67,7 @@ from scripts.bench.kernel_times import write_report as write_kernel_report
 from scripts.bench.steps import (
     BENCH_STRATEGIES,
     Bench,
+    cpu_threads_without_denormals,
     device_name,
     pick_timed,
     read_frames_and_texts,
@@ -344,9 +345,11 @@ def chosen_variants(args: argparse.Namespace, device: torch.device) -> list[str]
 
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser().parse_args(argv)
-    device = torch.device(args.device)
-    torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)
+    with cpu_threads_without_denormals(args.threads):
+        return run(args, torch.device(args.device))
+
+
+def run(args: argparse.Namespace, device: torch.device) -> int:
     try:
         variants = chosen_variants(args, device)
         print(

@@ -3,12 +3,14 @@ corpus, random text ids and mels of exactly those lengths, the one training step
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
 import functools
 import gc
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,21 @@ def symbol_counts(texts: list[str], keep: np.ndarray) -> np.ndarray:
     """Symbols per kept utterance, after the text front end: only those kept, as the front end takes
     seconds over a corpus (LJSpeech: about 3 s on a CPU core) and a bench may keep a few hundred."""
     return np.array([len(text_to_sequence(texts[i])) for i in keep], dtype=np.int64)
+
+
+@contextlib.contextmanager
+def cpu_threads_without_denormals(threads: int) -> Iterator[None]:
+    """torch's CPU threads set to `threads` and denormals flushed to zero (random targets' denormals
+    slow a CPU, not a GPU), both as they were afterwards: a bench called in-process (the suite) leaves
+    the process as it found it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)  # torch's default; it has no getter
+        torch.set_num_threads(before)
 
 
 def release_memory() -> None:
