@@ -1,16 +1,17 @@
-"""One decoder step's attention as two fused kernels (Tacotron2Config.fused_attention).
+"""One decoder step's attention as two fused operators (Tacotron2Config.fused_attention).
 
 Why. model/attention.py's energy chain (this operation's plain reference, which the fast loop runs
 without the switch), with the query layer before it, is about twelve kernels forward and seventeen
 backward per decoder step on a GPU, each a fixed launch cost whatever the batch. `attend` computes
 the same thing from the attention LSTM's hidden state (the query layer's product, written into the
 query layer's row as deferred.py's StepProjection wants, the energy chain, the context and the new
-cumulative weights) as one Triton kernel forward and one backward (attention_kernels.py): the
-PyTorch operators `tacotron2::attention_step` and `tacotron2::attention_step_backward`, so that
-CUDA graphs, the meta device (model/graphs.loop_memory) and the operation counter
-(training/op_count.py: one operator is one launch) treat them like any other operation, joined into
-one autograd node (_AttentionStep: an operator that writes into an input, the row, cannot carry its
-own formula).
+cumulative weights) as two Triton kernels forward (attention_kernels.py: the energies, then softmax
+and the context, each split over several programs a row) and one backward
+(attention_backward_kernels.py): the PyTorch operators `tacotron2::attention_step` and
+`tacotron2::attention_step_backward`, so that CUDA graphs, the meta device (model/graphs.loop_memory)
+and the operation counter (training/op_count.py: one operator is one operation, whatever its
+launches) treat them like any other operation, joined into one autograd node (_AttentionStep: an
+operator that writes into an input, the row, cannot carry its own formula).
 
 Its backward recomputes the chain from the step's inputs, so it keeps what recompute_attention
 keeps (only the inputs) without running the chain twice through autograd. In a loop, the gradients
@@ -86,7 +87,7 @@ def _attention_step_backward(
     d_context_extra: torch.Tensor | None,
     d_weights_extra: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    from .attention_kernels import backward
+    from .attention_backward_kernels import backward
 
     inputs = (query, query_weight, memory, processed_memory, prev, cum, scoring)
     dtypes, extras = (ah_dtype, pre_dtype), (d_context_extra, d_weights_extra)

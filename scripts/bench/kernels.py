@@ -44,7 +44,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from model.ops import attention_kernels, lstm_kernels, lstm_pointwise_kernels
+from model.ops import attention_backward_kernels, attention_kernels, lstm_kernels, lstm_pointwise_kernels
 from model.ops.attention_step import CHUNK
 from scripts.bench.kernel_launches import StepLaunch, fits, full_sizes, launch_bytes, loops, step_launches
 from scripts.bench.kernel_model import Compiled, Costs, Launch, StructureError
@@ -124,24 +124,44 @@ def signature(fn, pointers: dict, constexprs: dict) -> dict:
 
 
 def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
-    """Both attention kernels, float32 with their products as three TF32 products ("tf32x3",
+    """The attention kernels, float32 with their products as three TF32 products ("tf32x3",
     matmul_precision=highest) and as one ("tf32", high), and with autocast's bf16 query layer (weight,
-    precomputed term, row), memory and processed memory (float32 arithmetic: products as tf32x3)."""
+    precomputed term, row), memory and processed memory (float32 arithmetic: products as tf32x3); the
+    forward's context launch as context_variants compiles it."""
     found = []
     bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "mem_ptr", "pm_ptr")}
+    kernels = (
+        ("attention energies", attention_kernels.attention_energies_kernel, {}),
+        ("attention backward", attention_backward_kernels.attention_backward_kernel, LOOP_BACKWARD),
+    )
     for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
         for chunk in chunks:
             blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
             for num_warps in warps:
                 default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
-                consts = {**blocks, "ACC": tl.float32, "PRECISION": mma}
-                kernels = (
-                    ("attention forward", attention_kernels.attention_forward_kernel, {}),
-                    ("attention backward", attention_kernels.attention_backward_kernel, LOOP_BACKWARD),
-                )
                 for name, fn, more in kernels:
-                    label = f"{name}, {precision}, chunk {chunk}"
-                    found.append(Variant(label, fn, low, {**consts, **more}, num_warps, default))
+                    consts = {**blocks, "ACC": tl.float32, "PRECISION": mma, **more}
+                    used = {key: value for key, value in consts.items() if key in fn.arg_names}
+                    found.append(Variant(f"{name}, {precision}, chunk {chunk}", fn, low, used, num_warps, default))
+        if precision != "tf32":  # no product: the same kernel as tf32x3's
+            found += context_variants("bf16" if low else "fp32", low, warps)
+    return found
+
+
+def context_variants(precision: str, pointers: dict, warps: list[int]) -> list[Variant]:
+    """The forward's context launch (no product, no chunk) at its column slices of B0 16 and 64
+    (attention_kernels.context_columns), whose memory tiles it is compiled for."""
+    found = []
+    for rows in ROWS:
+        columns = attention_kernels.context_columns(rows, FULL["memory"])
+        tile = attention_kernels.memory_tile_rows(FULL["text"], columns)
+        consts = {"BT": triton.next_power_of_2(FULL["text"]), "BTM": tile, "BMC": columns, "ACC": tl.float32}
+        for num_warps in warps:
+            default = num_warps == attention_kernels.NUM_WARPS
+            label = f"attention context, {precision}, B0 {rows}"
+            found.append(
+                Variant(label, attention_kernels.attention_context_kernel, pointers, consts, num_warps, default)
+            )
     return found
 
 
