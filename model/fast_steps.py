@@ -142,10 +142,12 @@ class PlainCell:
         return plain_cell(projection, i, cell, keep, *parts)
 
 
-class FusedCell:
-    """The cell as model/ops/lstm_cell.py's two kernels, whose backward adds d_h_extra's gradient itself."""
+class KernelCell:
+    """A cell whose backward adds d_h_extra's gradient (the hidden states' stack) itself: `step`, a
+    model/ops function with PlainCell's call, d_h_extra passed on."""
 
     takes_stack_grad = True
+    step: Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
     def __call__(
         self,
@@ -156,22 +158,16 @@ class FusedCell:
         *parts: torch.Tensor,
         d_h_extra: Callable[[], torch.Tensor | None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return fused_cell(projection, i, cell, keep, *parts, d_h_extra=d_h_extra)
+        return type(self).step(projection, i, cell, keep, *parts, d_h_extra=d_h_extra)
 
 
-class SplitCell:
-    """The cell as model/ops/lstm_split.py's cuBLAS product and pointwise kernels, whose backward adds
-    d_h_extra's gradient itself."""
+class FusedCell(KernelCell):
+    """The cell as model/ops/lstm_cell.py's kernels."""
 
-    takes_stack_grad = True
+    step = staticmethod(fused_cell)
 
-    def __call__(
-        self,
-        projection: StepProjection,
-        i: int,
-        cell: torch.Tensor,
-        keep: torch.Tensor | None,
-        *parts: torch.Tensor,
-        d_h_extra: Callable[[], torch.Tensor | None] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return split_cell(projection, i, cell, keep, *parts, d_h_extra=d_h_extra)
+
+class SplitCell(KernelCell):
+    """The cell as model/ops/lstm_split.py's cuBLAS product and pointwise kernels."""
+
+    step = staticmethod(split_cell)

@@ -369,7 +369,9 @@ def test_scripts_are_packages_that_share_modules_not_scripts():
 #: (model/ops/*kernels*.py) and their shared Triton helpers import Triton.
 OPS = "model/ops/"
 KERNEL_MATH = "model/ops/kernel_math.py"
-COMPILE_BENCH = "scripts/bench/kernels.py"  # compiles the kernels for a GPU: Triton is what it is about
+#: The compile bench's modules (scripts.bench.kernels: what it compiles, how it plans the launches, the
+#: compiling): they compile the kernels for a GPU, Triton is what they are about.
+COMPILE_BENCH = ("scripts/bench/kernels.py", "scripts/bench/kernel_variants.py", "scripts/bench/kernel_plan.py")
 
 
 def sources(paths: list[Path]) -> dict[str, str]:
@@ -412,7 +414,7 @@ def triton_violations(files: dict[str, str]) -> list[str]:
     kernels = {module_of(rel) for rel in files if is_kernel_module(rel)}
     found = []
     for rel, source in files.items():
-        if rel == COMPILE_BENCH:
+        if rel in COMPILE_BENCH:
             continue
         for names, at_import in import_sites(rel, source):
             if any(n.split(".")[0] == "triton" for n in names) and not (is_kernel_module(rel) or rel == KERNEL_MATH):
@@ -430,6 +432,24 @@ def test_the_ops_package_imports_nothing_else_of_the_model():
     ops = sorted((REPO / "model" / "ops").glob("*.py"))
     assert len(ops) > 1
     assert ops_import_violations(sources(ops)) == []
+
+
+def jit_kernels(source: str) -> set[str]:
+    """The @triton.jit functions of a kernel module named *_kernel (what its launchers launch)."""
+    return {
+        node.name
+        for node in functions(ast.parse(source))
+        if node.name.endswith("_kernel") and any("jit" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+def test_the_kernels_a_profiler_names_are_the_kernel_modules_kernels():
+    """model.ops.KERNELS (the names bench.step's per-kernel timing keeps) lists every launched kernel."""
+    from model.ops import KERNELS
+
+    files = sources(project_files())
+    found = set().union(*(jit_kernels(source) for rel, source in files.items() if is_kernel_module(rel)))
+    assert found == set(KERNELS) and len(KERNELS) == len(set(KERNELS))
 
 
 def test_triton_lives_in_the_kernel_modules_imported_on_first_use():

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scripts.bench.kernel_times import FUSED_KERNELS, OTHER, canonical, per_decoder_step, precision_name
+from model.ops import KERNELS
+from scripts.bench.kernel_times import OTHER, canonical, per_decoder_step, precision_name
 
-NAMES = st.sampled_from([*FUSED_KERNELS, "lstm_forward_kernel_0d1d", "aten::mm", "gemm", "copy", "elementwise", "x"])
+NAMES = st.sampled_from([*KERNELS, "lstm_forward_kernel_0d1d", "aten::mm", "gemm", "copy", "elementwise", "x"])
 
 
 @settings(max_examples=60, deadline=None)
@@ -28,10 +29,10 @@ def test_per_decoder_step_keeps_every_microsecond_and_call(records, steps, top):
         sum(us for _, us in records), rel=1e-9, abs=1e-6
     )
     assert round(sum(k["calls_per_decoder_step"] for k in kernels.values()) * steps) == len(records)
-    fused = {canonical(name) for name, _ in records} & set(FUSED_KERNELS)
+    fused = {canonical(name) for name, _ in records} & set(KERNELS)
     assert fused <= set(kernels)
-    assert len(set(kernels) - set(FUSED_KERNELS) - {OTHER}) <= top
-    times = [k["us_per_decoder_step"] for name, k in kernels.items() if name not in FUSED_KERNELS and name != OTHER]
+    assert len(set(kernels) - set(KERNELS) - {OTHER}) <= top
+    times = [k["us_per_decoder_step"] for name, k in kernels.items() if name not in KERNELS and name != OTHER]
     assert times == sorted(times, reverse=True)
 
 

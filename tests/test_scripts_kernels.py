@@ -4,10 +4,11 @@ with their loops' loads are pipelined (LDGSTS, cp.async, or TMA in the SASS: eve
 backward's pointwise one walks memory in a loop; the LSTM loops load nothing unpipelined) and they fit
 the registers: none spills (the attention's backward spilled 448 bytes a thread in float32 and 424 with
 bf16 inputs before its memory walks took every column and its chain walk stopped reading back its sums:
-docs/results.md); and its prediction of a decoder step's time (scripts/bench/kernel_model.py), checked
-by hand on made-up kernels and machines, with the launches' bytes, the report's tables and the measured
-figures it reads."""
+docs/results.md); and its prediction of a decoder step's time (scripts/bench/kernel_model.py), in both
+designs of the LSTM cells (fused and split) and each precision group, checked by hand on made-up
+kernels and machines, with the launches' bytes, the report's tables and the measured figures it reads."""
 
+import dataclasses
 import json
 import os
 import re
@@ -16,8 +17,9 @@ import sys
 
 import pytest
 
-from scripts.bench.kernel_launches import fits, launch_bytes, loops, step_launches, traffic
+from scripts.bench.kernel_launches import DESIGNS, fits, launch_bytes, loops, step_launches, traffic
 from scripts.bench.kernel_model import (
+    GROUPS,
     Compiled,
     Costs,
     Gpu,
@@ -28,8 +30,11 @@ from scripts.bench.kernel_model import (
     resident,
     round_trips,
 )
+from scripts.bench.kernel_operations import predict_operation, step_operations
+from scripts.bench.kernel_plan import plan, precision_notes
 from scripts.bench.kernel_report import (
     MEASURED_COLUMNS,
+    OPERATION_COLUMNS,
     PREDICTION_COLUMNS,
     ROWS,
     Planned,
@@ -38,9 +43,12 @@ from scripts.bench.kernel_report import (
     read_measured,
     step_lines,
 )
-from scripts.bench.kernels import COLUMNS, SIZES, default_variants, main, sass_figures
+from scripts.bench.kernel_variants import default_variants
+from scripts.bench.kernels import COLUMNS, SIZES, main, sass_figures
 from scripts.common import markdown_tables
 from tests.kit import REPO
+from tests.test_model_fast_decoder import OPS_PER_STEP as FUSED_OPS
+from tests.test_model_ops_lstm_split import OPS_PER_STEP as SPLIT_OPS
 
 #: A made-up SASS listing as `cuobjdump -sass` prints it: a two-instruction loop with a plain load inside
 #: a six-instruction one (back branches at 0x40 and 0x60), a cp.async and a TMA load, the closing self-branch.
@@ -74,6 +82,9 @@ def test_the_prediction_takes_the_largest_bound_and_adds_the_launch():
     assert resident(compiled) == 16
     # pipelined: ceil(9 / (3 - 1)) = 5; plain loads: 2 passes x (3 x 2 + 1) = 14; 1 outside
     assert round_trips(launch, compiled) == 20
+    # a loop with its own stages (the attention backward's chain walk: 2, one iteration ahead) waits each
+    own = Launch(programs=8, bytes=0, loops=(Loop(trips=9, stages=2), Loop(trips=3)), outside=0, stages=3)
+    assert round_trips(own, compiled) == 9 + 3
     p = predict(launch, compiled, GPU, COSTS)
     assert p.bandwidth_s == pytest.approx(5e-6)  # 5 MB at 1 TB/s
     assert p.latency_s == pytest.approx(20e-6)  # one wave: 8 programs <= 2 SMs x 16
@@ -104,18 +115,26 @@ def test_a_kernel_whose_loops_are_not_the_sass_ones_is_an_error():
 
 
 def test_the_step_launches_name_every_pointer_and_count_bf16_weights_at_half():
-    launches = step_launches(SIZES)
-    assert [s.kernel for s in launches].count("lstm_forward_kernel") == 2 and len(launches) == 6
-    for v in default_variants():
-        for step in (s for s in launches if s.kernel == v.fn.__name__):
+    fused, split = step_launches(SIZES, "fused"), step_launches(SIZES, "split")
+    assert [s.kernel for s in fused].count("lstm_forward_kernel") == 2 and len(fused) == 8 and len(split) == 6
+    variants = default_variants()
+    assert {v.fn.__name__ for v in variants} == {s.kernel for s in fused + split}  # every launch compiled
+    for v in variants:
+        for step in (s for s in fused + split if s.kernel == v.fn.__name__):
             moved = traffic(step, SIZES, 16, v.constexprs)
             assert set(moved) == {a for a in v.fn.arg_names if a.endswith("_ptr")}, step
-    decoder = next(s for s in launches if s.label == "lstm forward, decoder cell")
+    decoder = next(s for s in fused if s.label == "lstm forward, decoder cell")
     assert decoder.widths == (SIZES.attention_hidden, SIZES.memory, SIZES.decoder_hidden)
-    attention = next(s for s in launches if s.label == "lstm forward, attention cell")
+    attention = next(s for s in fused if s.label == "lstm forward, attention cell")
     assert fits(decoder, {"NPARTS": 3}) and not fits(attention, {"NPARTS": 3})  # it borrows the decoder cell's
-    # the attention cell's forward, compiled for three inputs, walks its two and none of the third
-    assert [loop.trips for loop in loops(attention, SIZES, {"NPARTS": 3, "BK": 16})[0]] == [512 // 16, 1024 // 16, 0]
+    # the loops' iterations from the modules' blocks: the attention cell's forward, compiled for three
+    # inputs, walks its two and none of the third; the inputs' product walks the 4H gate columns
+    blocks = {v.fn.__name__: v.constexprs for v in variants}
+    bk, bj = blocks["lstm_forward_kernel"]["BK"], blocks["lstm_backward_inputs_kernel"]["BJ"]
+    inner, _ = loops(attention, SIZES, blocks["lstm_forward_kernel"])
+    assert [loop.trips for loop in inner] == [-(-512 // bk), -(-1024 // bk), 0]
+    inputs = next(s for s in fused if s.label == "lstm backward inputs, decoder cell")
+    assert [loop.trips for loop in loops(inputs, SIZES, blocks["lstm_backward_inputs_kernel"])[0]] == [-(-4096 // bj)]
     consts = {"HAS_KEEP": True}
     fp32 = launch_bytes(decoder, SIZES, 16, consts, {})
     bf16 = launch_bytes(decoder, SIZES, 16, consts, {"w_ptr": "bf16", "row_ptr": "bf16"})
@@ -123,13 +142,82 @@ def test_the_step_launches_name_every_pointer_and_count_bf16_weights_at_half():
     assert fp32 - bf16 == 4 * decoder.hidden * k * 2 + 16 * k * 2
 
 
+def test_the_launches_of_both_designs_are_the_operations_the_suite_counts():
+    """The fused step: 3 + 5 operations, 10 launches (each cell's backward is one operation of two
+    kernels) with its 2 additions; the split step with the fused attention: each operation a launch,
+    its Triton kernels and the operations without a compiled kernel (5 more casts under bf16)."""
+    fused = step_launches(SIZES, "fused")
+    cells_backward = [s for s in fused if s.kernel == "lstm_backward_inputs_kernel"]
+    for group in GROUPS:
+        ops = step_operations(SIZES, group)
+        mine = {d: [op for op in ops if d in op.designs] for d in DESIGNS}
+        assert len(fused) + len(mine["fused"]) - len(cells_backward) == sum(FUSED_OPS["fast+fused"])
+        variant = "fast+fused_attention+split" + ("+bf16" if group == "bf16" else "")
+        assert len(step_launches(SIZES, "split")) + len(mine["split"]) == sum(SPLIT_OPS[variant])
+        assert sum(op.row_flops > 0 for op in mine["split"]) == 4  # a GEMM each way per cell
+
+
+def test_a_cublas_gemm_is_its_bytes_or_its_flops_and_a_launch():
+    gemm = next(op for op in step_operations(SIZES, "tf32x3") if op.label.startswith("cuBLAS GEMM forward, decoder"))
+    k, n = 2560, 4096
+    assert gemm.bytes(16) == 4 * (n * k + 16 * (k + 2 * n)) and gemm.row_flops == 2 * k * n
+    half = next(op for op in step_operations(SIZES, "bf16") if op.label == gemm.label)
+    assert half.bytes(16) * 2 == gemm.bytes(16)
+    gpu = Gpu("test", 1e12, 2, 1e9, gemm_flops=(1e13, 1e14, 1e15))
+    slow = predict_operation(gemm, 64, gpu, COSTS, "tf32x3")  # 1.34 GFLOP at 10 TFLOPS: compute-bound
+    assert slow.bound == "compute" and slow.seconds == pytest.approx(64 * 2 * k * n / 1e13 + 2e-6)
+    fast = predict_operation(gemm, 64, gpu, COSTS, "tf32")
+    assert fast.bound == "bandwidth" and fast.seconds == pytest.approx(gemm.bytes(64) / 1e12 + 2e-6)
+
+
+def fake_figures(v) -> dict:
+    """A compiled variant's figures, made up (no compiling; the plan does not compare the loops, the
+    prediction does)."""
+    return {"REG": 64, "STACK": 0, "SHARED": 0, "LDGSTS": 1, "UTMALDG": 0, "loops": [(10, 0)]}
+
+
+def test_each_group_plans_every_launch_and_says_which_kernels_borrow_tf32x3():
+    variants = default_variants()
+    labels = [v.kernel for v in variants]
+    assert len(labels) == 16 and all(v.default for v in variants)
+    assert {
+        "attention backward, tf32, chunk 16",
+        "lstm backward inputs, tf32x3",
+        "lstm pointwise forward, bf16",
+    } <= set(labels)
+    planned, missing = plan([(v, fake_figures(v)) for v in variants], list(ROWS))
+    assert not missing and {p.group for p in planned} == set(GROUPS)
+    for group in GROUPS:
+        mine = [p for p in planned if p.group == group]
+        assert len(mine) == 10 and {p.designs for p in mine} == {("fused",), ("split",), ("fused", "split")}
+    tf32 = {p.step.kernel: p.compiled_as for p in planned if p.group == "tf32"}
+    assert tf32["attention_forward_kernel"] == "tf32" and tf32["lstm_pointwise_forward_kernel"] == "fp32"
+    assert precision_notes(planned) == []  # the pointwise kernels have no product to run in another precision
+    # attention kernels compiled in fp32 only (no PRECISION constexpr): the tf32 group runs them, and says so
+    plain = [
+        (dataclasses.replace(v, kernel=v.kernel.replace("tf32x3", "fp32")), fake_figures(v))
+        for v in variants
+        if not (v.kernel.startswith("attention") and ", tf32," in v.kernel)
+    ]
+    planned, missing = plan(plain, list(ROWS))
+    assert not missing and {p.compiled_as for p in planned if p.step.kernel.startswith("attention")} == {"fp32", "bf16"}
+    (note,) = precision_notes(planned)
+    assert note.startswith("Note: in tf32 the rows of attention_forward_kernel, attention_backward_kernel")
+    # without the attention's bf16 variants, no bf16 prediction, said in words
+    kept = [(v, fake_figures(v)) for v in variants if not (v.kernel.startswith("attention") and "bf16" in v.kernel)]
+    planned, missing = plan(kept, list(ROWS))
+    assert "bf16" not in {p.group for p in planned} and missing == [
+        "no prediction in bf16: no default variant of attention_forward_kernel, attention_backward_kernel compiled"
+    ]
+
+
 def planned_made_up() -> list[Planned]:
-    """Two launches of made-up figures in fp32, at the report's rows and at 32."""
+    """The attention's two launches with made-up figures in tf32x3, at the report's rows and at 32."""
     compiled = Compiled(warps=4, registers=32, shared=0, pipelined=True, loops=((10, 0),))
     made = []
     for step in step_launches(SIZES)[:2]:
         launches = {r: Launch(r, 1000 * r, (Loop(trips=4),), 1, 3) for r in (*ROWS, 32)}
-        made.append(Planned(step, "fp32", compiled, launches))
+        made.append(Planned(step, "tf32x3", "fp32", ("fused", "split"), compiled, launches))
     return made
 
 
@@ -140,7 +228,8 @@ def test_the_prediction_tables_parse_and_say_the_step(tmp_path):
     assert [r["launch"] for r in rows] == ["attention forward", "attention backward"]
     assert all(float(r[f"us H100, B0 {b}"]) > 0 and r[f"programs, B0 {b}"] == str(b) for r in rows for b in ROWS)
     lines = step_lines(planned, SIZES, COSTS)
-    assert lines[0].startswith("Predicted ms per decoder step, fp32: H100 ") and "Targets: at most 0.15 ms" in lines[-1]
+    assert lines[0].startswith("Predicted ms per decoder step, tf32x3, fused vs split: H100 ")
+    assert re.search(r"H100 [0-9.]+ vs [0-9.]+ ms at B0 16", lines[0]) and "Targets: at most 0.15 ms" in lines[-1]
     path = tmp_path / "kernels.json"
     timed = {"attention_forward_kernel": {"us_per_decoder_step": 12.5, "calls_per_decoder_step": 1}}
     path.write_text(json.dumps({"device": "NVIDIA H200", "b0": 32, "precision": "fp32", "kernels": timed}))
@@ -159,6 +248,11 @@ def test_the_prediction_tables_parse_and_say_the_step(tmp_path):
         total["us per step, measured"] == "12.5"
         and total["us per step, predicted"] == rows["attention_forward_kernel"]["us per step, predicted"]
     )
+    assert head.endswith("(predicted: H200, tf32x3, the fused design)")
+    # bench.step's kernel_times names its variant and precision: a split step in TF32
+    path.write_text(json.dumps({**json.loads(path.read_text()), "precision": "tf32", "variant": "graphed+split"}))
+    head, *_ = measured_table(planned, read_measured(str(path)), COSTS)
+    assert head.endswith("(predicted: H200, tf32, the split design)")
 
 
 @pytest.mark.parametrize(
@@ -205,15 +299,15 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
         timeout=300,
         check=True,
     ).stdout
-    table, prediction, compared = markdown_tables(out)
+    table, prediction, operations, compared = markdown_tables(out)
     rows = parse(table, COLUMNS)
-    # attention: forward and backward, LSTM: forward and the backward's product, each in tf32x3, tf32
-    # and bf16; the LSTM backward's gates (no product) in fp32 and bf16
-    assert len(rows) == 14 and all(row["kernel"].endswith("(default)") for row in rows)
+    # attention forward and backward, LSTM forward and the backward's inputs' product, each in tf32x3, tf32
+    # and bf16; the LSTM pointwise forward and backward (no product) in fp32 and bf16
+    assert len(rows) == 16 and all(row["kernel"].endswith("(default)") for row in rows)
     for row in rows:
         name, spilled = row["kernel"], int(row["stack bytes (spills)"])
         assert 0 < int(row["registers"]) <= 255, row
-        if name.startswith("lstm backward gates"):  # pointwise, one tile a program: no loop to pipeline
+        if name.startswith("lstm pointwise"):  # one tile a program: no loop to pipeline
             assert not row[COLUMNS[-1]], row
             continue
         assert int(row["shared bytes"]) > 0, row
@@ -221,11 +315,16 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
         assert row[COLUMNS[-1]], row
         assert name.startswith("attention") or "LDG)" not in row[COLUMNS[-1]].replace("(0 LDG)", ""), row
         assert spilled == 0, (name, spilled)
-    # each launch of a step in both precisions, every figure positive (and the loops the SASS's: exit 0)
+    # each Triton launch of either design in the three groups, every figure positive (the loops the SASS's: exit 0)
     predicted = parse(prediction, PREDICTION_COLUMNS)
-    assert len(predicted) == 12 and all(float(r[c]) > 0 for r in predicted for c in PREDICTION_COLUMNS[2:-1])
+    assert len(predicted) == 30 and all(float(r[c]) > 0 for r in predicted for c in PREDICTION_COLUMNS[3:-1])
+    assert "Note:" not in out  # every kernel with products runs them in each group's own precision
+    others = parse(operations, OPERATION_COLUMNS)
+    assert sum(r["operation"].startswith("cuBLAS GEMM") for r in others) == 12
+    assert all(float(r[c]) > 0 for r in others for c in OPERATION_COLUMNS[3:-1])
     steps = [line for line in out.splitlines() if line.startswith("Predicted ms per decoder step")]
-    assert len(steps) == 2 and all(float(x) > 0 for line in steps for x in re.findall(r"([0-9.]+) ms at B0", line))
+    assert [line.split(",")[1].strip() for line in steps] == list(GROUPS)
+    assert all(len(re.findall(r"[0-9.]+ vs [0-9.]+ ms at B0", line)) == 4 for line in steps)
     kernels = {r["kernel"]: r for r in parse(compared, MEASURED_COLUMNS)}
     assert (
         kernels["lstm_forward_kernel"]["calls per step, predicted"] == "2"

@@ -20,3 +20,15 @@ operators import their kernel module inside the call; a kernel module may import
 the recipe runs where Triton is absent.
 tests/test_architecture.py holds both rules.
 """
+
+#: The launched Triton kernels, by the function names a profiler shows them under (scripts/bench/
+#: kernel_times.py keeps them by name; tests/test_architecture.py holds the list to the kernel modules).
+KERNELS = (
+    "attention_energies_kernel",
+    "attention_context_kernel",
+    "attention_backward_kernel",
+    "lstm_forward_kernel",
+    "lstm_backward_inputs_kernel",
+    "lstm_pointwise_forward_kernel",
+    "lstm_pointwise_backward_kernel",
+)

@@ -1,6 +1,7 @@
-"""What one decoder step of the fused loop launches, at the full model's sizes: for each kernel the
-bytes each of its pointer arguments moves and the loops one of its programs runs, from the launch's
-sizes and the compiled variant's block sizes (kernel_model.py turns them into times).
+"""What one decoder step launches as Triton kernels, in either design of its LSTM cells, at the full
+model's sizes: for each kernel the bytes each of its pointer arguments moves and the loops one of its
+programs runs, from the launch's sizes and the compiled variant's block sizes (kernel_model.py turns
+them into times; kernel_operations.py has the step's other launches).
 
 Why here. The kernels' code says what they load, but not at what sizes; this module restates each
 kernel's memory walks in a few lines, per kernel, so that a change of a kernel's loops is one change
@@ -19,11 +20,6 @@ from scripts.bench.kernel_model import Loop
 LJSPEECH_LONGEST_TEXT = 192
 #: Bytes per element of a pointer's Triton type (kernels.py's Variant.pointers; "fp32" where unnamed).
 ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
-#: The fused step's operations besides its six kernels (tests/test_model_fast_decoder.py counts 3 + 5
-#: operations a step with both fused switches): two additions of gradients of values that two operations
-#: read, the context [B, memory] and the copy of the attention LSTM's hidden state [B, hidden]: each
-#: reads two and writes one.
-OTHER_OPERATIONS = 2
 
 
 def cdiv(a: int, b: int) -> int:
@@ -56,43 +52,65 @@ def full_sizes(text: int = LJSPEECH_LONGEST_TEXT) -> Sizes:
 
 @dataclass(frozen=True)
 class StepLaunch:
-    """One kernel launch of a decoder step: the Triton function's name, what it computes, and the sizes
+    """One Triton kernel launch of a decoder step: the function's name, what it computes, and the sizes
     that do not depend on the rows. An LSTM cell's inputs (`widths`) are in the kernel's order."""
 
     kernel: str
     label: str
     hidden: int = 0
     widths: tuple[int, ...] = ()
-    extra: bool = False  # an LSTM backward that adds h's gradient from the projection (HAS_EXTRA)
+    extra: bool = False  # a pointwise backward that adds h's gradient from the projection (HAS_EXTRA)
 
     @property
     def width(self) -> int:
         return sum(self.widths)
 
 
-def step_launches(sizes: Sizes) -> list[StepLaunch]:
-    """A fused decoder step (model/fast_decoder.FastDecoder.fast_step): the attention LSTM cell reads
-    [context, its hidden state] (the prenet's share is precomputed for all steps), the attention, then
-    the decoder cell reads [attention hidden state, context, its hidden state]; each forward and backward."""
-    attention_cell = (sizes.memory, sizes.attention_hidden)
-    decoder_cell = (sizes.attention_hidden, sizes.memory, sizes.decoder_hidden)
+#: The two designs of a decoder step's LSTM cells (model.fused_lstm, model.split_lstm), both beside the
+#: fused attention.
+DESIGNS = ("fused", "split")
+
+
+def cell_inputs(sizes: Sizes) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The attention cell reads [context, its hidden state] (the prenet's share is precomputed for all
+    steps); the decoder cell [attention hidden state, context, its hidden state]."""
+    return (sizes.memory, sizes.attention_hidden), (sizes.attention_hidden, sizes.memory, sizes.decoder_hidden)
+
+
+def attention_launches() -> list[StepLaunch]:
+    """The fused attention's two kernels, in either design."""
     return [
         StepLaunch("attention_forward_kernel", "attention forward"),
         StepLaunch("attention_backward_kernel", "attention backward"),
-        StepLaunch("lstm_forward_kernel", "lstm forward, attention cell", sizes.attention_hidden, attention_cell),
-        StepLaunch("lstm_forward_kernel", "lstm forward, decoder cell", sizes.decoder_hidden, decoder_cell),
-        StepLaunch("lstm_backward_kernel", "lstm backward, attention cell", sizes.attention_hidden, attention_cell),
-        StepLaunch("lstm_backward_kernel", "lstm backward, decoder cell", sizes.decoder_hidden, decoder_cell, True),
     ]
+
+
+def step_launches(sizes: Sizes, design: str = "fused") -> list[StepLaunch]:
+    """A decoder step's Triton launches (model/fast_decoder.FastDecoder.fast_step): the attention's two
+    and each LSTM cell's. Fused (lstm_cell.py): forward one kernel, backward the pointwise gates'
+    gradients and the inputs' product. Split (lstm_split.py): the pointwise kernel each way, the
+    products on cuBLAS (step_operations). The decoder cell's backward adds h's gradient from the
+    projection (HAS_EXTRA)."""
+    cells = zip(("attention cell", "decoder cell"), (sizes.attention_hidden, sizes.decoder_hidden), cell_inputs(sizes))
+    found = attention_launches()
+    for (name, hidden, widths), extra in zip(cells, (False, True)):
+        forward = "lstm_forward_kernel" if design == "fused" else "lstm_pointwise_forward_kernel"
+        found += [
+            StepLaunch(forward, f"{forward.removesuffix('_kernel').replace('_', ' ')}, {name}", hidden, widths),
+            StepLaunch("lstm_pointwise_backward_kernel", f"lstm pointwise backward, {name}", hidden, widths, extra),
+        ]
+        if design == "fused":
+            found.append(StepLaunch("lstm_backward_inputs_kernel", f"lstm backward inputs, {name}", hidden, widths))
+    return found
 
 
 def fits(launch: StepLaunch, consts: dict) -> bool:
     """Whether a variant was compiled for this launch: an LSTM forward for its number of inputs, a
-    backward with or without the extra gradient as it launches; any variant of the attention kernels.
+    pointwise backward with or without the extra gradient as it launches; any variant of the others.
     A launch without a variant of its own is predicted from another (the decoder cell's, say)."""
     if launch.kernel == "lstm_forward_kernel":
         return consts.get("NPARTS") == len(launch.widths)
-    if launch.kernel == "lstm_backward_kernel":
+    if launch.kernel == "lstm_pointwise_backward_kernel":
         return consts.get("HAS_EXTRA") == launch.extra
     return True
 
@@ -116,29 +134,51 @@ def lstm_forward_traffic(launch: StepLaunch, rows: int, consts: dict) -> dict:
     }
 
 
-def lstm_backward_traffic(launch: StepLaunch, rows: int, consts: dict) -> dict:
-    """The activations, both cells, the mask, h's and c's gradients and the weights read; the gates',
-    the previous cell's and the inputs' gradients written."""
-    b, h, k = rows, launch.hidden, launch.width
-    state = (b * h, 1)
+def lstm_pointwise_backward_traffic(launch: StepLaunch, rows: int, consts: dict) -> dict:
+    """The activations, both cells, the mask, h's (and the projection's) and c's gradients read; the
+    gates' and the previous cell's gradients written."""
+    state = (rows * launch.hidden, 1)
     return {
-        "act_ptr": (b * 4 * h, 1),
+        "act_ptr": (rows * 4 * launch.hidden, 1),
         "cell_ptr": state,
         "c_ptr": state,
         "keep_ptr": state if consts.get("HAS_KEEP", True) else (0, 1),
         "dh_ptr": state,
         "dhx_ptr": state if launch.extra else (0, 1),
         "dc_ptr": state,
-        "w_ptr": (4 * h * k, 1),
-        "dgates_ptr": (b * 4 * h, 1),
+        "dgates_ptr": (rows * 4 * launch.hidden, 1),
         "dcell_ptr": state,
-        "dx_ptr": (b * k, 1),
+    }
+
+
+def lstm_pointwise_forward_traffic(launch: StepLaunch, rows: int, consts: dict) -> dict:
+    """The gates' pre-activations (cuBLAS's output), the cell and the mask read; h, c and the gates'
+    activations written."""
+    state = (rows * launch.hidden, 1)
+    return {
+        "gates_ptr": (rows * 4 * launch.hidden, 1),
+        "cell_ptr": state,
+        "keep_ptr": state if consts.get("HAS_KEEP", True) else (0, 1),
+        "h_ptr": state,
+        "c_ptr": state,
+        "act_ptr": (rows * 4 * launch.hidden, 1),
+    }
+
+
+def lstm_backward_inputs_traffic(launch: StepLaunch, rows: int) -> dict:
+    """The gates' gradients and the weights read (the weights once per launch: kernel_model's L2
+    assumption), the inputs' gradient written."""
+    return {
+        "dgates_ptr": (rows * 4 * launch.hidden, 1),
+        "w_ptr": (4 * launch.hidden * launch.width, 1),
+        "dx_ptr": (rows * launch.width, 1),
     }
 
 
 def attention_forward_traffic(sizes: Sizes, rows: int) -> dict:
     """The query's inputs, memory, processed memory, both weights and the scoring matrix read; the row,
-    the query, the copy of ah, the context and the weights written; the energies written and read back."""
+    the query, the copy of ah, the context and the weights written; the scratch row written with the
+    energies, read back, written with the weights and read back by the context's walk."""
     b, h, d, t = rows, sizes.attention_hidden, sizes.dim, sizes.text
     text = (b * t, 1)
     return {
@@ -157,14 +197,14 @@ def attention_forward_traffic(sizes: Sizes, rows: int) -> dict:
         "ctx_ptr": (b * sizes.memory, 1),
         "w_ptr": text,
         "newcum_ptr": text,
-        "energy_ptr": (b * t, 2),
+        "energy_ptr": (b * t, 4),
     }
 
 
 def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
     """The forward's inputs and results and the outputs' gradients read; the inputs' gradients written
-    (read too where added in place: PM_ACC, PART_ACC; the partials are read back chunk by chunk); the
-    weights' and the location features' gradients written and read back (scratch)."""
+    (read too where added in place: PM_ACC, PART_ACC); the scratch written and read back: the weights'
+    gradient (read twice: the softmax's sum, the chain walk), the chain's gradient dx and the windows'."""
     b, h, d, t, m = rows, sizes.attention_hidden, sizes.dim, sizes.text, sizes.memory
     text = (b * t, 1)
     return {
@@ -172,13 +212,13 @@ def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
         "wq_ptr": (d * h, 1),
         "mem_ptr": (b * t * m, 1),
         "pm_ptr": (b * t * d, 1),
-        "prev_ptr": text,
-        "cum_ptr": text,
+        "prev_ptr": (b * t, 2),  # the chain walk's windows and the location matrix's gradient's
+        "cum_ptr": (b * t, 2),
         "vl_ptr": ((2 * sizes.kernel + 1) * d, 1),
-        "w_ptr": text,
+        "w_ptr": (b * t, 2),  # the softmax's sum and the chain walk
         "dctx_ptr": (b * m, 1),
         "dw_ptr": text,
-        "dnewcum_ptr": text,
+        "dnewcum_ptr": (b * t, 2),  # the weights' gradient and the unfolding's
         "dahin_ptr": (b * h, 1),
         "dctxx_ptr": (b * m if consts["CTX_EXTRA"] else 0, 1),
         "dwx_ptr": (b * t if consts["W_EXTRA"] else 0, 1),
@@ -188,9 +228,10 @@ def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
         "dpm_ptr": (b * t * d, 2 if consts["PM_ACC"] else 1),
         "dprev_ptr": text,
         "dcum_ptr": text,
-        "part_ptr": (b * (2 * sizes.kernel + 1) * d, 2),
-        "dws_ptr": (b * t, 2),
+        "part_ptr": (b * (2 * sizes.kernel + 1) * d, 2 if consts["PART_ACC"] else 1),
+        "dws_ptr": (b * t, 3),
         "g_ptr": (b * t * consts["BJ"], 2),
+        "dx_ptr": (b * t * d, 2),
     }
 
 
@@ -198,8 +239,17 @@ def traffic(launch: StepLaunch, sizes: Sizes, rows: int, consts: dict) -> dict:
     """Each pointer argument of the launch's kernel: (elements, passes over them)."""
     if launch.kernel == "lstm_forward_kernel":
         return lstm_forward_traffic(launch, rows, consts)
-    if launch.kernel == "lstm_backward_kernel":
-        return lstm_backward_traffic(launch, rows, consts)
+    if launch.kernel == "lstm_pointwise_forward_kernel":
+        return lstm_pointwise_forward_traffic(launch, rows, consts)
+    if launch.kernel == "lstm_pointwise_backward_kernel":
+        return lstm_pointwise_backward_traffic(launch, rows, consts)
+    if launch.kernel == "lstm_backward_inputs_kernel":
+        return lstm_backward_inputs_traffic(launch, rows)
+    return attention_traffic(launch, sizes, rows, consts)
+
+
+def attention_traffic(launch: StepLaunch, sizes: Sizes, rows: int, consts: dict) -> dict:
+    """The attention kernels' traffic (attention_forward_traffic, attention_backward_traffic)."""
     if launch.kernel == "attention_forward_kernel":
         return attention_forward_traffic(sizes, rows)
     return attention_backward_traffic(sizes, rows, consts)
@@ -214,26 +264,28 @@ def launch_bytes(launch: StepLaunch, sizes: Sizes, rows: int, consts: dict, poin
 def loops(launch: StepLaunch, sizes: Sizes, consts: dict) -> tuple[tuple[Loop, ...], int]:
     """One program's innermost loops in code order and the round trips it waits outside them.
     LSTM forward: a walk over each input's columns (an input the launch lacks: none of its loop's
-    iterations), then the pointwise epilogue's loads. LSTM backward: one walk over the hidden units.
-    Attention forward: the query's walk over ah; the energies' walk over the text; the context's walk
-    over the text for each block of memory columns; outside, the query's and the softmax's loads.
-    Attention backward: the weights' gradient (memory columns, for each chunk of text, whose own
-    loads it waits); the chain walk (not pipelined: two round trips, the chunk and the partial sum it
-    reads back); the query's gradient over ah; the unfolding's walk; outside, the softmax's sum and
-    the partials' last row."""
-    t, m, h = sizes.text, sizes.memory, sizes.attention_hidden
+    iterations), then the pointwise epilogue's loads. LSTM backward's inputs' product: one walk over
+    the 4H gate columns. The pointwise kernels: no loop, one round trip (their loads, side by side)."""
     if launch.kernel == "lstm_forward_kernel":
         widths = list(launch.widths) + [0] * (consts["NPARTS"] - len(launch.widths))
         return tuple(Loop(cdiv(k, consts["BK"])) for k in widths), 1
-    if launch.kernel == "lstm_backward_kernel":
-        return (Loop(cdiv(launch.hidden, consts["BH"])),), 0
-    chunks = cdiv(t, consts["BTC"])
+    if launch.kernel == "lstm_backward_inputs_kernel":
+        return (Loop(cdiv(4 * launch.hidden, consts["BJ"])),), 0
+    if launch.kernel.startswith("lstm_pointwise"):
+        return (), 1
+    return attention_loops(launch, sizes, consts)
+
+
+def attention_loops(launch: StepLaunch, sizes: Sizes, consts: dict) -> tuple[tuple[Loop, ...], int]:
+    """Attention forward: the query's walk over ah; the energies' walk over the text in chunks; the
+    context's walk over the text in memory tiles of every column; outside, the query's precomputed
+    term and the softmax's loads. Attention backward: the weights' gradient (memory tiles); the chain
+    walk (text chunks, CHAIN_STAGES in flight); the query's gradient over ah; the location matrix's
+    gradient (text chunks); the unfolding's walk; outside, the softmax's sum and the partials' two
+    sums added in place (v's row, the location matrix's)."""
+    t, h = sizes.text, sizes.attention_hidden
+    chunks, tiles, walk = cdiv(t, consts["BTC"]), cdiv(t, consts["BTM"]), Loop(cdiv(h, consts["BH"]))
     if launch.kernel == "attention_forward_kernel":
-        return (Loop(cdiv(h, consts["BH"])), Loop(chunks), Loop(chunks, passes=cdiv(m, consts["BM"]))), 2
-    weights = Loop(cdiv(m, consts["BM"]), passes=chunks, outer_wait=True)
-    return (weights, Loop(chunks, dependent=2), Loop(cdiv(h, consts["BH"])), Loop(chunks)), 2
-
-
-def other_bytes(sizes: Sizes, rows: int) -> int:
-    """The step's two additions (OTHER_OPERATIONS), float32: three passes over each of the two values."""
-    return 3 * rows * (sizes.memory + sizes.attention_hidden) * ELEMENT_BYTES["fp32"]
+        return (walk, Loop(chunks), Loop(tiles)), 2
+    chain = Loop(chunks, stages=consts["CHAIN_STAGES"])
+    return (Loop(tiles), chain, walk, Loop(chunks), Loop(chunks)), 1 + 2 * consts["PART_ACC"]

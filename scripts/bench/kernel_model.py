@@ -13,7 +13,9 @@ bounds, plus a launch cost:
 * issue: the innermost loops' instructions (per iteration, read from the SASS, times the
   iterations) of every warp of the programs that share an SM, at the SM's issue rate;
 
-and per decoder step the sum over its launches. docs/kernels.md states it with its constants'
+and per decoder step the sum over its launches (a launch whose kernel is not compiled here, a cuBLAS
+GEMM, takes its floating-point operations at the GPU's peak as a fourth bound: kernel_operations.py).
+docs/kernels.md states it with its constants'
 sources and what it leaves out. Pure arithmetic on given figures: the compiling and the kernels'
 structure are scripts/bench/kernels.py's and scripts/bench/kernel_launches.py's.
 """
@@ -23,6 +25,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+#: The precision groups a step is predicted in, as torch's float32 matmul precision and autocast set
+#: them: "tf32x3" (matmul_precision=highest, the recipe's default: the Triton kernels' float32
+#: products as three TF32 products, cuBLAS's as plain float32), "tf32" (high: one TF32 product in
+#: both) and "bf16" (autocast's bf16 operands, float32 sums).
+GROUPS = ("tf32x3", "tf32", "bf16")
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -30,12 +38,19 @@ class Gpu:
     bandwidth: float  # bytes per second
     sms: int
     clock_hz: float
+    #: dense peak floating-point operations per second of a GEMM in each precision group (GROUPS)
+    gemm_flops: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def gemm_peak(self, group: str) -> float:
+        return self.gemm_flops[GROUPS.index(group)]
 
 
 #: The spec sheets' figures (NVIDIA H100 and H200 Tensor Core GPU datasheets, SXM forms): memory
 #: bandwidth 3.35 TB/s (HBM3) and 4.8 TB/s (HBM3e), both the same GH100 chip with 132 SMs at a
-#: 1980 MHz maximum boost clock.
-GPUS = (Gpu("H100", 3.35e12, 132, 1.98e9), Gpu("H200", 4.8e12, 132, 1.98e9))
+#: 1980 MHz maximum boost clock; for both 67 TFLOPS float32 (no tensor cores: cuBLAS under
+#: matmul_precision=highest), 989 TF32 and 1979 bf16 tensor-core TFLOPS with sparsity, half of it dense.
+HOPPER_GEMM_FLOPS = (67e12, 989e12 / 2, 1979e12 / 2)
+GPUS = (Gpu("H100", 3.35e12, 132, 1.98e9, HOPPER_GEMM_FLOPS), Gpu("H200", 4.8e12, 132, 1.98e9, HOPPER_GEMM_FLOPS))
 
 
 @dataclass(frozen=True)
@@ -70,12 +85,14 @@ BLOCKS_PER_SM = 32
 class Loop:
     """One program's innermost loop: its iterations per pass, the passes (an enclosing loop's
     iterations), the round trips an iteration waits one after the other when its loads are plain,
-    and whether each pass also waits a round trip of its own (loads of the enclosing loop)."""
+    whether each pass also waits a round trip of its own (loads of the enclosing loop), and its
+    iterations in flight where they are not the kernel's (0: the kernel's STAGES)."""
 
     trips: int
     passes: int = 1
     dependent: int = 1
     outer_wait: bool = False
+    stages: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,15 +124,21 @@ class Prediction:
     latency_s: float
     issue_s: float
     launch_s: float
+    compute_s: float = 0.0  # a cuBLAS GEMM's floating-point operations at the peak (kernel_operations.py)
 
     @property
     def seconds(self) -> float:
-        return max(self.bandwidth_s, self.latency_s, self.issue_s) + self.launch_s
+        return max(self.bandwidth_s, self.latency_s, self.issue_s, self.compute_s) + self.launch_s
 
     @property
     def bound(self) -> str:
-        """The largest of the three bounds, by name."""
-        terms = {"bandwidth": self.bandwidth_s, "latency": self.latency_s, "issue": self.issue_s}
+        """The largest of the bounds, by name."""
+        terms = {
+            "bandwidth": self.bandwidth_s,
+            "latency": self.latency_s,
+            "issue": self.issue_s,
+            "compute": self.compute_s,
+        }
         return max(terms, key=terms.get)
 
 
@@ -148,13 +171,13 @@ def check_loops(launch: Launch, compiled: Compiled, kernel: str) -> None:
 def round_trips(launch: Launch, compiled: Compiled) -> int:
     """The memory round trips one program waits one after the other: per loop, one per iteration (times
     its dependent ones) if it has plain loads or the kernel none pipelined, else one per STAGES - 1
-    iterations; one per pass where the enclosing loop waits too; and the ones outside the loops."""
-    depth = max(1, launch.stages - 1)
+    iterations (its own STAGES where it has them); one per pass where the enclosing loop waits too; and
+    the ones outside the loops."""
     total = launch.outside
     for loop, (_, plain) in zip(launch.loops, compiled.loops, strict=True):
         waits = loop.trips * loop.dependent
         if compiled.pipelined and plain == 0:
-            waits = math.ceil(waits / depth)
+            waits = math.ceil(waits / max(1, (loop.stages or launch.stages) - 1))
         total += loop.passes * (waits + loop.outer_wait)
     return total
 

@@ -6,7 +6,7 @@ the CPU, each operation's self time, per decoder step of the batch (scripts/benc
 The JSON written for one variant (another report reads exactly these keys):
 {"device": str, "b0": int, "precision": str, "variant": str,
  "kernels": {NAME: {"us_per_decoder_step": float, "calls_per_decoder_step": float}}}
-The fused Triton kernels keep their function names (FUSED_KERNELS); every other kernel keeps the
+model/ops' Triton kernels keep their function names (model.ops.KERNELS); every other kernel keeps the
 profiler's name, the TOP longest of them by total time, and the rest are summed as OTHER.
 """
 
@@ -20,10 +20,9 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+from model.ops import KERNELS
 from scripts.common import markdown_table
 
-#: model/ops' Triton kernels, by the function names the profiler shows them under
-FUSED_KERNELS = ("lstm_forward_kernel", "lstm_backward_kernel", "attention_forward_kernel", "attention_backward_kernel")
 #: Kernels kept by name besides the fused ones; the others are summed as OTHER
 TOP = 15
 OTHER = "other"
@@ -32,8 +31,9 @@ NAME_WIDTH = 70
 
 
 def canonical(name: str) -> str:
-    """A fused kernel's function name (a compiler may add a suffix), else the profiler's name."""
-    return next((kernel for kernel in FUSED_KERNELS if name.startswith(kernel)), name)
+    """A model/ops kernel's function name (a compiler may add a suffix: the longest name it starts
+    with), else the profiler's name."""
+    return max((kernel for kernel in KERNELS if name.startswith(kernel)), key=len, default=name)
 
 
 def profiled(step: Callable[[], object], device: torch.device) -> list[tuple[str, float]]:
@@ -60,8 +60,8 @@ def per_decoder_step(records: list[tuple[str, float]], steps: int, top: int = TO
         total[0] += us
         total[1] += 1
     ranked = sorted(totals, key=lambda name: -totals[name][0])
-    others = [name for name in ranked if name not in FUSED_KERNELS]
-    kept = [name for name in ranked if name in FUSED_KERNELS or name in others[:top]]
+    others = [name for name in ranked if name not in KERNELS]
+    kept = [name for name in ranked if name in KERNELS or name in others[:top]]
     rest = [totals[name] for name in others[top:]]
     if rest:
         totals[OTHER] = [sum(t[0] for t in rest), sum(t[1] for t in rest)]

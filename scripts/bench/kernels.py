@@ -1,26 +1,30 @@
-"""The fused decoder step's Triton kernels compiled for a GPU on any machine: registers, spills, shared memory,
-pipelined loads and the instructions of each loop.
+"""The decoder step's Triton kernels compiled for a GPU on any machine: registers, spills, shared memory,
+pipelined loads and the instructions of each loop; and a prediction of the step's time from them.
 
 Triton compiles for a named target without a GPU (down to the cubin, with the ptxas it ships), and
 the cubin says what each thread of a kernel holds. A kernel that needs more than the 255 registers a
 thread has spills the rest to local memory (`STACK` below), which costs memory traffic on every
-use: the first thing to avoid before a GPU times anything. For each kernel of model/ops/attention_kernels.py
-and model/ops/lstm_kernels.py, at the full model's sizes (LJSpeech's longest text: 192 symbols, so a
-256-symbol block), in float32 and with autocast's bf16 inputs, and at each block and warp count
-given, it prints one Markdown table row: registers per thread, stack (spilled) bytes and shared
-memory; then, read from the SASS (the cuobjdump Triton ships), the loads that the compiler
-pipelined, which a loop issues ahead of the iterations that use them: `LDGSTS` (cp.async, global
-to shared memory) and `UTMALDG` (TMA); and the instructions of each innermost loop, from its head
-to its back branch (what a warp issues per iteration, branches inside taken or not), and the plain
-global loads (`LDG`) left in it: a loop whose loads are not pipelined waits a memory round trip per
-iteration. The defaults the model launches with are marked. 1-2 s a compile on a CPU core (Triton's
-cache keeps them).
+use: the first thing to avoid before a GPU times anything. For each kernel of model/ops/attention_kernels.py,
+model/ops/lstm_kernels.py and model/ops/lstm_pointwise_kernels.py, at the full model's sizes
+(LJSpeech's longest text: 192 symbols, so a 256-symbol block), in each precision it runs in (a kernel
+with a PRECISION constexpr: float32 products as three TF32 products, "tf32x3", or one, "tf32"; else
+"fp32"; and bf16 inputs as autocast gives them) and at each block and warp count given, it prints one
+Markdown table row: registers per thread, stack (spilled) bytes and shared memory; then, read from the
+SASS (the cuobjdump Triton ships), the loads that the compiler pipelined, which a loop issues ahead of
+the iterations that use them: `LDGSTS` (cp.async, global to shared memory) and `UTMALDG` (TMA); and the
+instructions of each innermost loop, from its head to its back branch (what a warp issues per
+iteration, branches inside taken or not), and the plain global loads (`LDG`) left in it: a loop whose
+loads are not pipelined waits a memory round trip per iteration. The defaults the model launches with
+are marked. 1-2 s a compile on a CPU core (Triton's cache keeps them).
 
-Then, from the defaults' figures, a prediction (kernel_model.py, stated in docs/kernels.md): for each
-launch of a fused decoder step (attention forward and backward, each LSTM cell's forward and backward)
-its programs and bytes at B0 16 and 64 and its predicted microseconds on an H100 and an H200, and the
-step's milliseconds beside the targets (docs/kernels.md); with --measured (bench.step's per-kernel
-timing, JSON), the measured microseconds per kernel beside the predicted ones.
+Then, from the defaults' figures, a prediction (kernel_model.py, stated in docs/kernels.md) in each
+precision group (kernel_model.GROUPS: tf32x3, tf32, bf16) for both designs of the step's LSTM cells,
+fused (model.fused_lstm) and split (model.split_lstm, its products on cuBLAS): for each Triton launch
+its programs and bytes at B0 16 and 64 and its predicted microseconds on an H100 and an H200; the
+launches without a compiled kernel (cuBLAS's GEMMs, PyTorch's copies, casts and additions:
+kernel_operations.py) from their bytes and operations; and the step's milliseconds, fused vs split,
+beside the targets (docs/kernels.md); with --measured (bench.step's per-kernel timing, JSON), the
+measured microseconds per kernel beside the predicted ones.
 
     python -m scripts.bench.kernels                    # sm_90 (H100, H200)
     python -m scripts.bench.kernels --defaults         # only what the model launches
@@ -31,55 +35,29 @@ timing, JSON), the measured microseconds per kernel beside the predicted ones.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 
 import triton
-import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from model.ops import attention_backward_kernels, attention_kernels, lstm_kernels, lstm_pointwise_kernels
-from model.ops.attention_step import CHUNK
-from scripts.bench.kernel_launches import StepLaunch, fits, full_sizes, launch_bytes, loops, step_launches
-from scripts.bench.kernel_model import Compiled, Costs, Launch, StructureError
+from scripts.bench.kernel_model import Costs, StructureError
+from scripts.bench.kernel_plan import plan, precision_notes
 from scripts.bench.kernel_report import (
     ROWS,
     MeasuredError,
-    Planned,
     measured_table,
+    operation_table,
     prediction_table,
     read_measured,
     step_lines,
 )
+from scripts.bench.kernel_variants import FULL, SIZES, Variant, attention_variants, default_variants, lstm_variants
 from scripts.common import markdown_table
-
-#: The full model's sizes (kernel_launches.full_sizes: Tacotron2Config's defaults, which hparams.yaml's
-#: model_presets.full keeps; LJSpeech's longest text, 192 symbols): attention 128, memory 512, location
-#: kernel 31, both LSTMs 1024 wide; the attention cell reads [context, hidden] (512 + 1024), the decoder
-#: cell [attention hidden, context, hidden] (1024 + 512 + 1024).
-SIZES = full_sizes()
-FULL = {
-    "dim": SIZES.dim,
-    "memory": SIZES.memory,
-    "kernel": SIZES.kernel,
-    "hidden": SIZES.decoder_hidden,
-    "text": SIZES.text,
-}
-#: The decoder cell as the fast loop launches it: three inputs, the dropout mask; the backward adds
-#: the hidden state's gradient from the projection (model/fast_steps.py).
-LSTM_FORWARD = {"NPARTS": 3, "HAS_KEEP": True}
-LSTM_BACKWARD = {"HAS_KEEP": True, "HAS_EXTRA": True}
-#: The attention backward as the fast loop launches it: memory's gradient summed after the loop,
-#: the processed memory's and the scoring partials' added in place, the context's gradient from the
-#: projection added in (the weights' too where a loss reads the alignments) (model/fast_steps.py)
-LOOP_BACKWARD = {"MEMORY_GRAD": False, "PM_ACC": True, "PART_ACC": True, "CTX_EXTRA": True, "W_EXTRA": False}
-
 
 #: The table's columns (tests/test_scripts_kernels.py reads them by name).
 COLUMNS = [
@@ -94,22 +72,6 @@ COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class Variant:
-    kernel: (
-        str  # the kernel's name, as the table prints it: "what, precision[, more]" (the prediction reads the precision)
-    )
-    fn: object  # the @triton.jit function
-    pointers: dict  # argument name -> Triton element type of that pointer ("fp32" for the rest)
-    constexprs: dict
-    num_warps: int
-    default: bool
-    #: arguments a launch at the full model's sizes finds divisible by 16 (16-byte aligned pointers,
-    #: sizes and strides), which Triton's launcher specializes on: its loads vectorize (bf16 needs it
-    #: for cp.async: a 2-byte load cannot be one)
-    aligned: tuple = ()
-
-
 def signature(fn, pointers: dict, constexprs: dict) -> dict:
     """Each argument: constexpr, a pointer (named *_ptr) of its element type, or a 32-bit integer."""
     sig = {}
@@ -121,80 +83,6 @@ def signature(fn, pointers: dict, constexprs: dict) -> dict:
         else:
             sig[name] = "i32"
     return sig
-
-
-def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
-    """The attention kernels, float32 with their products as three TF32 products ("tf32x3",
-    matmul_precision=highest) and as one ("tf32", high), and with autocast's bf16 query layer (weight,
-    precomputed term, row), memory and processed memory (float32 arithmetic: products as tf32x3); the
-    forward's context launch as context_variants compiles it."""
-    found = []
-    bf16 = {name: "bf16" for name in ("wq_ptr", "preq_ptr", "row_ptr", "dq_ptr", "mem_ptr", "pm_ptr")}
-    kernels = (
-        ("attention energies", attention_kernels.attention_energies_kernel, {}),
-        ("attention backward", attention_backward_kernels.attention_backward_kernel, LOOP_BACKWARD),
-    )
-    for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
-        for chunk in chunks:
-            blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
-            for num_warps in warps:
-                default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
-                for name, fn, more in kernels:
-                    consts = {**blocks, "ACC": tl.float32, "PRECISION": mma, **more}
-                    used = {key: value for key, value in consts.items() if key in fn.arg_names}
-                    found.append(Variant(f"{name}, {precision}, chunk {chunk}", fn, low, used, num_warps, default))
-        if precision != "tf32":  # no product: the same kernel as tf32x3's
-            found += context_variants("bf16" if low else "fp32", low, warps)
-    return found
-
-
-def context_variants(precision: str, pointers: dict, warps: list[int]) -> list[Variant]:
-    """The forward's context launch (no product, no chunk) at its column slices of B0 16 and 64
-    (attention_kernels.context_columns), whose memory tiles it is compiled for."""
-    found = []
-    for rows in ROWS:
-        columns = attention_kernels.context_columns(rows, FULL["memory"])
-        tile = attention_kernels.memory_tile_rows(FULL["text"], columns)
-        consts = {"BT": triton.next_power_of_2(FULL["text"]), "BTM": tile, "BMC": columns, "ACC": tl.float32}
-        for num_warps in warps:
-            default = num_warps == attention_kernels.NUM_WARPS
-            label = f"attention context, {precision}, B0 {rows}"
-            found.append(
-                Variant(label, attention_kernels.attention_context_kernel, pointers, consts, num_warps, default)
-            )
-    return found
-
-
-def lstm_variants(warps: list[int] | None) -> list[Variant]:
-    """The LSTM kernels for the decoder cell (three inputs) at their launch's warps and each of `warps`
-    (None: only the launch's): float32 weights with their products as three TF32 products ("tf32x3",
-    matmul_precision=highest) and as one ("tf32", high), and bf16 weights (autocast's). The backward's
-    gates' kernel has no product: float32 and bf16 only."""
-    found = []
-    bf16 = {"w_ptr": "bf16", "row_ptr": "bf16", "dgates_ptr": "bf16"}
-    gates = {"BLOCK": lstm_pointwise_kernels.BLOCK, **LSTM_BACKWARD, "ACC": tl.float32}
-    for precision, low, mma in (("tf32x3", {}, "tf32x3"), ("tf32", {}, "tf32"), ("bf16", bf16, "tf32x3")):
-        products = {"ACC": tl.float32, "PRECISION": mma}
-        kernels = [
-            ("forward", lstm_kernels.lstm_forward_kernel, {**lstm_kernels.FORWARD_BLOCKS, **LSTM_FORWARD, **products}),
-            ("backward gates", lstm_pointwise_kernels.lstm_pointwise_backward_kernel, gates),
-            ("backward inputs", lstm_kernels.lstm_backward_inputs_kernel, {**lstm_kernels.INPUTS_BLOCKS, **products}),
-        ]
-        for name, fn, consts in kernels:
-            if name == "backward gates" and precision == "tf32":
-                continue  # no product: the same kernel as tf32x3's
-            launched = lstm_kernels.INPUTS_WARPS if name == "backward inputs" else lstm_kernels.NUM_WARPS
-            label = f"lstm {name}, {'fp32' if name == 'backward gates' and precision != 'bf16' else precision}"
-            aligned = tuple(a for a in fn.arg_names if a not in consts and a != "B")  # B0 rows: any
-            for num_warps in [launched] if warps is None else sorted({launched, *warps}):
-                found.append(Variant(label, fn, low, consts, num_warps, num_warps == launched, aligned))
-    return found
-
-
-def default_variants() -> list[Variant]:
-    """What the model launches: each kernel at its module's chunk and warps, fp32 and bf16."""
-    attention = attention_variants([CHUNK], [attention_kernels.NUM_WARPS])
-    return attention + lstm_variants(None)
 
 
 def cuobjdump(cubin: bytes, flag: str) -> str:
@@ -256,63 +144,6 @@ def compile_variant(variant: Variant, arch: int) -> dict:
     return {**resources(cubin), "SHARED": kernel.metadata.shared, **sass_figures(cuobjdump(cubin, "-sass"))}
 
 
-def launch_programs(step: StepLaunch, rows: int) -> int:
-    """A launch's programs from its kernel module's grid function (the one home of the grids)."""
-    if step.kernel == "lstm_forward_kernel":
-        grid = lstm_kernels.forward_grid(rows, step.hidden)
-    elif step.kernel == "lstm_backward_kernel":
-        grid = lstm_kernels.backward_grid(rows, step.width)
-    else:
-        grid = attention_kernels.grid(rows)
-    return math.prod(grid)
-
-
-def kernel_stages(kernel: str) -> int:
-    """The iterations in flight of a kernel's pipelined loops (its module's STAGES)."""
-    return (lstm_kernels if kernel.startswith("lstm") else attention_kernels).STAGES.value
-
-
-def compiled_figures(variant: Variant, figures: dict) -> Compiled:
-    """compile_variant's figures as the prediction reads them."""
-    pipelined = figures["LDGSTS"] + figures["UTMALDG"] > 0
-    loops_found = tuple(tuple(loop) for loop in figures["loops"])
-    return Compiled(variant.num_warps, figures["REG"], figures["SHARED"], pipelined, loops_found)
-
-
-def plan(compiled: list[tuple[Variant, dict]], rows: list[int]) -> tuple[list[Planned], list[str]]:
-    """Each launch of a decoder step in each precision compiled, from its default variant (the one
-    compiled for it if several: kernel_launches.fits), at `rows`; and what could not be planned (a
-    precision lacking a kernel's default variant), said in words."""
-    defaults = {}
-    for v, r in compiled:
-        if v.default:
-            defaults.setdefault((v.fn.__name__, v.kernel.split(", ")[1]), []).append((v, r))
-    planned, missing = [], []
-    for precision in dict.fromkeys(p for _, p in defaults):
-        mine = []
-        for step in step_launches(SIZES):
-            if (step.kernel, precision) not in defaults:
-                missing.append(f"no prediction in {precision}: no default variant of {step.kernel} compiled")
-                break
-            candidates = defaults[step.kernel, precision]
-            v, figures = next(((v, r) for v, r in candidates if fits(step, v.constexprs)), candidates[0])
-            inner, outside = loops(step, SIZES, v.constexprs)
-            launches = {
-                r: Launch(
-                    launch_programs(step, r),
-                    launch_bytes(step, SIZES, r, v.constexprs, v.pointers),
-                    inner,
-                    outside,
-                    kernel_stages(step.kernel),
-                )
-                for r in rows
-            }
-            mine.append(Planned(step, precision, compiled_figures(v, figures), launches))
-        else:
-            planned += mine
-    return planned, missing
-
-
 def compile_table(compiled: list[tuple[Variant, dict]], arch: int) -> list[str]:
     """The compiler's figures, one row per variant (COLUMNS)."""
     rows = []
@@ -338,10 +169,14 @@ def report(args: argparse.Namespace) -> list[str]:
     planned, missing = plan(compiled, rows)
     lines = [*compile_table(compiled, args.arch), "", *missing]
     if planned:
+        groups = list(dict.fromkeys(p.group for p in planned))
         head = (
-            f"Predicted per launch (docs/kernels.md): round trip {args.latency_ns:g} ns, launch {args.launch_us:g} us"
+            f"Predicted per Triton launch (docs/kernels.md): round trip {args.latency_ns:g} ns,"
+            f" launch {args.launch_us:g} us"
         )
-        lines += [head, *prediction_table(planned, costs), "", *step_lines(planned, SIZES, costs)]
+        lines += [head, *prediction_table(planned, costs), *precision_notes(planned), ""]
+        lines += ["Predicted per launch without a compiled kernel (cuBLAS's and PyTorch's: a floor)"]
+        lines += [*operation_table(SIZES, groups, costs), "", *step_lines(planned, SIZES, costs)]
     if measured is not None:
         lines += ["", *measured_table(planned, measured, costs)]
     return lines
