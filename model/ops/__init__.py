@@ -26,7 +26,8 @@ tests/test_architecture.py holds both rules.
 KERNELS = (
     "attention_energies_kernel",
     "attention_context_kernel",
-    "attention_backward_kernel",
+    "attention_chain_backward_kernel",
+    "attention_filter_backward_kernel",
     "lstm_forward_kernel",
     "lstm_backward_inputs_kernel",
     "lstm_pointwise_forward_kernel",

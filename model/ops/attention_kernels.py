@@ -2,9 +2,9 @@
 (attention_backward_kernels.py), and the forward's launcher (attention_step.py).
 
 Why. Unfused, one decoder step's attention is about twelve small kernels forward and seventeen
-backward on a GPU, each a fixed launch cost whatever the batch. Here the forward is two launches
-inside one operator, each split over a row's (utterance's) work so that a batch of 16 rows still
-gives every SM of an H100 or H200 a program (PROGRAMS):
+backward on a GPU, each a fixed launch cost whatever the batch. Here each direction is two launches
+inside one operator, each splitting a row's (utterance's) work over several programs, so that a
+batch of 16 rows still gives almost every SM of an H100 or H200 a program (PROGRAMS, text_slice):
 
 * launch 1, attention_energies_kernel, programs (row, text slice): the query (the precomputed term
   plus the attention LSTM's hidden state times the query layer's weight, a product along the row,
@@ -17,11 +17,11 @@ gives every SM of an H100 or H200 a program (PROGRAMS):
   energies (each program; the first writes the weights and the new cumulative weights), then the
   context's columns of its slice.
 
-A slice's text is walked in chunks of `chunk` symbols and the memory in tiles of about MEMORY_TILE
-elements, so long texts need not fit the registers. Every walk is a pipelined loop (`tl.range` with
-stages): none reads back what an earlier iteration of it stored, and the location matrix, read
-once before a walk, stays in shared memory for its products. No program reads what another writes
-in the same launch: the programs need no barrier and no atomics, and the result is deterministic.
+A slice's text is walked in chunks of `chunk` symbols and the memory in tiles of about CONTEXT_TILE
+elements (MEMORY_TILE in the backward), so long texts need not fit the registers. Every walk is a
+pipelined loop (`tl.range` with stages): none reads back what an earlier iteration of it stored,
+and the location matrix, read once before a walk, stays in shared memory for its products. No
+program reads what another writes in the same launch: no atomics, and the result is deterministic.
 
 Precision: float64 for float64 inputs, else float32 whatever the inputs' dtype (bf16 under autocast
 is read and upcast); float32 products at support.input_precision (torch's matmul precision: tf32x3 at
@@ -38,9 +38,13 @@ from .support import accumulation_dtype, input_precision
 #: Iterations in flight in a pipelined loop (tl.range's num_stages): each iteration's tiles are
 #: loaded STAGES - 1 iterations ahead into shared memory (cp.async), while the current one computes.
 STAGES = tl.constexpr(3)
-#: Elements of one memory tile of the context's and the weights' gradient walks (32 KB in float32):
+#: Elements of one memory tile of the backward's walk of the weights' gradient (32 KB in float32):
 #: at the full model's 512 memory columns, 16 symbols an iteration, 12 iterations for 192 symbols.
 MEMORY_TILE = 8192
+#: Elements of one memory tile of the forward's context walk (16 KB in float32): at 8192 its
+#: [32, 256] tiles (B0 64) left 8 stack bytes a thread (scripts/bench/kernels.py); at B0 16, [64, 64]
+#: tiles, 3 iterations for 192 symbols.
+CONTEXT_TILE = 4096
 
 
 @triton.jit
@@ -172,14 +176,16 @@ MIN_COLUMNS = 32
 
 
 def text_slice(rows: int, t_text: int, chunk_block: int) -> int:
-    """Symbols of one energies program's slice: the text over at most PROGRAMS // rows programs a row
-    (at least one), none with less than a chunk (chunk_block, BTC)."""
+    """Symbols of one text slice (the energies' programs, and both backward launches'): the text over
+    at most PROGRAMS // rows programs a row (at least one), none with less than a chunk (chunk_block,
+    BTC)."""
     chunks = triton.cdiv(t_text, chunk_block)
     return triton.cdiv(t_text, max(1, min(chunks, PROGRAMS // rows)))
 
 
-def energies_grid(rows: int, t_text: int, slice_symbols: int) -> tuple[int, int]:
-    """Launch 1's programs: (row, text slice of slice_symbols)."""
+def text_grid(rows: int, t_text: int, slice_symbols: int) -> tuple[int, int]:
+    """The programs of the energies launch and of both backward launches: (row, text slice of
+    slice_symbols)."""
     return rows, triton.cdiv(t_text, slice_symbols)
 
 
@@ -197,9 +203,9 @@ def context_grid(rows: int, memory_dim: int, columns: int) -> tuple[int, int]:
     return rows, triton.cdiv(memory_dim, columns)
 
 
-def memory_tile_rows(t_text: int, columns: int) -> int:
-    """Symbols of a [symbols, columns] memory tile of about MEMORY_TILE elements (BTM)."""
-    return min(max(16, triton.next_power_of_2(t_text)), max(1, MEMORY_TILE // columns))
+def memory_tile_rows(t_text: int, columns: int, elements: int) -> int:
+    """Symbols of a [symbols, columns] memory tile of about `elements` (BTM)."""
+    return min(max(16, triton.next_power_of_2(t_text)), max(1, elements // columns))
 
 
 def blocks(t_text: int, memory_dim: int, dim: int, kernel_size: int, chunk: int) -> dict:
@@ -212,7 +218,7 @@ def blocks(t_text: int, memory_dim: int, dim: int, kernel_size: int, chunk: int)
         "BD": max(16, triton.next_power_of_2(dim)),
         "BT": max(16, triton.next_power_of_2(t_text)),
         "BTC": max(16, min(chunk, triton.next_power_of_2(t_text))),
-        "BTM": memory_tile_rows(t_text, memory_columns),
+        "BTM": memory_tile_rows(t_text, memory_columns, MEMORY_TILE),
         "BMW": memory_columns,
         "BH": 64,
     }
@@ -244,7 +250,7 @@ def forward(
     energies = memory.new_empty(b, t_text, dtype=acc)
     sizes = blocks(t_text, m, dim, (scoring.size(0) - 1) // 2, chunk)
     slice_symbols = text_slice(b, t_text, sizes["BTC"])
-    attention_energies_kernel[energies_grid(b, t_text, slice_symbols)](
+    attention_energies_kernel[text_grid(b, t_text, slice_symbols)](
         ah, query_weight, query_pre, processed_memory, prev, cum, scoring, mask_bias, row, query, ah_copy, energies,
         query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, dim, hidden, slice_symbols,
         ACC=tl_dtype(acc), PRECISION=input_precision(acc), num_warps=NUM_WARPS,
@@ -253,6 +259,6 @@ def forward(
     columns = context_columns(b, m)
     attention_context_kernel[context_grid(b, m, columns)](
         memory, cum, energies, context, weights, new_cum, t_text, m, BT=sizes["BT"],
-        BTM=memory_tile_rows(t_text, columns), BMC=columns, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
+        BTM=memory_tile_rows(t_text, columns, CONTEXT_TILE), BMC=columns, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
     )  # fmt: skip
     return query, ah_copy, context, weights, new_cum
