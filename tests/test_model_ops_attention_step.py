@@ -87,13 +87,27 @@ def test_the_fused_step_equals_the_energy_chain_in_float64(size):
     assert torch.equal(row[:, 2 : 2 + QUERY_DIM], tensors[0].detach()) and row[:, :2].isnan().all()
 
 
-def test_memory_walked_in_many_narrow_tiles_is_the_same_in_float64(monkeypatch):
+@pytest.mark.parametrize(
+    ("programs", "kernel_size"),
+    [(132, 7), (132, 31), (4, 7), (1, 7)],
+    ids=["split", "split-halos-over-slices", "two-chunks-a-slice", "one-program-a-row"],
+)
+def test_memory_walked_in_many_narrow_tiles_and_any_split_is_the_same_in_float64(programs, kernel_size, monkeypatch):
     """At the full model's sizes a row's memory is walked in tiles of 16 symbols by every column; here
     in tiles of 256 // 128 = 2 symbols (19 of them for 37 symbols), with masked columns (80 in a
-    128-wide tile). (The kernel module is named, not imported: model/ops/ imports it on first use.)"""
-    monkeypatch.setattr("model.ops.attention_kernels.MEMORY_TILE", 256)
-    *shape, chunk = SIZES[1]
-    layer, tensors = inputs(*shape, seed=5)
+    128-wide tile). The forward's launches split each row into text slices (3 of 13 symbols, each
+    walked as one chunk of 16 whose tail is the next slice's) and column slices (32 columns, 8 symbols
+    a tile; the third half masked) as far as the aim (PROGRAMS) allows; with an aim of 4, 2 slices of
+    19 symbols (chunks of 16 and 3) and 2 column slices of 64; with an aim of 1, one program a row
+    walks its chunks (16, 16, 5) and every column. The backward's launches split the same text slices
+    (the location filter's gradient over halos of (K - 1) / 2 symbols each side: 15 with K 31, wider
+    than a slice), the attention's columns (16 each) and the hidden units (64 each). (The
+    kernel module is named, not imported: model/ops/ imports it on first use.)"""
+    for tile in ("MEMORY_TILE", "CONTEXT_TILE"):
+        monkeypatch.setattr(f"model.ops.attention_kernels.{tile}", 256)
+    monkeypatch.setattr("model.ops.attention_kernels.PROGRAMS", programs)
+    *shape, _, chunk = SIZES[1]
+    layer, tensors = inputs(*shape, kernel_size, seed=5)
     want, want_grads = outputs_and_grads(plain, layer, tensors)
     got, got_grads = outputs_and_grads(fused, layer, tensors, chunk)
     for a, b in (*zip(got, want), *zip(got_grads, want_grads)):
@@ -128,12 +142,17 @@ def test_float32_is_close_and_bf16_inputs_are_within_one_percent():
 
 @pytest.mark.parametrize(("matmul", "want"), [("highest", "tf32x3"), ("high", "tf32")])
 def test_float32_products_take_torchs_matmul_precision(matmul, want, monkeypatch):
-    """Both kernels are launched at support.input_precision's choice, and the result is the same."""
-    kernels = ("attention_forward_kernel", "attention_backward_kernel")
+    """The kernels with products (the forward's energies, both backward launches) are launched at
+    support.input_precision's choice, and the result is the same."""
+    forward, backward = "model.ops.attention_kernels", "model.ops.attention_backward_kernels"
+    backward_kernels = ["attention_chain_backward_kernel", "attention_filter_backward_kernel"]
     layer, tensors = inputs(*SIZES[0][:5], dtype=torch.float32, seed=5)
-    with record_precisions(monkeypatch, "model.ops.attention_kernels", kernels, matmul) as launched:
+    with (
+        record_precisions(monkeypatch, forward, ["attention_energies_kernel"], matmul) as launched_forward,
+        record_precisions(monkeypatch, backward, backward_kernels, matmul) as launched_backward,
+    ):
         got, got_grads = outputs_and_grads(fused, layer, tensors)
-    assert launched == [want, want]
+    assert launched_forward == [want] and launched_backward == [want, want]
     want_out, want_grads = outputs_and_grads(plain, layer, tensors)
     for a, b in (*zip(got, want_out), *zip(got_grads, want_grads)):
         assert relative_error(a, b) < 1e-5

@@ -38,7 +38,7 @@ def test_the_attention_backward_operator(in_place):
     # a loop's extras: one step's slices of the stacked outputs' gradients [B, steps, .]
     stacked = [torch.randn(t.size(0), 3, t.size(1), dtype=t.dtype) for t in (context, weights)]
     extras = [g[:, 1] for g in stacked] if in_place else [None, None]
-    backward_args = [query, weight, memory, pm, prev, cum, scoring, weights, *grads, chunk]
+    backward_args = [query, weight, memory, pm, prev, cum, scoring, weights, context, *grads, chunk]
     backward_args += [torch.float64, torch.float64, not in_place, *sums, *extras]
     result = torch.library.opcheck(attention_step._attention_step_backward, backward_args, test_utils=CHECKS)
     assert set(result.values()) == {"SUCCESS"}

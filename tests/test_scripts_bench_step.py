@@ -38,7 +38,7 @@ def test_per_decoder_step_keeps_every_microsecond_and_call(records, steps, top):
 
 
 def test_a_fused_kernels_suffix_is_dropped_and_precisions_are_named():
-    assert canonical("attention_backward_kernel_0d1d2d") == "attention_backward_kernel"
+    assert canonical("attention_chain_backward_kernel_0d1d2d") == "attention_chain_backward_kernel"
     assert (
         canonical("void at::native::vectorized_elementwise_kernel<4>")
         == "void at::native::vectorized_elementwise_kernel<4>"

@@ -1,29 +1,27 @@
-"""Triton kernels of one decoder step's location-sensitive attention and their launchers (attention_step.py).
+"""Triton kernels of one decoder step's attention forward, the helpers the backward shares
+(attention_backward_kernels.py), and the forward's launcher (attention_step.py).
 
 Why. Unfused, one decoder step's attention is about twelve small kernels forward and seventeen
-backward on a GPU, each a fixed launch cost whatever the batch. Here each direction is one kernel,
-one program per utterance (row):
+backward on a GPU, each a fixed launch cost whatever the batch. Here each direction is two launches
+inside one operator, each splitting a row's (utterance's) work over several programs, so that a
+batch of 16 rows still gives almost every SM of an H100 or H200 a program (PROGRAMS, text_slice):
 
-* forward: the query (the precomputed term plus the attention LSTM's hidden state times the query
-  layer's weight, a product along the row; the hidden state is written into the query layer's
-  row), location features (the unfolded previous and cumulative weights times the folded location
-  matrix, one `tl.dot`), tanh, energies, the mask, softmax, the context and the new cumulative
-  weights; the query is kept for the backward, and a copy of the hidden state is an output, which
-  the step's other readers take, so that their gradients arrive here and are added in the kernel;
-* backward: the same chain recomputed from its inputs (nothing of [B, T_text, dim] is kept between
-  the passes, as with Tacotron2Config.recompute_attention), then every input's gradient, the
-  hidden state's last (the query's gradient times the query layer's weight). The location
-  matrix's and v's gradients are per-row partial sums [B, 2K + 1, dim], which the caller adds over
-  rows (one reduction), so no atomics: the result is deterministic. In a loop the partials and the
-  processed memory's gradient are added in place into sums over the steps (PM_ACC, PART_ACC), and
-  memory's is left out (MEMORY_GRAD: the loop sums it over steps in one product).
+* launch 1, attention_energies_kernel, programs (row, text slice): the query (the precomputed term
+  plus the attention LSTM's hidden state times the query layer's weight, a product along the row,
+  computed by each of the row's programs; the first writes the hidden state into the query layer's
+  row, the query, kept for the backward, and a copy of the hidden state, which the step's other
+  readers take, so that their gradients arrive in the backward and are added there), then for its
+  slice: location features (the unfolded previous and cumulative weights times the folded location
+  matrix, one `tl.dot`), tanh, energies and the mask, into a [B, T] scratch;
+* launch 2, attention_context_kernel, programs (row, memory column slice): the softmax of the row's
+  energies (each program; the first writes the weights and the new cumulative weights), then the
+  context's columns of its slice.
 
-Each row's text is walked in chunks of `chunk` symbols (the memory's in tiles of every column and
-about MEMORY_TILE elements), so long texts need not fit the registers; what passes between walks
-goes through small per-row scratch buffers, with a barrier between a walk that writes them and one
-that reads them. Every walk is a pipelined loop (`tl.range` with stages): none reads back what an
-earlier iteration of it stored (the location matrix's gradient is summed in registers in its own
-walk), and the location matrix, read once before a walk, stays in shared memory for its products.
+A slice's text is walked in chunks of `chunk` symbols and the memory in tiles of about CONTEXT_TILE
+elements (MEMORY_TILE in the backward), so long texts need not fit the registers. Every walk is a
+pipelined loop (`tl.range` with stages): none reads back what an earlier iteration of it stored,
+and the location matrix, read once before a walk, stays in shared memory for its products. No
+program reads what another writes in the same launch: no atomics, and the result is deterministic.
 
 Precision: float64 for float64 inputs, else float32 whatever the inputs' dtype (bf16 under autocast
 is read and upcast); float32 products at support.input_precision (torch's matmul precision: tf32x3 at
@@ -40,17 +38,17 @@ from .support import accumulation_dtype, input_precision
 #: Iterations in flight in a pipelined loop (tl.range's num_stages): each iteration's tiles are
 #: loaded STAGES - 1 iterations ahead into shared memory (cp.async), while the current one computes.
 STAGES = tl.constexpr(3)
-#: The backward's chain walk loads one chunk ahead: its iterations are long (a product, tanh), so
-#: one chunk in flight covers a memory round trip; a third stage costs instructions and registers
-#: (scripts/bench/kernels.py: 1010 against 940 an iteration, 255 registers against 250, in float32).
-CHAIN_STAGES = tl.constexpr(2)
-#: Elements of one memory tile of the context's and the weights' gradient walks (32 KB in float32):
+#: Elements of one memory tile of the backward's walk of the weights' gradient (32 KB in float32):
 #: at the full model's 512 memory columns, 16 symbols an iteration, 12 iterations for 192 symbols.
 MEMORY_TILE = 8192
+#: Elements of one memory tile of the forward's context walk (16 KB in float32): at 8192 its
+#: [32, 256] tiles (B0 64) left 8 stack bytes a thread (scripts/bench/kernels.py); at B0 16, [64, 64]
+#: tiles, 3 iterations for 192 symbols.
+CONTEXT_TILE = 4096
 
 
 @triton.jit
-def _windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.constexpr):
+def windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.constexpr):
     """[chunk, BJ]: column j = c * K + k holds weights_c[t + k - (K - 1) / 2] (c 0: previous, 1:
     cumulative), zero outside the text: the unfolded input of the location filter."""
     j = tl.arange(0, BJ)
@@ -61,19 +59,19 @@ def _windows(prev_b, cum_b, t, T, K: tl.constexpr, BJ: tl.constexpr, ACC: tl.con
 
 
 @triton.jit
-def _hidden(
+def hidden_tile(
     q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC, PRECISION
 ):
     """tanh(query + location features + processed memory) of the rows t: the unfolded windows times
     the location matrix, plus the processed memory's tile."""
     d = tl.arange(0, BD)
-    location = mma(_windows(prev_b, cum_b, t, T, K, BJ, ACC), loc_matrix, ACC, PRECISION)
+    location = mma(windows(prev_b, cum_b, t, T, K, BJ, ACC), loc_matrix, ACC, PRECISION)
     memory = tl.load(pm_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
     return tanh(q[None, :] + location + memory.to(ACC))
 
 
 @triton.jit
-def _location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr):
+def location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, ACC: tl.constexpr):
     """The folded location matrix [BJ, BD], rows 0..2K-1 of the scoring matrix (row 2K is v), read
     once before a walk (read per chunk, its pointers, hoisted, held 64 registers a thread)."""
     j = tl.arange(0, BJ)
@@ -83,81 +81,82 @@ def _location_matrix(vl_ptr, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.conste
 
 
 @triton.jit
-def _query(ah_b, wq_ptr, preq_b, preq_sd, row_b, ahout_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
-    """The row's query, pre + ah @ Wq^T ([BD]; Wq is [D, H]), walking ah in BH-wide blocks, each also
-    written into the query layer's row (what the deferred weight gradient reads after the loop) and
-    into ahout (the copy that the step's other readers of ah take, so that its gradient arrives here)."""
+def _query(
+    ah_b, wq_ptr, preq_b, preq_sd, row_b, ahout_b, first, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr
+):
+    """The row's query, pre + ah @ Wq^T ([BD]; Wq is [D, H]), walking ah in BH-wide blocks, which the
+    row's first program (`first`) also writes into the query layer's row (what the deferred weight
+    gradient reads after the loop) and into ahout (the copy that the step's other readers of ah take,
+    so that its gradient arrives here)."""
     d = tl.arange(0, BD)
     q = tl.zeros((BH, BD), dtype=ACC)  # summed over its first axis once, after the walk
     for h0 in tl.range(0, H, BH, num_stages=STAGES):
         k = h0 + tl.arange(0, BH)
         a = tl.load(ah_b + k, mask=k < H, other=0.0)
-        tl.store(row_b + k, a, mask=k < H)
-        tl.store(ahout_b + k, a, mask=k < H)
+        tl.store(row_b + k, a, mask=(k < H) & first)
+        tl.store(ahout_b + k, a, mask=(k < H) & first)
         w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
         q += a.to(ACC)[:, None] * w.to(ACC)
     return tl.load(preq_b + d * preq_sd, mask=d < D, other=0.0).to(ACC) + tl.sum(q, 0)
 
 
 @triton.jit
-def _store_or_add(ptr, value, mask, ADD: tl.constexpr):
-    """value stored at ptr, or with ADD added to what is there (a sum over steps kept in place)."""
-    if ADD:
-        value += tl.load(ptr, mask=mask, other=0.0)
-    tl.store(ptr, value, mask=mask)
-
-
-@triton.jit
-def _query_backward(dq, wq_ptr, dah_b, dahin_b, H, D, BD: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr):
-    """The attention LSTM hidden state's gradient: its copy's (dahin_b) plus the query's, dq @ Wq, BH
-    columns at a time."""
-    d = tl.arange(0, BD)
-    for h0 in tl.range(0, H, BH, num_stages=STAGES):
-        k = h0 + tl.arange(0, BH)
-        w = tl.load(wq_ptr + d[None, :] * H + k[:, None], mask=(k < H)[:, None] & (d < D)[None, :], other=0.0)
-        d_copy = tl.load(dahin_b + k, mask=k < H, other=0.0).to(ACC)
-        tl.store(dah_b + k, d_copy + tl.sum(w.to(ACC) * dq[None, :], 1), mask=k < H)
-
-
-@triton.jit
-def attention_forward_kernel(
-    ah_ptr, wq_ptr, preq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
-    row_ptr, q_ptr, ahout_ptr, ctx_ptr, w_ptr, newcum_ptr, energy_ptr,  # the row written, outputs, scratch [B, T]
-    preq_sb, preq_sd, row_stride, T, M, D, H,
-    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr,
-    BTM: tl.constexpr, BMW: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+def attention_energies_kernel(
+    ah_ptr, wq_ptr, preq_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, mask_ptr,  # inputs
+    row_ptr, q_ptr, ahout_ptr, energy_ptr,  # the row written, outputs (the query, the copy of ah), energies [B, T]
+    preq_sb, preq_sd, row_stride, T, D, H, SLICE,
+    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BTC: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):  # fmt: skip
+    """Launch 1, program (row, slice): the row's query (every slice's program computes it, the first
+    writes it), then the energies of the slice's SLICE symbols, a chunk of BTC an iteration."""
     b = tl.program_id(0).to(tl.int64)
+    start = tl.program_id(1) * SLICE
+    first = tl.program_id(1) == 0
     d = tl.arange(0, BD)
     v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
     q = _query(
-        ah_ptr + b * H, wq_ptr, preq_ptr + b * preq_sb, preq_sd, row_ptr + b * row_stride, ahout_ptr + b * H, H, D,
-        BD, BH, ACC,
+        ah_ptr + b * H, wq_ptr, preq_ptr + b * preq_sb, preq_sd, row_ptr + b * row_stride, ahout_ptr + b * H, first,
+        H, D, BD, BH, ACC,
     )  # fmt: skip
-    tl.store(q_ptr + b * D + d, q, mask=d < D)  # for the backward
+    tl.store(q_ptr + b * D + d, q, mask=(d < D) & first)  # for the backward
     pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
+    loc_matrix = location_matrix(vl_ptr, D, K, BJ, BD, ACC)
+    stop = tl.minimum(start + SLICE, T)
+    for t0 in tl.range(start, stop, BTC, num_stages=STAGES):
+        t = t0 + tl.arange(0, BTC)  # the last chunk may reach into the next slice: not stored
+        hidden = hidden_tile(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC, PRECISION)
+        bias = tl.load(mask_ptr + b * T + t, mask=t < stop, other=0.0).to(ACC)
+        tl.store(energy_ptr + b * T + t, tl.sum(hidden * v[None, :], 1) + bias, mask=t < stop)
+
+
+@triton.jit
+def attention_context_kernel(
+    mem_ptr, cum_ptr, energy_ptr,  # inputs (energy: launch 1's [B, T])
+    ctx_ptr, w_ptr, newcum_ptr,  # outputs
+    T, M, BT: tl.constexpr, BTM: tl.constexpr, BMC: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    """Launch 2, program (row, column slice): the row's softmax (each program, from the row's energies;
+    the first writes the weights and the new cumulative weights), then the context's BMC columns of
+    the slice, over [BTM, BMC] memory tiles, whose weights come from their energies and the softmax's
+    maximum and sum (no weights written and read back between programs)."""
+    b = tl.program_id(0).to(tl.int64)
+    first = tl.program_id(1) == 0
     energy_b = energy_ptr + b * T
-    loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
-    for t0 in tl.range(0, T, BTC, num_stages=STAGES):
-        t = t0 + tl.arange(0, BTC)
-        hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC, PRECISION)
-        bias = tl.load(mask_ptr + b * T + t, mask=t < T, other=0.0).to(ACC)
-        tl.store(energy_b + t, tl.sum(hidden * v[None, :], 1) + bias, mask=t < T)
-    tl.debug_barrier()
     tt = tl.arange(0, BT)
     energies = tl.load(energy_b + tt, mask=tt < T, other=float("-inf"))
-    p = tl.exp(energies - tl.max(energies, 0))
-    weights = p / tl.sum(p, 0)
-    tl.store(w_ptr + b * T + tt, weights, mask=tt < T)
-    cum = tl.load(cum_b + tt, mask=tt < T, other=0.0).to(ACC)
-    tl.store(newcum_ptr + b * T + tt, cum + weights, mask=tt < T)
-    tl.store(energy_b + tt, weights, mask=tt < T)  # the weights in ACC, for the context's walk
-    tl.debug_barrier()
-    context = tl.zeros((BMW,), dtype=ACC)
-    m = tl.arange(0, BMW)
-    for t0 in tl.range(0, T, BTM, num_stages=STAGES):  # [BTM, BMW] memory tiles: every column at once
+    top = tl.max(energies, 0)
+    p = tl.exp(energies - top)
+    total = tl.sum(p, 0)
+    weights = p / total
+    tl.store(w_ptr + b * T + tt, weights, mask=(tt < T) & first)
+    cum = tl.load(cum_ptr + b * T + tt, mask=(tt < T) & first, other=0.0).to(ACC)
+    tl.store(newcum_ptr + b * T + tt, cum + weights, mask=(tt < T) & first)
+    context = tl.zeros((BMC,), dtype=ACC)
+    m = tl.program_id(1) * BMC + tl.arange(0, BMC)
+    for t0 in tl.range(0, T, BTM, num_stages=STAGES):
         t = t0 + tl.arange(0, BTM)
-        w = tl.load(energy_b + t, mask=t < T, other=0.0)
+        w = tl.exp(tl.load(energy_b + t, mask=t < T, other=float("-inf")) - top) / total
         mem = tl.load(
             mem_ptr + b * T * M + t[:, None] * M + m[None, :], mask=(t < T)[:, None] & (m < M)[None, :], other=0.0
         )
@@ -165,139 +164,53 @@ def attention_forward_kernel(
     tl.store(ctx_ptr + b * M + m, context, mask=m < M)
 
 
-@triton.jit
-def _weights_grad(
-    w_b, dw_b, dwx_b, dnewcum_b, dctx_b, dctxx_b, mem_b, dmem_b, dws_b, T, M,
-    BTM: tl.constexpr, BMW: tl.constexpr, ACC, MEMORY_GRAD: tl.constexpr, W_EXTRA: tl.constexpr,
-    CTX_EXTRA: tl.constexpr,
-):  # fmt: skip
-    """Walk 1: the weights' whole gradient (their own, the new cumulative's, the context's) into the
-    scratch dws_b, and, if MEMORY_GRAD, memory's gradient w[t] * d_context, over [BTM, BMW] memory
-    tiles (every column at once). With W_EXTRA / CTX_EXTRA the weights' / the context's gradient has
-    a second term (dwx_b / dctxx_b) to add."""
-    m = tl.arange(0, BMW)
-    dc = tl.load(dctx_b + m, mask=m < M, other=0.0).to(ACC)
-    if CTX_EXTRA:
-        dc += tl.load(dctxx_b + m, mask=m < M, other=0.0).to(ACC)
-    for t0 in tl.range(0, T, BTM, num_stages=STAGES):
-        t = t0 + tl.arange(0, BTM)
-        tile = (t < T)[:, None] & (m < M)[None, :]
-        dw = tl.load(dw_b + t, mask=t < T, other=0.0).to(ACC)
-        dw += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
-        if W_EXTRA:
-            dw += tl.load(dwx_b + t, mask=t < T, other=0.0).to(ACC)
-        mem = tl.load(mem_b + t[:, None] * M + m[None, :], mask=tile, other=0.0)
-        dw += tl.sum(mem.to(ACC) * dc[None, :], 1)
-        if MEMORY_GRAD:
-            w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
-            tl.store(dmem_b + t[:, None] * M + m[None, :], w[:, None] * dc[None, :], mask=tile)
-        tl.store(dws_b + t, dw, mask=t < T)
-
-
-@triton.jit
-def _unfold_backward(g_b, dnewcum_b, dprev_b, dcum_b, T, K: tl.constexpr, BJ: tl.constexpr, BTC: tl.constexpr, ACC):
-    """Walk 3: d weights_c[s] = sum_k d_windows[s - k + (K - 1) / 2, c * K + k] (g_b: d_windows), the
-    cumulative weights' own gradient added."""
-    j = tl.arange(0, BJ)
-    c = j // K
-    for s0 in tl.range(0, T, BTC, num_stages=STAGES):
-        t = s0 + tl.arange(0, BTC)
-        row = t[:, None] - (j % K)[None, :] + (K - 1) // 2
-        ok = (row >= 0) & (row < T) & (j < 2 * K)[None, :] & (t < T)[:, None]
-        g = tl.load(g_b + row * BJ + j[None, :], mask=ok, other=0.0)
-        d_cum = tl.sum(tl.where((c == 1)[None, :], g, 0.0), 1)
-        d_cum += tl.load(dnewcum_b + t, mask=t < T, other=0.0).to(ACC)
-        tl.store(dprev_b + t, tl.sum(tl.where((c == 0)[None, :], g, 0.0), 1), mask=t < T)
-        tl.store(dcum_b + t, d_cum, mask=t < T)
-
-
-@triton.jit
-def _location_grad(
-    vl_ptr, prev_b, cum_b, dx_b, g_b, part_b, T, D, K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr,
-    BTC: tl.constexpr, ACC: tl.constexpr, PART_ACC: tl.constexpr, PRECISION: tl.constexpr,
-):  # fmt: skip
-    """Walk 3, over the chain walk's dx (dx_b): the unfolded windows' gradient, dx times the location
-    matrix's transpose, into g_b, and the location matrix's gradient, the windows' transpose times
-    dx, summed in registers and written (or with PART_ACC added) once into the row's slice part_b."""
-    d = tl.arange(0, BD)
-    j = tl.arange(0, BJ)
-    loc_matrix_t = tl.trans(_location_matrix(vl_ptr, D, K, BJ, BD, ACC))
-    d_loc_matrix = tl.zeros((BJ, BD), dtype=ACC)
-    for t0 in tl.range(0, T, BTC, num_stages=STAGES):
-        t = t0 + tl.arange(0, BTC)
-        windows = _windows(prev_b, cum_b, t, T, K, BJ, ACC)
-        dx = tl.load(dx_b + t[:, None] * D + d[None, :], mask=(t < T)[:, None] & (d < D)[None, :], other=0.0)
-        tl.store(g_b + t[:, None] * BJ + j[None, :], mma(dx, loc_matrix_t, ACC, PRECISION), mask=(t < T)[:, None])
-        d_loc_matrix += mma(tl.trans(windows), dx, ACC, PRECISION)
-    part_tile = tl.make_block_ptr(part_b, (2 * K, D), (D, 1), (0, 0), (BJ, BD), (1, 0))  # not [BJ, BD] pointers
-    if PART_ACC:  # added to what the later steps' backwards left there
-        d_loc_matrix += tl.load(part_tile, boundary_check=(0, 1), padding_option="zero")
-    tl.store(part_tile, d_loc_matrix, boundary_check=(0, 1))
-
-
-@triton.jit
-def attention_backward_kernel(
-    q_ptr, wq_ptr, mem_ptr, pm_ptr, prev_ptr, cum_ptr, vl_ptr, w_ptr,  # inputs (q, w: the forward's)
-    dctx_ptr, dw_ptr, dnewcum_ptr, dahin_ptr, dctxx_ptr, dwx_ptr,  # the outputs' gradients (x: the extra terms)
-    dah_ptr, dq_ptr, dmem_ptr, dpm_ptr, dprev_ptr, dcum_ptr, part_ptr,  # the inputs' gradients (part: [B, 2K + 1, D])
-    dws_ptr, g_ptr, dx_ptr,  # scratch: d weights [B, T], the windows' and the chain's gradients [B, T, BJ], [B, T, D]
-    dahin_sb, dctxx_sb, dwx_sb, T, M, D, H,
-    K: tl.constexpr, BJ: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, BTC: tl.constexpr, BTM: tl.constexpr,
-    BMW: tl.constexpr, BH: tl.constexpr, ACC: tl.constexpr, MEMORY_GRAD: tl.constexpr, PM_ACC: tl.constexpr,
-    PART_ACC: tl.constexpr, CTX_EXTRA: tl.constexpr, W_EXTRA: tl.constexpr, PRECISION: tl.constexpr,
-):  # fmt: skip
-    b = tl.program_id(0).to(tl.int64)
-    d = tl.arange(0, BD)
-    w_b, dws_b, g_b, dx_b = w_ptr + b * T, dws_ptr + b * T, g_ptr + b * T * BJ, dx_ptr + b * T * D
-    _weights_grad(
-        w_b, dw_ptr + b * T, dwx_ptr + b * dwx_sb, dnewcum_ptr + b * T, dctx_ptr + b * M, dctxx_ptr + b * dctxx_sb,
-        mem_ptr + b * T * M, dmem_ptr + b * T * M, dws_b, T, M, BTM, BMW, ACC, MEMORY_GRAD, W_EXTRA, CTX_EXTRA,
-    )  # fmt: skip
-    tl.debug_barrier()
-    tt = tl.arange(0, BT)
-    s = tl.sum(tl.load(w_b + tt, mask=tt < T, other=0.0).to(ACC) * tl.load(dws_b + tt, mask=tt < T, other=0.0), 0)
-    # Walk 2: the chain recomputed; softmax and tanh backward: dx, the processed memory's gradient,
-    # kept for walk 3. It reads only what walk 1 wrote before the barrier (and its own chunk of the
-    # processed memory's sum): pipelined.
-    v = tl.load(vl_ptr + 2 * K * D + d, mask=d < D, other=0.0).to(ACC)
-    q = tl.load(q_ptr + b * D + d, mask=d < D, other=0.0).to(ACC)
-    pm_b, prev_b, cum_b = pm_ptr + b * T * D, prev_ptr + b * T, cum_ptr + b * T
-    dq = tl.zeros((BD,), dtype=ACC)
-    dv = tl.zeros((BD,), dtype=ACC)
-    loc_matrix = _location_matrix(vl_ptr, D, K, BJ, BD, ACC)
-    for t0 in tl.range(0, T, BTC, num_stages=CHAIN_STAGES):
-        t = t0 + tl.arange(0, BTC)
-        hidden = _hidden(q, loc_matrix, pm_b, prev_b, cum_b, t, T, D, K, BJ, BD, ACC, PRECISION)
-        w = tl.load(w_b + t, mask=t < T, other=0.0).to(ACC)
-        de = w * (tl.load(dws_b + t, mask=t < T, other=0.0) - s)  # 0 at masked and padded symbols
-        dx = de[:, None] * v[None, :] * (1.0 - hidden * hidden)
-        tile = (t < T)[:, None] & (d < D)[None, :]
-        _store_or_add(dpm_ptr + b * T * D + t[:, None] * D + d[None, :], dx, tile, PM_ACC)
-        tl.store(dx_b + t[:, None] * D + d[None, :], dx, mask=tile)
-        dq += tl.sum(dx, 0)
-        dv += tl.sum(de[:, None] * hidden, 0)
-    tl.store(dq_ptr + b * D + d, dq, mask=d < D)  # the precomputed term's gradient: G of the query layer
-    _query_backward(dq, wq_ptr, dah_ptr + b * H, dahin_ptr + b * dahin_sb, H, D, BD, BH, ACC)
-    part_b = part_ptr + b * (2 * K + 1) * D
-    _store_or_add(part_b + 2 * K * D + d, dv, d < D, PART_ACC)
-    tl.debug_barrier()
-    _location_grad(vl_ptr, prev_b, cum_b, dx_b, g_b, part_b, T, D, K, BJ, BD, BTC, ACC, PART_ACC, PRECISION)
-    tl.debug_barrier()
-    _unfold_backward(g_b, dnewcum_ptr + b * T, dprev_ptr + b * T, dcum_ptr + b * T, T, K, BJ, BTC, ACC)
-
-
 #: Warps per program (scripts/bench/kernels.py: the registers and spills of each choice).
 NUM_WARPS = 8
+#: The programs a split launch aims at: the SMs of an H100 SXM or an H200 (132). A launch splits each
+#: row into at most PROGRAMS // rows programs, so that its programs fit one wave (one per SM at its
+#: registers): a second wave would cost a whole program's time for a few programs, and each energies
+#: program reads the query layer's whole weight.
+PROGRAMS = 132
+#: The narrowest column slice of the context's launch: 32 float32 columns, 128 bytes a memory row.
+MIN_COLUMNS = 32
 
 
-def grid(rows: int) -> tuple[int]:
-    """Both kernels' programs: one per row (utterance)."""
-    return (rows,)
+def text_slice(rows: int, t_text: int, chunk_block: int) -> int:
+    """Symbols of one text slice (the energies' programs, and both backward launches'): the text over
+    at most PROGRAMS // rows programs a row (at least one), none with less than a chunk (chunk_block,
+    BTC)."""
+    chunks = triton.cdiv(t_text, chunk_block)
+    return triton.cdiv(t_text, max(1, min(chunks, PROGRAMS // rows)))
+
+
+def text_grid(rows: int, t_text: int, slice_symbols: int) -> tuple[int, int]:
+    """The programs of the energies launch and of both backward launches: (row, text slice of
+    slice_symbols)."""
+    return rows, triton.cdiv(t_text, slice_symbols)
+
+
+def context_columns(rows: int, memory_dim: int) -> int:
+    """Columns of one context program's slice (BMC, a power of two): the memory's over at most
+    PROGRAMS // rows programs a row (at least one), none narrower than MIN_COLUMNS (or every column)."""
+    columns = triton.next_power_of_2(memory_dim)
+    slices = max(1, PROGRAMS // rows)
+    slices = 1 << (slices.bit_length() - 1)  # a power of two at most PROGRAMS // rows
+    return max(min(MIN_COLUMNS, columns), columns // slices)
+
+
+def context_grid(rows: int, memory_dim: int, columns: int) -> tuple[int, int]:
+    """Launch 2's programs: (row, column slice of `columns`)."""
+    return rows, triton.cdiv(memory_dim, columns)
+
+
+def memory_tile_rows(t_text: int, columns: int, elements: int) -> int:
+    """Symbols of a [symbols, columns] memory tile of about `elements` (BTM)."""
+    return min(max(16, triton.next_power_of_2(t_text)), max(1, elements // columns))
 
 
 def blocks(t_text: int, memory_dim: int, dim: int, kernel_size: int, chunk: int) -> dict:
-    """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles; the memory
-    walks' tiles [BTM, BMW] hold every memory column and about MEMORY_TILE elements."""
+    """The block sizes (powers of two, >= 16 where tl.dot needs it) of a row's tiles; the backward's
+    memory walks' tiles [BTM, BMW] hold every memory column and about MEMORY_TILE elements."""
     memory_columns = triton.next_power_of_2(memory_dim)
     return {
         "K": kernel_size,
@@ -305,7 +218,7 @@ def blocks(t_text: int, memory_dim: int, dim: int, kernel_size: int, chunk: int)
         "BD": max(16, triton.next_power_of_2(dim)),
         "BT": max(16, triton.next_power_of_2(t_text)),
         "BTC": max(16, min(chunk, triton.next_power_of_2(t_text))),
-        "BTM": min(max(16, triton.next_power_of_2(t_text)), max(1, MEMORY_TILE // memory_columns)),
+        "BTM": memory_tile_rows(t_text, memory_columns, MEMORY_TILE),
         "BMW": memory_columns,
         "BH": 64,
     }
@@ -324,77 +237,28 @@ def forward(
     mask_bias: torch.Tensor,
     chunk: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One launch: (the query [B, dim] in the accumulation dtype, for the backward; a copy of ah;
+    """Two launches: (the query [B, dim] in the accumulation dtype, for the backward; a copy of ah;
     the context [B, M], the weights and the new cumulative weights [B, T] in cum's dtype, the
     state's, whatever memory's); ah written into row.
     query_pre [B, dim] may be a broadcast (stride 0); row [B, H] has unit column stride."""
     b, t_text, m = memory.shape
     dim, hidden = query_weight.shape
-    kernel_size = (scoring.size(0) - 1) // 2
     acc = accumulation_dtype(cum.dtype)
     query, ah_copy = cum.new_empty(b, dim, dtype=acc), torch.empty_like(ah)
     context = cum.new_empty(b, m)
     weights, new_cum = cum.new_empty(b, t_text), cum.new_empty(b, t_text)
     energies = memory.new_empty(b, t_text, dtype=acc)
-    attention_forward_kernel[grid(b)](
-        ah, query_weight, query_pre, memory, processed_memory, prev, cum, scoring, mask_bias,
-        row, query, ah_copy, context, weights, new_cum, energies,
-        query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, m, dim, hidden,
+    sizes = blocks(t_text, m, dim, (scoring.size(0) - 1) // 2, chunk)
+    slice_symbols = text_slice(b, t_text, sizes["BTC"])
+    attention_energies_kernel[text_grid(b, t_text, slice_symbols)](
+        ah, query_weight, query_pre, processed_memory, prev, cum, scoring, mask_bias, row, query, ah_copy, energies,
+        query_pre.stride(0), query_pre.stride(1), row.stride(0), t_text, dim, hidden, slice_symbols,
         ACC=tl_dtype(acc), PRECISION=input_precision(acc), num_warps=NUM_WARPS,
-        **blocks(t_text, m, dim, kernel_size, chunk),
+        **{name: sizes[name] for name in ("K", "BJ", "BD", "BTC", "BH")},
+    )  # fmt: skip
+    columns = context_columns(b, m)
+    attention_context_kernel[context_grid(b, m, columns)](
+        memory, cum, energies, context, weights, new_cum, t_text, m, BT=sizes["BT"],
+        BTM=memory_tile_rows(t_text, columns, CONTEXT_TILE), BMC=columns, ACC=tl_dtype(acc), num_warps=NUM_WARPS,
     )  # fmt: skip
     return query, ah_copy, context, weights, new_cum
-
-
-def backward(
-    inputs: tuple[torch.Tensor, ...],
-    weights: torch.Tensor,
-    d_context: torch.Tensor,
-    d_weights: torch.Tensor,
-    d_new_cum: torch.Tensor,
-    d_ah_copy: torch.Tensor,
-    chunk: int,
-    dtypes: tuple[torch.dtype, torch.dtype],
-    memory_grad: bool = True,
-    pm_acc: torch.Tensor | None = None,
-    part_acc: torch.Tensor | None = None,
-    extras: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None),
-) -> tuple[torch.Tensor, ...]:
-    """One launch: the gradients of (ah, query_pre, memory, processed_memory, prev, cum), in `dtypes`
-    for the first two and their inputs' for the rest (ah's includes its copy's, d_ah_copy [B, H] with
-    unit column stride), and the per-row partials [B, 2K + 1, dim] of the scoring matrix's gradient.
-    inputs: (the forward's query, query_weight, memory, processed_memory, prev, cum, scoring). Without
-    memory_grad, memory's is not computed (an empty tensor): the caller sums it over steps itself.
-    Given pm_acc [B, T_text, dim] / part_acc [B, 2K + 1, dim] (the accumulation dtype), the processed
-    memory's gradient / the partials are added into them in place (their places in the result are
-    empty tensors): the sums over steps without an addition per step. extras: second terms of the
-    context's [B, M] and the weights' [B, T] gradients (unit column stride), added in the kernel, or None."""
-    query, query_weight, memory, processed_memory, prev, cum, scoring = inputs
-    b, t_text, m = memory.shape
-    dim, hidden = query_weight.shape
-    kernel_size = (scoring.size(0) - 1) // 2
-    acc = query.dtype
-    grid_blocks = blocks(t_text, m, dim, kernel_size, chunk)
-    grads = (
-        query.new_empty(b, hidden, dtype=dtypes[0]),
-        query.new_empty(b, dim, dtype=dtypes[1]),
-        torch.empty_like(memory) if memory_grad else memory.new_empty(0),
-        torch.empty_like(processed_memory) if pm_acc is None else processed_memory.new_empty(0),
-        torch.empty_like(prev),
-        torch.empty_like(cum),
-        query.new_empty(b, 2 * kernel_size + 1, dim) if part_acc is None else query.new_empty(0),
-    )
-    pointers = (*grads[:3], pm_acc if pm_acc is not None else grads[3], *grads[4:6])
-    pointers += (part_acc if part_acc is not None else grads[6],)
-    scratch = tuple(query.new_empty(b, t_text, *more) for more in ((), (grid_blocks["BJ"],), (dim,)))
-    ctx_extra, w_extra = extras
-    attention_backward_kernel[grid(b)](
-        query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-        d_ah_copy, d_context if ctx_extra is None else ctx_extra, d_weights if w_extra is None else w_extra,
-        *pointers, *scratch, d_ah_copy.stride(0), 0 if ctx_extra is None else ctx_extra.stride(0),
-        0 if w_extra is None else w_extra.stride(0), t_text, m, dim, hidden, ACC=tl_dtype(acc),
-        PRECISION=input_precision(acc), MEMORY_GRAD=memory_grad, PM_ACC=pm_acc is not None,
-        PART_ACC=part_acc is not None, CTX_EXTRA=ctx_extra is not None, W_EXTRA=w_extra is not None,
-        num_warps=NUM_WARPS, **grid_blocks,
-    )  # fmt: skip
-    return grads

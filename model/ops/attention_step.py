@@ -1,19 +1,21 @@
-"""One decoder step's attention as two fused kernels (Tacotron2Config.fused_attention).
+"""One decoder step's attention as two fused operators (Tacotron2Config.fused_attention).
 
 Why. model/attention.py's energy chain (this operation's plain reference, which the fast loop runs
 without the switch), with the query layer before it, is about twelve kernels forward and seventeen
 backward per decoder step on a GPU, each a fixed launch cost whatever the batch. `attend` computes
 the same thing from the attention LSTM's hidden state (the query layer's product, written into the
 query layer's row as deferred.py's StepProjection wants, the energy chain, the context and the new
-cumulative weights) as one Triton kernel forward and one backward (attention_kernels.py): the
-PyTorch operators `tacotron2::attention_step` and `tacotron2::attention_step_backward`, so that
-CUDA graphs, the meta device (model/graphs.loop_memory) and the operation counter
-(training/op_count.py: one operator is one launch) treat them like any other operation, joined into
-one autograd node (_AttentionStep: an operator that writes into an input, the row, cannot carry its
-own formula).
+cumulative weights) as two Triton kernels forward (attention_kernels.py: the energies, then softmax
+and the context) and two backward (attention_backward_kernels.py: the chain, then the location
+filter's and the query's gradients), each split over several programs a row: the PyTorch operators
+`tacotron2::attention_step` and `tacotron2::attention_step_backward`, so that CUDA graphs, the meta
+device (model/graphs.loop_memory) and the operation counter (training/op_count.py: one operator is
+one operation, whatever its launches) treat them like any other operation, joined into one autograd
+node (_AttentionStep: an operator that writes into an input, the row, cannot carry its own formula).
 
 Its backward recomputes the chain from the step's inputs, so it keeps what recompute_attention
-keeps (only the inputs) without running the chain twice through autograd. In a loop, the gradients
+keeps (the inputs, and the forward's weights and context, [B, T] and [B, memory_dim]) without running
+the chain twice through autograd. In a loop, the gradients
 that every step adds to (the processed memory's, the scoring matrix's) go into StepSums' buffers in
 place, and the query layer's weight gradient is the fast loop's deferred one (its rows and the
 precomputed term's gradient, which is the query's).
@@ -73,6 +75,7 @@ def _attention_step_backward(
     cum: torch.Tensor,
     scoring: torch.Tensor,
     weights: torch.Tensor,
+    context: torch.Tensor,
     d_context: torch.Tensor,
     d_weights: torch.Tensor,
     d_new_cum: torch.Tensor,
@@ -86,18 +89,18 @@ def _attention_step_backward(
     d_context_extra: torch.Tensor | None,
     d_weights_extra: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    from .attention_kernels import backward
+    from .attention_backward_kernels import backward
 
     inputs = (query, query_weight, memory, processed_memory, prev, cum, scoring)
     dtypes, extras = (ah_dtype, pre_dtype), (d_context_extra, d_weights_extra)
     grads = (d_context, d_weights, d_new_cum, d_ah_copy)
-    return backward(inputs, weights, *grads, chunk, dtypes, memory_grad, pm_acc, part_acc, extras)
+    return backward(inputs, (weights, context), *grads, chunk, dtypes, memory_grad, pm_acc, part_acc, extras)
 
 
 @_attention_step_backward.register_fake
 def _(
-    query, query_weight, memory, processed_memory, prev, cum, scoring, weights, d_context, d_weights, d_new_cum,
-    d_ah_copy, chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc, d_context_extra, d_weights_extra,
+    query, query_weight, memory, processed_memory, prev, cum, scoring, weights, context, d_context, d_weights,
+    d_new_cum, d_ah_copy, chunk, ah_dtype, pre_dtype, memory_grad, pm_acc, part_acc, d_context_extra, d_weights_extra,
 ):  # fmt: skip
     b, (dim, hidden) = query.size(0), query_weight.shape
     part = query.new_empty(b, scoring.size(0), dim) if part_acc is None else query.new_empty(0)
@@ -129,7 +132,7 @@ class _AttentionStep(torch.autograd.Function):
         query, ah_copy, context, weights, new_cum = _attention_step(
             ah, query_weight, query_pre, row, memory, processed_memory, prev, cum, scoring, mask_bias, chunk
         )
-        ctx.save_for_backward(query, query_weight, memory, processed_memory, prev, cum, scoring, weights)
+        ctx.save_for_backward(query, query_weight, memory, processed_memory, prev, cum, scoring, weights, context)
         ctx.chunk, ctx.sums, ctx.dtypes = chunk, sums, (ah.dtype, query_pre.dtype)
         ctx.set_materialize_grads(False)
         return context, weights, new_cum, ah_copy
@@ -137,7 +140,7 @@ class _AttentionStep(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, d_context, d_weights, d_new_cum, d_ah_copy):
-        *inputs, weights = ctx.saved_tensors
+        *inputs, weights, context = ctx.saved_tensors
         query_weight, memory, cum = inputs[1], inputs[2], inputs[5]
         rows = weights.size(0)
         d_context, d_weights, d_new_cum = (
@@ -156,8 +159,8 @@ class _AttentionStep(torch.autograd.Function):
         pm_acc, part_acc = (None, None) if ctx.sums is None else (ctx.sums.pm_acc, ctx.sums.part_acc)
         extras = (None, None) if ctx.extras is None else ctx.extras()
         d_ah, d_pre, d_memory, d_pm, d_prev, d_cum, part = _attention_step_backward(
-            *inputs, weights, d_context, d_weights, d_new_cum, d_ah_copy, ctx.chunk, *ctx.dtypes, memory_grad, pm_acc,
-            part_acc, *extras,
+            *inputs, weights, context, d_context, d_weights, d_new_cum, d_ah_copy, ctx.chunk, *ctx.dtypes, memory_grad,
+            pm_acc, part_acc, *extras,
         )  # fmt: skip
         d_memory = d_memory if memory_grad else None
         d_pm = d_pm if pm_acc is None else None  # added into pm_acc: StepSums' node returns it

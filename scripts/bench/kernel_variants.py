@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import triton
 import triton.language as tl
 
-from model.ops import attention_kernels, lstm_kernels, lstm_pointwise_kernels
+from model.ops import attention_backward_kernels, attention_kernels, lstm_kernels, lstm_pointwise_kernels
 from model.ops.attention_step import CHUNK
 from scripts.bench.kernel_launches import full_sizes
 
@@ -22,7 +23,10 @@ from scripts.bench.kernel_launches import full_sizes
 #: cell [attention hidden, context, hidden] (1024 + 512 + 1024).
 SIZES = full_sizes()
 #: The modules whose kernels the report compiles.
-KERNEL_MODULES = (attention_kernels, lstm_kernels, lstm_pointwise_kernels)
+KERNEL_MODULES = (attention_kernels, attention_backward_kernels, lstm_kernels, lstm_pointwise_kernels)
+#: The rows at whose shares of a row (columns, memory tiles) the attention launches whose shares follow
+#: the rows are compiled: the report's.
+SHARE_ROWS = (16, 64)
 FULL = {
     "dim": SIZES.dim,
     "memory": SIZES.memory,
@@ -82,20 +86,50 @@ def precisions(fn, family: str) -> list[tuple[str, dict, dict]]:
 
 
 def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
-    """Both attention kernels in each of their precisions (precisions), at each chunk and warp count."""
+    """The attention kernels (attention_launches) in each of their precisions (precisions), at each
+    chunk and warp count."""
+    launches = [launch for chunk in chunks for launch in attention_launches(chunk)] + context_launches()
     found = []
-    for chunk in chunks:
-        blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
+    for name, more, fn, launch, chunk in launches:
         for num_warps in warps:
-            default = chunk == CHUNK and num_warps == attention_kernels.NUM_WARPS
-            kernels = (
-                ("attention forward", attention_kernels.attention_forward_kernel, {}),
-                ("attention backward", attention_kernels.attention_backward_kernel, LOOP_BACKWARD),
-            )
-            for name, fn, more in kernels:
-                for precision, low, mma in precisions(fn, "attention"):
-                    consts = {**blocks, "ACC": tl.float32, **more, **mma}
-                    found.append(Variant(f"{name}, {precision}, chunk {chunk}", fn, low, consts, num_warps, default))
+            default = chunk in (None, CHUNK) and num_warps == attention_kernels.NUM_WARPS
+            for precision, low, mma in precisions(fn, "attention"):
+                consts = {
+                    key: value for key, value in {**launch, "ACC": tl.float32, **mma}.items() if key in fn.arg_names
+                }
+                found.append(Variant(f"{name}, {precision}, {more}", fn, low, consts, num_warps, default))
+    return found
+
+
+def attention_launches(chunk: int) -> list[tuple[str, str, object, dict, int]]:
+    """The attention kernels that walk chunks, as the fast loop launches them: (name, the label's
+    tail, function, constexprs, chunk). The backward's filter launch, whose column share (DC) follows
+    the rows, at those of B0 16 and 64 (SHARE_ROWS)."""
+    blocks = attention_kernels.blocks(FULL["text"], FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
+    chain = attention_backward_kernels.attention_chain_backward_kernel
+    found = [
+        ("attention energies", f"chunk {chunk}", attention_kernels.attention_energies_kernel, blocks, chunk),
+        ("attention chain backward", f"chunk {chunk}", chain, {**blocks, **LOOP_BACKWARD}, chunk),
+    ]
+    for rows in SHARE_ROWS:
+        slice_symbols = attention_kernels.text_slice(rows, FULL["text"], blocks["BTC"])
+        slices = attention_kernels.text_grid(rows, FULL["text"], slice_symbols)[1]
+        columns = attention_backward_kernels.filter_shares(slices, blocks["BD"], FULL["hidden"], blocks["BH"])[0]
+        launch = {**blocks, **LOOP_BACKWARD, "DC": columns}
+        fn = attention_backward_kernels.attention_filter_backward_kernel
+        found.append(("attention filter backward", f"chunk {chunk}, B0 {rows}", fn, launch, chunk))
+    return found
+
+
+def context_launches() -> list[tuple[str, str, object, dict, None]]:
+    """The forward's context launch (no chunk, no product) at B0 16 and 64 (SHARE_ROWS), whose column
+    slices and memory tiles follow the rows: as attention_launches."""
+    found = []
+    for rows in SHARE_ROWS:
+        columns = attention_kernels.context_columns(rows, FULL["memory"])
+        tile = attention_kernels.memory_tile_rows(FULL["text"], columns, attention_kernels.CONTEXT_TILE)
+        launch = {"BT": triton.next_power_of_2(FULL["text"]), "BTM": tile, "BMC": columns}
+        found.append(("attention context", f"B0 {rows}", attention_kernels.attention_context_kernel, launch, None))
     return found
 
 
