@@ -43,7 +43,7 @@ from scripts.bench.kernel_report import (
     read_measured,
     step_lines,
 )
-from scripts.bench.kernel_variants import default_variants
+from scripts.bench.kernel_variants import default_variants, row_shares
 from scripts.bench.kernels import COLUMNS, SIZES, main, sass_figures
 from scripts.common import markdown_tables
 from tests.kit import REPO
@@ -116,17 +116,17 @@ def test_a_kernel_whose_loops_are_not_the_sass_ones_is_an_error():
 
 def test_the_step_launches_name_every_pointer_and_count_bf16_weights_at_half():
     fused, split = step_launches(SIZES, "fused"), step_launches(SIZES, "split")
-    assert [s.kernel for s in fused].count("lstm_forward_kernel") == 2 and len(fused) == 8 and len(split) == 6
+    assert [s.kernel for s in fused].count("lstm_forward_kernel") == 2 and len(fused) == 10 and len(split) == 8
     variants = default_variants()
     assert {v.fn.__name__ for v in variants} == {s.kernel for s in fused + split}  # every launch compiled
     for v in variants:
         for step in (s for s in fused + split if s.kernel == v.fn.__name__):
-            moved = traffic(step, SIZES, 16, v.constexprs)
+            moved = traffic(step, SIZES, 16, {**v.constexprs, **row_shares(v.fn, 16)})
             assert set(moved) == {a for a in v.fn.arg_names if a.endswith("_ptr")}, step
     decoder = next(s for s in fused if s.label == "lstm forward, decoder cell")
     assert decoder.widths == (SIZES.attention_hidden, SIZES.memory, SIZES.decoder_hidden)
     attention = next(s for s in fused if s.label == "lstm forward, attention cell")
-    assert fits(decoder, {"NPARTS": 3}) and not fits(attention, {"NPARTS": 3})  # it borrows the decoder cell's
+    assert fits(decoder, {"NPARTS": 3}, {}) and not fits(attention, {"NPARTS": 3}, {})  # it borrows the decoder cell's
     # the loops' iterations from the modules' blocks: the attention cell's forward, compiled for three
     # inputs, walks its two and none of the third; the inputs' product walks the 4H gate columns
     blocks = {v.fn.__name__: v.constexprs for v in variants}
@@ -142,18 +142,26 @@ def test_the_step_launches_name_every_pointer_and_count_bf16_weights_at_half():
     assert fp32 - bf16 == 4 * decoder.hidden * k * 2 + 16 * k * 2
 
 
+#: The launches that run inside the operation of the launch before them: each attention direction's
+#: second, the fused cell backward's inputs' product.
+SECOND_LAUNCHES = ("attention_context_kernel", "attention_filter_backward_kernel", "lstm_backward_inputs_kernel")
+
+
 def test_the_launches_of_both_designs_are_the_operations_the_suite_counts():
-    """The fused step: 3 + 5 operations, 10 launches (each cell's backward is one operation of two
-    kernels) with its 2 additions; the split step with the fused attention: each operation a launch,
-    its Triton kernels and the operations without a compiled kernel (5 more casts under bf16)."""
-    fused = step_launches(SIZES, "fused")
-    cells_backward = [s for s in fused if s.kernel == "lstm_backward_inputs_kernel"]
+    """The fused step: 3 + 5 operations, 12 launches (each attention direction and each cell's backward
+    is one operation of two kernels) with its 2 additions; the split step with the fused attention:
+    each operation a launch but the attention's, its Triton kernels and the operations without a
+    compiled kernel (5 more casts under bf16)."""
+    launched = {d: step_launches(SIZES, d) for d in DESIGNS}
+    seconds = {d: sum(s.kernel in SECOND_LAUNCHES for s in launched[d]) for d in DESIGNS}
+    assert len(launched["fused"]) == 10 and seconds == {"fused": 4, "split": 2}
     for group in GROUPS:
         ops = step_operations(SIZES, group)
         mine = {d: [op for op in ops if d in op.designs] for d in DESIGNS}
-        assert len(fused) + len(mine["fused"]) - len(cells_backward) == sum(FUSED_OPS["fast+fused"])
+        assert len(launched["fused"]) + len(mine["fused"]) - seconds["fused"] == sum(FUSED_OPS["fast+fused"])
+        assert len(launched["fused"]) + len(mine["fused"]) == 12
         variant = "fast+fused_attention+split" + ("+bf16" if group == "bf16" else "")
-        assert len(step_launches(SIZES, "split")) + len(mine["split"]) == sum(SPLIT_OPS[variant])
+        assert len(launched["split"]) + len(mine["split"]) - seconds["split"] == sum(SPLIT_OPS[variant])
         assert sum(op.row_flops > 0 for op in mine["split"]) == 4  # a GEMM each way per cell
 
 
@@ -179,9 +187,13 @@ def fake_figures(v) -> dict:
 def test_each_group_plans_every_launch_and_says_which_kernels_borrow_tf32x3():
     variants = default_variants()
     labels = [v.kernel for v in variants]
-    assert len(labels) == 16 and all(v.default for v in variants)
+    # the attention's energies and chain backward in 3 precisions, its filter backward in 3 at B0 16 and 64,
+    # its context (no product) in 2 at B0 16 and 64; the LSTM's 4 kernels in 3 (products) or 2 (pointwise)
+    assert len(labels) == 26 and all(v.default for v in variants)
     assert {
-        "attention backward, tf32, chunk 16",
+        "attention chain backward, tf32, chunk 16",
+        "attention filter backward, bf16, chunk 16, B0 64",
+        "attention context, fp32, B0 16",
         "lstm backward inputs, tf32x3",
         "lstm pointwise forward, bf16",
     } <= set(labels)
@@ -189,10 +201,11 @@ def test_each_group_plans_every_launch_and_says_which_kernels_borrow_tf32x3():
     assert not missing and {p.group for p in planned} == set(GROUPS)
     for group in GROUPS:
         mine = [p for p in planned if p.group == group]
-        assert len(mine) == 10 and {p.designs for p in mine} == {("fused",), ("split",), ("fused", "split")}
+        assert len(mine) == 12 and {p.designs for p in mine} == {("fused",), ("split",), ("fused", "split")}
     tf32 = {p.step.kernel: p.compiled_as for p in planned if p.group == "tf32"}
-    assert tf32["attention_forward_kernel"] == "tf32" and tf32["lstm_pointwise_forward_kernel"] == "fp32"
-    assert precision_notes(planned) == []  # the pointwise kernels have no product to run in another precision
+    assert tf32["attention_energies_kernel"] == "tf32" and tf32["lstm_pointwise_forward_kernel"] == "fp32"
+    assert tf32["attention_context_kernel"] == "fp32"
+    assert precision_notes(planned) == []  # the pointwise kernels and the context have no product
     # attention kernels compiled in fp32 only (no PRECISION constexpr): the tf32 group runs them, and says so
     plain = [
         (dataclasses.replace(v, kernel=v.kernel.replace("tf32x3", "fp32")), fake_figures(v))
@@ -202,22 +215,52 @@ def test_each_group_plans_every_launch_and_says_which_kernels_borrow_tf32x3():
     planned, missing = plan(plain, list(ROWS))
     assert not missing and {p.compiled_as for p in planned if p.step.kernel.startswith("attention")} == {"fp32", "bf16"}
     (note,) = precision_notes(planned)
-    assert note.startswith("Note: in tf32 the rows of attention_forward_kernel, attention_backward_kernel")
+    assert note.startswith(
+        "Note: in tf32 the rows of attention_energies_kernel, attention_chain_backward_kernel,"
+        " attention_filter_backward_kernel are their fp32 variants"
+    )
     # without the attention's bf16 variants, no bf16 prediction, said in words
     kept = [(v, fake_figures(v)) for v in variants if not (v.kernel.startswith("attention") and "bf16" in v.kernel)]
     planned, missing = plan(kept, list(ROWS))
     assert "bf16" not in {p.group for p in planned} and missing == [
-        "no prediction in bf16: no default variant of attention_forward_kernel, attention_backward_kernel compiled"
+        "no prediction in bf16: no default variant of attention_energies_kernel, attention_context_kernel,"
+        " attention_chain_backward_kernel, attention_filter_backward_kernel compiled"
     ]
 
 
+def test_the_attention_launches_split_their_rows_as_the_launchers_do_with_the_variant_of_their_rows():
+    """At B0 16 and 64 every attention launch runs 128 programs (one wave on 132 SMs): text slices of 24 and
+    96 symbols, the context's 64 and 256 columns; the loops' iterations follow the shares (the author's
+    figures for the full model); the context and filter backward use the variant compiled at their B0."""
+    variants = default_variants()
+    made_up = [(v, {**fake_figures(v), "REG": v.constexprs.get("DC", v.constexprs.get("BMC", 64))}) for v in variants]
+    planned, _ = plan(made_up, list(ROWS))
+    mine = {p.step.kernel: p for p in planned if p.group == "tf32x3"}
+    trips = {
+        "attention_energies_kernel": {16: [16, 2], 64: [16, 6]},
+        "attention_context_kernel": {16: [3], 64: [12]},
+        "attention_chain_backward_kernel": {16: [2, 2], 64: [6, 6]},
+        "attention_filter_backward_kernel": {16: [8, 2, 12, 4, 2], 64: [2, 8, 12, 8, 6]},
+    }
+    for kernel, by_rows in trips.items():
+        for rows, expected in by_rows.items():
+            launch = mine[kernel].launches[rows]
+            assert launch.programs == 128 and [loop.trips for loop in launch.loops] == expected, (kernel, rows)
+    assert mine["attention_chain_backward_kernel"].launches[16].loops[1].stages == 2  # CHAIN_STAGES
+    assert {r: mine["attention_filter_backward_kernel"].compiled[r].registers for r in ROWS} == {16: 16, 64: 64}
+    assert {r: mine["attention_context_kernel"].compiled[r].registers for r in ROWS} == {16: 64, 64: 256}
+    filter_fn = next(v.fn for v in variants if v.fn.__name__ == "attention_filter_backward_kernel")
+    assert row_shares(filter_fn, 16) == {"SLICE": 24, "DC": 16, "HIDDEN_SLICE": 128, "G_ROWS": 64}
+    assert row_shares(filter_fn, 64) == {"SLICE": 96, "DC": 64, "HIDDEN_SLICE": 512, "G_ROWS": 128}
+
+
 def planned_made_up() -> list[Planned]:
-    """The attention's two launches with made-up figures in tf32x3, at the report's rows and at 32."""
+    """The attention's two forward launches with made-up figures in tf32x3, at the report's rows and at 32."""
     compiled = Compiled(warps=4, registers=32, shared=0, pipelined=True, loops=((10, 0),))
     made = []
     for step in step_launches(SIZES)[:2]:
         launches = {r: Launch(r, 1000 * r, (Loop(trips=4),), 1, 3) for r in (*ROWS, 32)}
-        made.append(Planned(step, "tf32x3", "fp32", ("fused", "split"), compiled, launches))
+        made.append(Planned(step, "tf32x3", "fp32", ("fused", "split"), dict.fromkeys(launches, compiled), launches))
     return made
 
 
@@ -225,28 +268,28 @@ def test_the_prediction_tables_parse_and_say_the_step(tmp_path):
     planned = planned_made_up()
     (table,) = markdown_tables("\n".join(prediction_table(planned, COSTS)))
     rows = parse(table, PREDICTION_COLUMNS)
-    assert [r["launch"] for r in rows] == ["attention forward", "attention backward"]
+    assert [r["launch"] for r in rows] == ["attention energies", "attention context"]
     assert all(float(r[f"us H100, B0 {b}"]) > 0 and r[f"programs, B0 {b}"] == str(b) for r in rows for b in ROWS)
     lines = step_lines(planned, SIZES, COSTS)
     assert lines[0].startswith("Predicted ms per decoder step, tf32x3, fused vs split: H100 ")
     assert re.search(r"H100 [0-9.]+ vs [0-9.]+ ms at B0 16", lines[0]) and "Targets: at most 0.15 ms" in lines[-1]
     path = tmp_path / "kernels.json"
-    timed = {"attention_forward_kernel": {"us_per_decoder_step": 12.5, "calls_per_decoder_step": 1}}
+    timed = {"attention_energies_kernel": {"us_per_decoder_step": 12.5, "calls_per_decoder_step": 1}}
     path.write_text(json.dumps({"device": "NVIDIA H200", "b0": 32, "precision": "fp32", "kernels": timed}))
     measured = read_measured(str(path))
-    assert measured.gpu.name == "H200" and measured.kernels == {"attention_forward_kernel": (12.5, 1)}
+    assert measured.gpu.name == "H200" and measured.kernels == {"attention_energies_kernel": (12.5, 1)}
     head, *rest = measured_table(planned, measured, COSTS)
     (table,) = markdown_tables("\n".join(rest))
     rows = {r["kernel"]: r for r in parse(table, MEASURED_COLUMNS)}
     assert (
         head.startswith("Measured on NVIDIA H200, B0 32")
-        and rows["attention_forward_kernel"]["us per step, measured"] == "12.5"
+        and rows["attention_energies_kernel"]["us per step, measured"] == "12.5"
     )
-    assert rows["attention_backward_kernel"]["us per step, measured"] == "-"
+    assert rows["attention_context_kernel"]["us per step, measured"] == "-"
     total = rows["total, the kernels both have"]
     assert (
         total["us per step, measured"] == "12.5"
-        and total["us per step, predicted"] == rows["attention_forward_kernel"]["us per step, predicted"]
+        and total["us per step, predicted"] == rows["attention_energies_kernel"]["us per step, predicted"]
     )
     assert head.endswith("(predicted: H200, tf32x3, the fused design)")
     # bench.step's kernel_times names its variant and precision: a split step in TF32
@@ -301,9 +344,10 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
     ).stdout
     table, prediction, operations, compared = markdown_tables(out)
     rows = parse(table, COLUMNS)
-    # attention forward and backward, LSTM forward and the backward's inputs' product, each in tf32x3, tf32
-    # and bf16; the LSTM pointwise forward and backward (no product) in fp32 and bf16
-    assert len(rows) == 16 and all(row["kernel"].endswith("(default)") for row in rows)
+    # the attention's energies and chain backward, the LSTM forward and the backward's inputs' product, each in
+    # tf32x3, tf32 and bf16, the attention's filter backward in those at B0 16 and 64; the attention's context
+    # at B0 16 and 64 and the LSTM pointwise forward and backward (no product) in fp32 and bf16
+    assert len(rows) == 26 and all(row["kernel"].endswith("(default)") for row in rows)
     for row in rows:
         name, spilled = row["kernel"], int(row["stack bytes (spills)"])
         assert 0 < int(row["registers"]) <= 255, row
@@ -317,7 +361,7 @@ def test_the_kernels_compile_for_hopper_fit_the_registers_pipeline_their_loads_a
         assert spilled == 0, (name, spilled)
     # each Triton launch of either design in the three groups, every figure positive (the loops the SASS's: exit 0)
     predicted = parse(prediction, PREDICTION_COLUMNS)
-    assert len(predicted) == 30 and all(float(r[c]) > 0 for r in predicted for c in PREDICTION_COLUMNS[3:-1])
+    assert len(predicted) == 36 and all(float(r[c]) > 0 for r in predicted for c in PREDICTION_COLUMNS[3:-1])
     assert "Note:" not in out  # every kernel with products runs them in each group's own precision
     others = parse(operations, OPERATION_COLUMNS)
     assert sum(r["operation"].startswith("cuBLAS GEMM") for r in others) == 12

@@ -78,15 +78,18 @@ def cell_inputs(sizes: Sizes) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def attention_launches() -> list[StepLaunch]:
-    """The fused attention's two kernels, in either design."""
+    """The fused attention's four kernels, in either design: each direction one operation of two
+    launches (model/ops/attention_kernels.py, attention_backward_kernels.py)."""
     return [
-        StepLaunch("attention_forward_kernel", "attention forward"),
-        StepLaunch("attention_backward_kernel", "attention backward"),
+        StepLaunch("attention_energies_kernel", "attention energies"),
+        StepLaunch("attention_context_kernel", "attention context"),
+        StepLaunch("attention_chain_backward_kernel", "attention chain backward"),
+        StepLaunch("attention_filter_backward_kernel", "attention filter backward"),
     ]
 
 
 def step_launches(sizes: Sizes, design: str = "fused") -> list[StepLaunch]:
-    """A decoder step's Triton launches (model/fast_decoder.FastDecoder.fast_step): the attention's two
+    """A decoder step's Triton launches (model/fast_decoder.FastDecoder.fast_step): the attention's four
     and each LSTM cell's. Fused (lstm_cell.py): forward one kernel, backward the pointwise gates'
     gradients and the inputs' product. Split (lstm_split.py): the pointwise kernel each way, the
     products on cuBLAS (step_operations). The decoder cell's backward adds h's gradient from the
@@ -104,15 +107,17 @@ def step_launches(sizes: Sizes, design: str = "fused") -> list[StepLaunch]:
     return found
 
 
-def fits(launch: StepLaunch, consts: dict) -> bool:
+def fits(launch: StepLaunch, consts: dict, shares: dict) -> bool:
     """Whether a variant was compiled for this launch: an LSTM forward for its number of inputs, a
-    pointwise backward with or without the extra gradient as it launches; any variant of the others.
-    A launch without a variant of its own is predicted from another (the decoder cell's, say)."""
+    pointwise backward with or without the extra gradient as it launches, an attention kernel for the
+    shares of a row that its constexprs follow at these rows (`shares`: kernel_variants.row_shares);
+    any variant of the others. A launch without a variant of its own is predicted from another (the
+    decoder cell's, say)."""
     if launch.kernel == "lstm_forward_kernel":
         return consts.get("NPARTS") == len(launch.widths)
     if launch.kernel == "lstm_pointwise_backward_kernel":
         return consts.get("HAS_EXTRA") == launch.extra
-    return True
+    return all(consts[name] == value for name, value in shares.items() if name in consts)
 
 
 def lstm_forward_traffic(launch: StepLaunch, rows: int, consts: dict) -> dict:
@@ -175,17 +180,17 @@ def lstm_backward_inputs_traffic(launch: StepLaunch, rows: int) -> dict:
     }
 
 
-def attention_forward_traffic(sizes: Sizes, rows: int) -> dict:
-    """The query's inputs, memory, processed memory, both weights and the scoring matrix read; the row,
-    the query, the copy of ah, the context and the weights written; the scratch row written with the
-    energies, read back, written with the weights and read back by the context's walk."""
+def attention_energies_traffic(sizes: Sizes, rows: int) -> dict:
+    """The query's inputs, the processed memory, both weights' windows, the scoring matrix and the mask
+    read; the row, the query, the copy of ah and the energies (a [B, T] scratch) written. Each tensor
+    once: what every program of a row reads (the query layer's weight, ah) comes from L2 after the
+    first (kernel_model's assumption)."""
     b, h, d, t = rows, sizes.attention_hidden, sizes.dim, sizes.text
     text = (b * t, 1)
     return {
         "ah_ptr": (b * h, 1),
         "wq_ptr": (d * h, 1),
         "preq_ptr": (b * d, 1),
-        "mem_ptr": (b * t * sizes.memory, 1),
         "pm_ptr": (b * t * d, 1),
         "prev_ptr": text,
         "cum_ptr": text,
@@ -194,44 +199,79 @@ def attention_forward_traffic(sizes: Sizes, rows: int) -> dict:
         "row_ptr": (b * h, 1),
         "q_ptr": (b * d, 1),
         "ahout_ptr": (b * h, 1),
-        "ctx_ptr": (b * sizes.memory, 1),
-        "w_ptr": text,
-        "newcum_ptr": text,
-        "energy_ptr": (b * t, 4),
+        "energy_ptr": text,
     }
 
 
-def attention_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
-    """The forward's inputs and results and the outputs' gradients read; the inputs' gradients written
-    (read too where added in place: PM_ACC, PART_ACC); the scratch written and read back: the weights'
-    gradient (read twice: the softmax's sum, the chain walk), the chain's gradient dx and the windows'."""
-    b, h, d, t, m = rows, sizes.attention_hidden, sizes.dim, sizes.text, sizes.memory
-    text = (b * t, 1)
+def attention_context_traffic(sizes: Sizes, rows: int) -> dict:
+    """Memory, the cumulative weights and the energies read (each program of a row reads the row's
+    energies twice, the softmax's and the walk's: from L2); the context, the weights and the new
+    cumulative weights written."""
+    text = (rows * sizes.text, 1)
+    return {
+        "mem_ptr": (rows * sizes.text * sizes.memory, 1),
+        "cum_ptr": text,
+        "energy_ptr": text,
+        "ctx_ptr": (rows * sizes.memory, 1),
+        "w_ptr": text,
+        "newcum_ptr": text,
+    }
+
+
+def attention_chain_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
+    """The forward's inputs and results and the outputs' gradients read; the processed memory's
+    gradient written (read too where added in place: PM_ACC) and memory's (MEMORY_GRAD); the scratch:
+    the weights' gradient written and read back by the chain walk, dx and the slices' partial sums
+    written for the filter launch. The weights and their gradients are read twice (the walks and the
+    softmax's sum over the row's text), the weights a third time by the memory walk under MEMORY_GRAD."""
+    b, d, t, m = rows, sizes.dim, sizes.text, sizes.memory
+    text, twice = (b * t, 1), (b * t, 2)
     return {
         "q_ptr": (b * d, 1),
-        "wq_ptr": (d * h, 1),
         "mem_ptr": (b * t * m, 1),
         "pm_ptr": (b * t * d, 1),
-        "prev_ptr": (b * t, 2),  # the chain walk's windows and the location matrix's gradient's
-        "cum_ptr": (b * t, 2),
+        "prev_ptr": text,
+        "cum_ptr": text,
         "vl_ptr": ((2 * sizes.kernel + 1) * d, 1),
-        "w_ptr": (b * t, 2),  # the softmax's sum and the chain walk
+        "w_ptr": (b * t, 2 + consts["MEMORY_GRAD"]),
+        "ctx_ptr": (b * m, 1),
         "dctx_ptr": (b * m, 1),
-        "dw_ptr": text,
-        "dnewcum_ptr": (b * t, 2),  # the weights' gradient and the unfolding's
-        "dahin_ptr": (b * h, 1),
+        "dw_ptr": twice,
+        "dnewcum_ptr": twice,
         "dctxx_ptr": (b * m if consts["CTX_EXTRA"] else 0, 1),
-        "dwx_ptr": (b * t if consts["W_EXTRA"] else 0, 1),
-        "dah_ptr": (b * h, 1),
-        "dq_ptr": (b * d, 1),
+        "dwx_ptr": (b * t if consts["W_EXTRA"] else 0, 2),
         "dmem_ptr": (b * t * m if consts["MEMORY_GRAD"] else 0, 1),
         "dpm_ptr": (b * t * d, 2 if consts["PM_ACC"] else 1),
+        "dws_ptr": twice,
+        "dx_ptr": (b * t * d, 1),
+        "dqv_ptr": (b * cdiv(t, consts["SLICE"]) * 2 * consts["BD"], 1),
+    }
+
+
+def attention_filter_backward_traffic(sizes: Sizes, rows: int, consts: dict) -> dict:
+    """The query layer's weight, the weights' windows, the location matrix, the chain launch's dx and
+    partial sums, the gradients of the new cumulative weights and of ah's copy read; ah's, the
+    precomputed term's, the previous and cumulative weights' and the scoring matrix's (the partials,
+    read too where added in place: PART_ACC) gradients written. dx is read twice (the location
+    matrix's gradient over the text, the windows' over the slices and their halos), the programs'
+    windows' gradients (g) written and read back."""
+    b, h, d, t = rows, sizes.attention_hidden, sizes.dim, sizes.text
+    text, slices = (b * t, 1), cdiv(t, consts["SLICE"])
+    return {
+        "wq_ptr": (d * h, 1),
+        "prev_ptr": text,
+        "cum_ptr": text,
+        "vl_ptr": (2 * sizes.kernel * d, 1),
+        "dx_ptr": (b * t * d, 2),
+        "dqv_ptr": (b * slices * 2 * consts["BD"], 1),
+        "dnewcum_ptr": text,
+        "dahin_ptr": (b * h, 1),
+        "dah_ptr": (b * h, 1),
+        "dq_ptr": (b * d, 1),
         "dprev_ptr": text,
         "dcum_ptr": text,
         "part_ptr": (b * (2 * sizes.kernel + 1) * d, 2 if consts["PART_ACC"] else 1),
-        "dws_ptr": (b * t, 3),
-        "g_ptr": (b * t * consts["BJ"], 2),
-        "dx_ptr": (b * t * d, 2),
+        "g_ptr": (b * slices * consts["G_ROWS"] * consts["BJ"], 2),
     }
 
 
@@ -249,10 +289,14 @@ def traffic(launch: StepLaunch, sizes: Sizes, rows: int, consts: dict) -> dict:
 
 
 def attention_traffic(launch: StepLaunch, sizes: Sizes, rows: int, consts: dict) -> dict:
-    """The attention kernels' traffic (attention_forward_traffic, attention_backward_traffic)."""
-    if launch.kernel == "attention_forward_kernel":
-        return attention_forward_traffic(sizes, rows)
-    return attention_backward_traffic(sizes, rows, consts)
+    """The attention kernels' traffic (attention_energies_traffic and the three others)."""
+    if launch.kernel == "attention_energies_kernel":
+        return attention_energies_traffic(sizes, rows)
+    if launch.kernel == "attention_context_kernel":
+        return attention_context_traffic(sizes, rows)
+    if launch.kernel == "attention_chain_backward_kernel":
+        return attention_chain_backward_traffic(sizes, rows, consts)
+    return attention_filter_backward_traffic(sizes, rows, consts)
 
 
 def launch_bytes(launch: StepLaunch, sizes: Sizes, rows: int, consts: dict, pointers: dict) -> int:
@@ -277,15 +321,24 @@ def loops(launch: StepLaunch, sizes: Sizes, consts: dict) -> tuple[tuple[Loop, .
 
 
 def attention_loops(launch: StepLaunch, sizes: Sizes, consts: dict) -> tuple[tuple[Loop, ...], int]:
-    """Attention forward: the query's walk over ah; the energies' walk over the text in chunks; the
-    context's walk over the text in memory tiles of every column; outside, the query's precomputed
-    term and the softmax's loads. Attention backward: the weights' gradient (memory tiles); the chain
-    walk (text chunks, CHAIN_STAGES in flight); the query's gradient over ah; the location matrix's
-    gradient (text chunks); the unfolding's walk; outside, the softmax's sum and the partials' two
-    sums added in place (v's row, the location matrix's)."""
-    t, h = sizes.text, sizes.attention_hidden
-    chunks, tiles, walk = cdiv(t, consts["BTC"]), cdiv(t, consts["BTM"]), Loop(cdiv(h, consts["BH"]))
-    if launch.kernel == "attention_forward_kernel":
-        return (walk, Loop(chunks), Loop(tiles)), 2
-    chain = Loop(chunks, stages=consts["CHAIN_STAGES"])
-    return (Loop(tiles), chain, walk, Loop(chunks), Loop(chunks)), 1 + 2 * consts["PART_ACC"]
+    """One program's loops at its launch's shares of a row (consts: the variant's constexprs, its
+    module's stages and kernel_variants.row_shares). Energies: the query's walk over ah, then the
+    slice's chunks; outside, v, the precomputed term and the location matrix, side by side. Context:
+    the walk over the text in memory tiles; outside, the row's energies. Chain backward: the slice's
+    memory tiles (the weights' gradient), then the chain walk over its chunks (CHAIN_STAGES in
+    flight); outside, the context's gradient, the softmax's sum's loads, then q, v and the location
+    matrix. Filter backward: the slices' partial sums, the query's backward over the program's hidden
+    units, the location matrix's gradient over the row's text (the longest program's: the first
+    always walks it), the windows' gradient over the slice and its halos, the unfolding over the
+    slice; outside, the location matrix and the partials' two sums added in place (v's row, the
+    location matrix's)."""
+    t, chunks = sizes.text, cdiv(consts["SLICE"], consts["BTC"]) if "SLICE" in consts else 0
+    if launch.kernel == "attention_energies_kernel":
+        return (Loop(cdiv(sizes.attention_hidden, consts["BH"])), Loop(chunks)), 1
+    if launch.kernel == "attention_context_kernel":
+        return (Loop(cdiv(t, consts["BTM"])),), 1
+    if launch.kernel == "attention_chain_backward_kernel":
+        return (Loop(cdiv(consts["SLICE"], consts["BTM"])), Loop(chunks, stages=consts["CHAIN_STAGES"])), 3
+    halo = cdiv(consts["SLICE"] + 2 * ((sizes.kernel - 1) // 2), consts["BTC"])
+    walks = (cdiv(t, consts["SLICE"]), cdiv(consts["HIDDEN_SLICE"], consts["BH"]), cdiv(t, consts["BTC"]), halo, chunks)
+    return tuple(Loop(n) for n in walks), 1 + 2 * consts["PART_ACC"]

@@ -8,9 +8,9 @@ Why a floor. cuBLAS's kernels are chosen at run time and their SASS is not compi
 GEMMs' loops, waves and stalls are unknown: a GEMM is predicted as if it ran at the bandwidth or the
 peak, whichever is slower, which favours the split design. The operations are counted from
 tests/test_model_ops_lstm_split.py's and tests/test_model_fast_decoder.py's operation counts (an
-eager step's launches): the split step with the fused attention is 10 + 7 (12 backward under bf16
-autocast), the fused step 3 + 5 operations, 10 launches (each fused cell's backward is one operation
-of two kernels).
+eager step's launches): the split step with the fused attention is 10 + 7 operations (12 backward
+under bf16 autocast), 19 launches (24), the fused step 3 + 5 operations, 12 launches (each attention
+direction, and each fused cell's backward, is one operation of two kernels).
 """
 
 from __future__ import annotations

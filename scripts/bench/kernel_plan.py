@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import sys
+import types
 
 from model.ops import attention_kernels, lstm_kernels, lstm_pointwise_kernels
 from scripts.bench.kernel_launches import DESIGNS, StepLaunch, fits, launch_bytes, loops, step_launches
 from scripts.bench.kernel_model import GROUPS, Compiled, Launch
 from scripts.bench.kernel_report import Planned
-from scripts.bench.kernel_variants import KERNEL_MODULES, SIZES, Variant
+from scripts.bench.kernel_variants import KERNEL_MODULES, SIZES, Variant, row_shares
 
 
-def launch_programs(step: StepLaunch, rows: int) -> int:
-    """A launch's programs from its kernel module's grid function (the one home of the grids)."""
+def launch_programs(step: StepLaunch, rows: int, shares: dict) -> int:
+    """A launch's programs from its kernel module's grid function (the one home of the grids), at the
+    launch's shares of a row (kernel_variants.row_shares) for the attention's."""
     if step.kernel == "lstm_forward_kernel":
         grid = lstm_kernels.forward_grid(rows, step.hidden)
     elif step.kernel == "lstm_backward_inputs_kernel":
@@ -28,13 +31,15 @@ def launch_programs(step: StepLaunch, rows: int) -> int:
     elif step.kernel.startswith("lstm_pointwise"):
         grid = lstm_pointwise_kernels.grid(rows, step.hidden)
     else:
-        grid = attention_programs(step, rows)
+        grid = attention_programs(step, rows, shares)
     return math.prod(grid)
 
 
-def attention_programs(step: StepLaunch, rows: int) -> tuple[int, ...]:
-    """The attention kernels' grid (attention_kernels.grid)."""
-    return attention_kernels.grid(rows)
+def attention_programs(step: StepLaunch, rows: int, shares: dict) -> tuple[int, int]:
+    """The attention kernels' grids: the context's (row, column slice), the others' (row, text slice)."""
+    if step.kernel == "attention_context_kernel":
+        return attention_kernels.context_grid(rows, SIZES.memory, shares["BMC"])
+    return attention_kernels.text_grid(rows, SIZES.text, shares["SLICE"])
 
 
 def kernel_stages(fn) -> int:
@@ -81,18 +86,19 @@ def group_candidates(defaults: dict, kernel: str, group: str) -> tuple[str, list
 
 
 def planned_launch(step: StepLaunch, group: str, found: tuple[str, list], designs: tuple, rows: list[int]) -> Planned:
-    """One launch from its compiled variant (the one compiled for it if several: kernel_launches.fits)."""
+    """One launch at each of `rows` from its compiled variant (the one compiled for it at those rows
+    if several: kernel_launches.fits), its loops and bytes at the rows' shares (row_shares)."""
     precision, candidates = found
-    v, figures = next(((v, r) for v, r in candidates if fits(step, v.constexprs)), candidates[0])
-    inner, outside = loops(step, SIZES, {**v.constexprs, **module_stages(v.fn)})
-    stages = kernel_stages(v.fn)
-    launches = {
-        r: Launch(
-            launch_programs(step, r), launch_bytes(step, SIZES, r, v.constexprs, v.pointers), inner, outside, stages
-        )
-        for r in rows
-    }
-    return Planned(step, group, precision, designs, compiled_figures(v, figures), launches)
+    compiled, launches = {}, {}
+    for r in rows:
+        shares = row_shares(candidates[0][0].fn, r)
+        v, figures = next(((v, f) for v, f in candidates if fits(step, v.constexprs, shares)), candidates[0])
+        consts = {**v.constexprs, **module_stages(v.fn), **shares}
+        inner, outside = loops(step, SIZES, consts)
+        moved = launch_bytes(step, SIZES, r, consts, v.pointers)
+        launches[r] = Launch(launch_programs(step, r, shares), moved, inner, outside, kernel_stages(v.fn))
+        compiled[r] = compiled_figures(v, figures)
+    return Planned(step, group, precision, designs, compiled, launches)
 
 
 def plan(compiled: list[tuple[Variant, dict]], rows: list[int]) -> tuple[list[Planned], list[str]]:
@@ -135,6 +141,20 @@ def precision_notes(planned: list[Planned]) -> list[str]:
 
 
 def has_products(kernel: str) -> bool:
-    """Whether a kernel's module multiplies on the tensor cores (calls kernel_math.mma)."""
+    """Whether a kernel multiplies on the tensor cores: calls kernel_math.mma, itself or through the
+    @triton.jit helpers of its module that it calls (a module's other kernels may multiply where it
+    does not: the attention's context)."""
     module = next(m for m in KERNEL_MODULES if hasattr(m, kernel))
-    return "mma(" in inspect.getsource(module)
+    return calls_mma(getattr(module, kernel), module)
+
+
+def calls_mma(fn, module) -> bool:
+    """Whether `fn`'s source calls mma, or calls a @triton.jit function of `module` that does (compiled
+    or, under TRITON_INTERPRET=1, interpreted: either wraps its Python function as `fn`)."""
+    source = inspect.getsource(fn.fn)
+    if "mma(" in source:
+        return True
+    called = {getattr(module, name, None) for name in re.findall(r"\b(\w+)\(", source)}
+    return any(
+        isinstance(getattr(f, "fn", None), types.FunctionType) and f is not fn and calls_mma(f, module) for f in called
+    )

@@ -63,17 +63,18 @@ class MeasuredError(ValueError):
 class Planned:
     """One Triton launch of the step in one precision group (kernel_model.GROUPS): the designs that
     launch it, the compiled variant's precision (`compiled_as`: "fp32" for a kernel without a float32
-    precision of its own), its figures, and the launch at each number of rows it is predicted at."""
+    precision of its own), and its figures and the launch at each number of rows it is predicted at
+    (the attention's context and filter backward are compiled per B0: kernel_variants.SHARE_ROWS)."""
 
     step: StepLaunch
     group: str
     compiled_as: str
     designs: tuple[str, ...]
-    compiled: Compiled
+    compiled: dict[int, Compiled]  # at each number of rows: a launch's variant may follow them
     launches: dict[int, Launch]
 
     def predicted(self, rows: int, gpu: Gpu, costs: Costs) -> Prediction:
-        return predict(self.launches[rows], self.compiled, gpu, costs, f"{self.step.kernel} ({self.step.label})")
+        return predict(self.launches[rows], self.compiled[rows], gpu, costs, f"{self.step.kernel} ({self.step.label})")
 
     @property
     def precision(self) -> str:

@@ -111,12 +111,9 @@ def attention_launches(chunk: int) -> list[tuple[str, str, object, dict, int]]:
         ("attention energies", f"chunk {chunk}", attention_kernels.attention_energies_kernel, blocks, chunk),
         ("attention chain backward", f"chunk {chunk}", chain, {**blocks, **LOOP_BACKWARD}, chunk),
     ]
+    fn = attention_backward_kernels.attention_filter_backward_kernel
     for rows in SHARE_ROWS:
-        slice_symbols = attention_kernels.text_slice(rows, FULL["text"], blocks["BTC"])
-        slices = attention_kernels.text_grid(rows, FULL["text"], slice_symbols)[1]
-        columns = attention_backward_kernels.filter_shares(slices, blocks["BD"], FULL["hidden"], blocks["BH"])[0]
-        launch = {**blocks, **LOOP_BACKWARD, "DC": columns}
-        fn = attention_backward_kernels.attention_filter_backward_kernel
+        launch = {**blocks, **LOOP_BACKWARD, "DC": row_shares(fn, rows, chunk)["DC"]}
         found.append(("attention filter backward", f"chunk {chunk}, B0 {rows}", fn, launch, chunk))
     return found
 
@@ -124,13 +121,28 @@ def attention_launches(chunk: int) -> list[tuple[str, str, object, dict, int]]:
 def context_launches() -> list[tuple[str, str, object, dict, None]]:
     """The forward's context launch (no chunk, no product) at B0 16 and 64 (SHARE_ROWS), whose column
     slices and memory tiles follow the rows: as attention_launches."""
-    found = []
-    for rows in SHARE_ROWS:
+    fn = attention_kernels.attention_context_kernel
+    launch = {"BT": triton.next_power_of_2(FULL["text"])}
+    return [("attention context", f"B0 {rows}", fn, {**launch, **row_shares(fn, rows)}, None) for rows in SHARE_ROWS]
+
+
+def row_shares(fn, rows: int, chunk: int = CHUNK) -> dict:
+    """What of an attention launch follows the rows, by the names its kernel takes (constexprs and
+    arguments; none for another kernel), as the launchers (attention_kernels.forward,
+    attention_backward_kernels.backward) compute it: the context's column slice (BMC) and memory tile
+    (BTM); the text kernels' slice of symbols (SLICE), and the filter backward's attention columns
+    (DC), hidden units (HIDDEN_SLICE) and halo rows (G_ROWS)."""
+    t, names = FULL["text"], fn.arg_names
+    if "BMC" in names:
         columns = attention_kernels.context_columns(rows, FULL["memory"])
-        tile = attention_kernels.memory_tile_rows(FULL["text"], columns, attention_kernels.CONTEXT_TILE)
-        launch = {"BT": triton.next_power_of_2(FULL["text"]), "BTM": tile, "BMC": columns}
-        found.append(("attention context", f"B0 {rows}", attention_kernels.attention_context_kernel, launch, None))
-    return found
+        return {"BMC": columns, "BTM": attention_kernels.memory_tile_rows(t, columns, attention_kernels.CONTEXT_TILE)}
+    blocks = attention_kernels.blocks(t, FULL["memory"], FULL["dim"], FULL["kernel"], chunk)
+    slice_symbols = attention_kernels.text_slice(rows, t, blocks["BTC"])
+    slices = attention_kernels.text_grid(rows, t, slice_symbols)[1]
+    columns, hidden = attention_backward_kernels.filter_shares(slices, blocks["BD"], FULL["hidden"], blocks["BH"])
+    g_rows = attention_backward_kernels.halo_rows(slice_symbols, FULL["kernel"], blocks["BTC"])
+    found = {"SLICE": slice_symbols, "DC": columns, "HIDDEN_SLICE": hidden, "G_ROWS": g_rows}
+    return {name: value for name, value in found.items() if name in names}
 
 
 def lstm_kernels_launched() -> list[tuple[str, object, dict, int]]:

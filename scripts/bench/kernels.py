@@ -5,7 +5,9 @@ Triton compiles for a named target without a GPU (down to the cubin, with the pt
 the cubin says what each thread of a kernel holds. A kernel that needs more than the 255 registers a
 thread has spills the rest to local memory (`STACK` below), which costs memory traffic on every
 use: the first thing to avoid before a GPU times anything. For each kernel of model/ops/attention_kernels.py,
-model/ops/lstm_kernels.py and model/ops/lstm_pointwise_kernels.py, at the full model's sizes
+model/ops/attention_backward_kernels.py, model/ops/lstm_kernels.py and model/ops/lstm_pointwise_kernels.py
+(the attention's context and filter backward at B0 16 and 64: their shares of a row follow the rows),
+at the full model's sizes
 (LJSpeech's longest text: 192 symbols, so a 256-symbol block), in each precision it runs in (a kernel
 with a PRECISION constexpr: float32 products as three TF32 products, "tf32x3", or one, "tf32"; else
 "fp32"; and bf16 inputs as autocast gives them) and at each block and warp count given, it prints one
