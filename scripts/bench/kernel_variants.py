@@ -85,6 +85,12 @@ def precisions(fn, family: str) -> list[tuple[str, dict, dict]]:
     return found
 
 
+#: The attention kernels' size arguments that are the model's own (memory, attention and hidden
+#: widths: 512, 128, 1024 in the full model, divisible by 16 at every launch); the text's length, its
+#: slices and the strides vary with the batch, so the launch specializes on none of them.
+MODEL_SIZES = ("M", "D", "H")
+
+
 def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
     """The attention kernels (attention_launches) in each of their precisions (precisions), at each
     chunk and warp count."""
@@ -97,7 +103,8 @@ def attention_variants(chunks: list[int], warps: list[int]) -> list[Variant]:
                 consts = {
                     key: value for key, value in {**launch, "ACC": tl.float32, **mma}.items() if key in fn.arg_names
                 }
-                found.append(Variant(f"{name}, {precision}, {more}", fn, low, consts, num_warps, default))
+                aligned = tuple(a for a in fn.arg_names if a.endswith("_ptr") or a in MODEL_SIZES)
+                found.append(Variant(f"{name}, {precision}, {more}", fn, low, consts, num_warps, default, aligned))
     return found
 
 
