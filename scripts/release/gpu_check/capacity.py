@@ -53,7 +53,7 @@ def probe_setup(lengths: Path, hparams: str, device: torch.device) -> ProbeSetup
 def snapshot(setup: ProbeSetup, b0: int, out: Path) -> None:
     """Whether B0 = b0 fits (training/auto_batch.fits: each probe shape's step, its graphs captured), the
     allocator's history over it written to `out`."""
-    torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_ENTRIES)
+    torch.cuda.memory._record_memory_history(stacks="python", max_entries=SNAPSHOT_ENTRIES)  # no C++ frames: smaller
     try:
         ok = fits(setup, b0)
         out.parent.mkdir(parents=True, exist_ok=True)
