@@ -17,7 +17,7 @@ from tests.kit import record_precisions, relative_error
 #: (rows, hidden, input widths, dropout mask): one block each way; several blocks of rows, hidden units,
 #: input columns and gate columns, with tails (model/ops/lstm_kernels: 16 rows; the forward 8 hidden
 #: units and 64 input columns an iteration, the gates' gradients 16 hidden units, the inputs' gradient
-#: 16 input columns and 64 gate columns an iteration).
+#: 16 input columns and 128 gate columns an iteration).
 CASES = [(3, 8, (5, 8), False), (21, 36, (24, 80, 41), True)]
 
 

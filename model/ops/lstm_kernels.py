@@ -141,7 +141,10 @@ def lstm_backward_inputs_kernel(
 FORWARD_BLOCKS = {"BB": 16, "BH": 8, "BK": 64}
 #: The backward's inputs' gradient: rows, input columns (16: 2 warps) per program, and gate columns an
 #: iteration; 96-160 programs at 16 rows (the attention cell's 1536 input columns, the decoder cell's 2560).
-INPUTS_BLOCKS = {"BB": 16, "BK": 16, "BJ": 64}
+#: 128 gate columns an iteration, not 64: half the iterations over the 4096 gate columns, so half the
+#: memory round trips, which bound it at B0 16 (the compiler's report: 25 us predicted at 64, 14-20 at
+#: 128); in tf32x3 that takes 255 registers a thread, none spilled.
+INPUTS_BLOCKS = {"BB": 16, "BK": 16, "BJ": 128}
 #: Warps per program: the forward and the gates' gradients, and the backward's product.
 NUM_WARPS = 4
 INPUTS_WARPS = 2
