@@ -28,7 +28,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from .deferred import StepProjection, step_linear
-from .support import accumulation_dtype, unit_columns
+from .support import accumulation_dtype, cell_grads, unit_columns
 
 
 @torch.library.custom_op("tacotron2::lstm_pointwise", mutates_args=())
@@ -84,9 +84,7 @@ class _PointwiseStep(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_h, d_c, _d_act):
         act, cell, new_cell, keep = ctx.saved_tensors
-        d_h = torch.zeros_like(new_cell) if d_h is None else unit_columns(d_h)
-        d_c = torch.zeros_like(new_cell) if d_c is None else d_c.contiguous()
-        d_h_extra = None if ctx.extra is None else ctx.extra()
+        d_h, d_c, d_h_extra = cell_grads(d_h, d_c, new_cell, ctx.extra)
         d_gates, d_cell = _lstm_pointwise_backward(act, cell, new_cell, keep, d_h, d_c, ctx.gates_dtype, d_h_extra)
         return d_gates, d_cell, None, None
 

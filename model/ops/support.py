@@ -5,6 +5,7 @@ kernels read a gradient in, and the precision of their float32 products."""
 
 import importlib.util
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -41,3 +42,17 @@ def unit_columns(t: torch.Tensor) -> torch.Tensor:
     """t itself if its last dimension is unit-stride, else a contiguous copy: the kernels take a
     gradient's other strides (a column slice of a wider one is read where it lies), not that one."""
     return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def cell_grads(
+    d_h: torch.Tensor | None,
+    d_c: torch.Tensor | None,
+    new_cell: torch.Tensor,
+    extra: Callable[[], torch.Tensor | None] | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """What an LSTM cell's backward kernel reads (lstm_cell.py's and lstm_split.py's): h's and c's
+    gradients as autograd hands them (None where unused: zeros), h's with a unit column stride, c's
+    contiguous; and the extra gradient of h that autograd does not sum in (extra() asked, or None)."""
+    d_h = torch.zeros_like(new_cell) if d_h is None else unit_columns(d_h)
+    d_c = torch.zeros_like(new_cell) if d_c is None else d_c.contiguous()
+    return d_h, d_c, None if extra is None else extra()
